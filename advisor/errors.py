@@ -1,0 +1,23 @@
+"""Errors the CLI turns into one clear line and an exit code (2 = bad input)."""
+from __future__ import annotations
+
+
+class AdvisorError(Exception):
+    """Base class; ``exit_code`` is what the CLI returns."""
+
+    exit_code = 1
+
+
+class InputError(AdvisorError):
+    """Malformed or unreadable user input: one line naming the file and the problem; exit 2."""
+
+    exit_code = 2
+
+    def __init__(self, path: object, problem: str):
+        self.path = str(path) if path is not None else ""
+        self.problem = problem
+        super().__init__(f"{self.path}: {problem}" if self.path else problem)
+
+
+class MixlistError(InputError):
+    """A mixlist GE would reject (bad JSON, wrong structure, conflicting edits)."""

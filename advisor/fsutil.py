@@ -1,0 +1,83 @@
+"""Safe file output: atomic writes, never silently overwrite a user's file, stay inside a folder."""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from .errors import InputError
+
+
+def atomic_write_text(path: str | os.PathLike, text: str, keep_existing: bool = False) -> Path | None:
+    """Write ``text`` to ``path`` atomically (temp file + rename in the same folder).
+
+    With ``keep_existing`` an existing file whose content differs is first renamed to
+    ``<name>.bak`` (``.bak1``, ``.bak2``, ... if taken); the kept path is returned.
+    """
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    kept = None
+    if keep_existing and p.exists():
+        try:
+            same = p.read_text(encoding="utf-8") == text
+        except (OSError, UnicodeDecodeError):
+            same = False
+        if not same:
+            kept = _free_backup_name(p)
+            os.replace(p, kept)
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=str(p.parent))
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, p)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return kept
+
+
+def atomic_write_json(path: str | os.PathLike, obj: Any, keep_existing: bool = False, indent: int = 2) -> Path | None:
+    return atomic_write_text(path, json.dumps(obj, indent=indent, ensure_ascii=False, default=_json_default) + "\n",
+                             keep_existing=keep_existing)
+
+
+def _json_default(o: Any) -> Any:
+    try:
+        import numpy as np
+        if isinstance(o, np.generic):
+            return o.item()
+        if isinstance(o, np.ndarray):
+            return o.tolist()
+    except ImportError:  # pragma: no cover
+        pass
+    if isinstance(o, (set, frozenset)):
+        return sorted(o)
+    if isinstance(o, Path):
+        return str(o)
+    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
+
+
+def _free_backup_name(p: Path) -> Path:
+    cand = p.with_name(p.name + ".bak")
+    i = 1
+    while cand.exists():
+        cand = p.with_name(f"{p.name}.bak{i}")
+        i += 1
+    return cand
+
+
+def resolve_inside(base: str | os.PathLike, relative: str, what: str = "path") -> Path:
+    """Resolve ``relative`` against ``base`` and refuse anything that escapes ``base``
+    (``..``, absolute paths, symlinks pointing outside)."""
+    b = Path(base).resolve()
+    target = (b / relative).resolve()
+    if target != b and b not in target.parents:
+        raise InputError(base, f"{what} {relative!r} points outside the dump folder; refusing to read it")
+    return target

@@ -1,0 +1,157 @@
+"""The op graph: one networkx DiGraph that every stage reads and writes.
+
+The graph carries data, not behaviour (networkx style).  Conventions, shared by
+ingest, the emulator, the semantics module, compare and recommend:
+
+Node attributes (node key: any hashable, usually the op instance name)
+    type       GE op type, exact and case-sensitive ("MatMulV2"); for roles other
+               than "op" the GE node type ("Data", "Const", "Variable").
+    name       op instance name (defaults to the node key).
+    role       "op" | "data" | "const" | "variable".  data = graph input (a real
+               producer, fp32 unless ``dtype`` says otherwise); const/variable =
+               weights and constants (rank after activation inputs).
+    kernel     bool, default True.  False = no kernel (view/reshape): the op
+               follows its predecessor's precision.
+    decides    bool, default True.  False = kept as a node but excluded from
+               precision decisions (HCCL, MemSet, AI_CPU bookkeeping): it passes
+               its predecessor's precision through.
+    float      bool, default True.  False = the op computes on int/bool tensors
+               only; its precision is "n/a".
+    dtype      for data/const/variable nodes: "fp32" (default), "fp16", "bf16",
+               or a non-float name ("int64", "bool", ...).
+    cast_to    for Cast ops, the destination dtype when known ("fp32", "fp16", ...).
+    origin_dtype  the op's original float dtype, default "fp32".
+    Optional, filled where known: step, order (execution index), stream, core
+    (Accelerator Core), duration_us, flops, bytes, in_shapes, out_shapes,
+    in_dtypes, out_dtypes (lists of str as executed), dump (activation entry
+    name), aten (source aten op for emulator runs).
+
+Edge attributes (producer -> consumer)
+    ports       list of (producer output index, consumer input index) pairs; a
+                producer feeding two inputs of one consumer has two pairs.
+    float       bool, default True: the tensor carried is floating point.
+    confidence  1.0 for true dataflow (graph dump, emulator trace), < 1.0 when
+                inferred from execution order and shapes.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+import networkx as nx
+
+ROLES = ("op", "data", "const", "variable")
+LOW_DTYPES = ("fp16", "bf16")
+FLOAT_DTYPES = ("fp32", "fp16", "bf16", "fp64")
+
+# dtype spellings seen in kernel_details.csv, msprobe dumps, torch and GE dumps
+_DTYPE_ALIASES = {
+    "float": "fp32", "float32": "fp32", "fp32": "fp32", "dt_float": "fp32", "torch.float32": "fp32",
+    "float16": "fp16", "fp16": "fp16", "half": "fp16", "dt_float16": "fp16", "torch.float16": "fp16",
+    "dt_bf16": "bf16", "bf16": "bf16", "bfloat16": "bf16", "dt_bfloat16": "bf16", "torch.bfloat16": "bf16",
+    "double": "fp64", "float64": "fp64", "dt_double": "fp64", "torch.float64": "fp64",
+}
+
+
+def normalize_dtype(name: Any) -> str:
+    """Map any dtype spelling (``FLOAT16``, ``DT_BF16``, ``torch.float32``) to fp32/fp16/bf16/fp64,
+    or a lower-case non-float name (``int64``, ``bool``, ``n/a``)."""
+    if name is None:
+        return "n/a"
+    s = str(name).strip().lower()
+    if not s:
+        return "n/a"
+    if s in _DTYPE_ALIASES:
+        return _DTYPE_ALIASES[s]
+    if s.startswith("dt_"):
+        s = s[3:]
+    if s.startswith("torch."):
+        s = s[6:]
+    return _DTYPE_ALIASES.get(s, s)
+
+
+def is_float_dtype(name: Any) -> bool:
+    return normalize_dtype(name) in FLOAT_DTYPES
+
+
+def new_graph(**graph_attrs: Any) -> nx.DiGraph:
+    g = nx.DiGraph()
+    g.graph.update(graph_attrs)
+    return g
+
+
+def add_op(g: nx.DiGraph, node: Any, type: str, role: str = "op", **attrs: Any) -> Any:
+    """Add a node with the conventional attributes (defaults filled in)."""
+    if role not in ROLES:
+        raise ValueError(f"role must be one of {ROLES}, not {role!r}")
+    attrs.setdefault("name", str(node))
+    g.add_node(node, type=type, role=role, **attrs)
+    return node
+
+
+def connect(g: nx.DiGraph, src: Any, dst: Any, src_out: int = 0, dst_in: int = 0,
+            float: bool = True, confidence: float = 1.0) -> None:  # noqa: A002 - attribute name
+    """Add the dataflow src[src_out] -> dst[dst_in] (merging ports of a repeated pair)."""
+    if g.has_edge(src, dst):
+        d = g.edges[src, dst]
+        if (src_out, dst_in) not in d["ports"]:
+            d["ports"].append((src_out, dst_in))
+        d["float"] = d.get("float", True) or float
+        d["confidence"] = min(d.get("confidence", 1.0), confidence)
+    else:
+        g.add_edge(src, dst, ports=[(src_out, dst_in)], float=float, confidence=confidence)
+
+
+def ranked_inputs(g: nx.DiGraph, node: Any) -> list[tuple[int, Any, int]]:
+    """Float inputs of ``node`` as (input index, producer, producer output index), ranked the GE way:
+    inputs fed by a real node (op or graph input) first in index order, then const/variable ones."""
+    real: list[tuple[int, Any, int]] = []
+    weak: list[tuple[int, Any, int]] = []
+    nodes = g.nodes
+    for src, _, d in g.in_edges(node, data=True):
+        if not d.get("float", True):
+            continue
+        role = nodes[src].get("role", "op")
+        bucket = weak if role in ("const", "variable") else real
+        for out_idx, in_idx in d.get("ports", [(0, 0)]):
+            bucket.append((in_idx, src, out_idx))
+    real.sort(key=lambda t: t[0])
+    weak.sort(key=lambda t: t[0])
+    return real + weak
+
+
+def op_nodes(g: nx.DiGraph) -> Iterable[Any]:
+    """Nodes with role "op"."""
+    return (n for n, r in g.nodes(data="role", default="op") if r == "op")
+
+
+def export(g: nx.DiGraph, path: str) -> None:
+    """Write the graph as GraphML (.graphml) or Graphviz dot (.dot); list attributes become strings."""
+    h = nx.DiGraph()
+    for n, d in g.nodes(data=True):
+        h.add_node(str(n), **{k: _scalar(v) for k, v in d.items() if v is not None})
+    for u, v, d in g.edges(data=True):
+        h.add_edge(str(u), str(v), **{k: _scalar(x) for k, x in d.items() if x is not None})
+    if path.endswith(".graphml"):
+        nx.write_graphml(h, path)
+    elif path.endswith(".dot"):
+        with open(path, "w", encoding="utf-8") as f:
+            f.write("digraph ops {\n")
+            for n, d in h.nodes(data=True):
+                label = f"{d.get('type', '')} {n}"
+                extra = f" precision={_q(d['precision'])}" if "precision" in d else ""
+                f.write(f"  {_q(n)} [label={_q(label)}{extra}];\n")
+            for u, v in h.edges():
+                f.write(f"  {_q(u)} -> {_q(v)};\n")
+            f.write("}\n")
+    else:
+        raise ValueError(f"{path}: export format must be .graphml or .dot")
+
+
+def _scalar(v: Any) -> Any:
+    if isinstance(v, (bool, int, float, str)):
+        return v
+    return str(v)
+
+
+def _q(s: str) -> str:
+    return '"' + str(s).replace("\\", "\\\\").replace('"', '\\"') + '"'
