@@ -15,6 +15,11 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
                   help="Recommend Ascend mixed-precision mixlist edits from evidence.")
 
 
+@app.callback()
+def _root() -> None:
+    """advisor: which op types to move between the Ascend mixed-precision black, white and gray lists."""
+
+
 def _register_all() -> None:
     for name in COMMAND_MODULES:
         try:

@@ -1,0 +1,129 @@
+"""The modify_mixlist model: GE's semantics for to-add / to-remove, emit, diff."""
+import json
+
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from advisor.errors import MixlistError
+from advisor.mixlist import Mixlist, apply, between, from_targets, list_changes, parse_text
+from advisor.oplists import OpLists, load_default, load_ops_info
+
+BASE = OpLists(white=frozenset({"A", "MatMulV2"}), black=frozenset({"Log"}),
+               known=frozenset({"A", "MatMulV2", "Log", "Exp", "Add"}), soc="test")
+
+
+# --- the four cases of the CANN mixed-precision document (A is white by default) ---
+def test_seed_case_add_to_black_moves_white_op_to_black():
+    res = apply(BASE, parse_text('{"black-list": {"to-add": ["A"]}}'))
+    assert res.lists.list_of("A") == "black" and not res.warnings
+
+
+def test_seed_case_add_to_black_and_remove_from_white_ends_black():
+    res = apply(BASE, parse_text('{"black-list": {"to-add": ["A"]}, "white-list": {"to-remove": ["A"]}}'))
+    assert res.lists.list_of("A") == "black" and not res.warnings
+
+
+def test_seed_case_remove_from_white_only_leaves_gray_not_black():
+    res = apply(BASE, parse_text('{"white-list": {"to-remove": ["A"]}}'))
+    assert res.lists.list_of("A") == "gray"
+
+
+def test_seed_case_remove_from_black_only_leaves_gray():
+    res = apply(BASE, parse_text('{"black-list": {"to-remove": ["Log"]}}'))
+    assert res.lists.list_of("Log") == "gray"
+
+
+def test_remove_from_list_type_is_not_in_only_warns():
+    res = apply(BASE, parse_text('{"black-list": {"to-remove": ["Exp"]}}'))
+    assert res.lists == BASE and len(res.warnings) == 1 and "Exp" in res.warnings[0]
+
+
+def test_add_to_white_moves_black_op_to_white():
+    assert apply(BASE, Mixlist(white_add=("Log",))).lists.list_of("Log") == "white"
+
+
+def test_same_type_in_black_and_white_to_add_is_an_error():
+    with pytest.raises(MixlistError, match="both"):
+        parse_text('{"black-list": {"to-add": ["Exp"]}, "white-list": {"to-add": ["Exp"]}}')
+
+
+def test_gray_list_key_makes_type_gray():
+    assert apply(BASE, parse_text('{"gray-list": {"to-add": ["MatMulV2"]}}')).lists.list_of("MatMulV2") == "gray"
+
+
+def test_types_are_exact_and_case_sensitive():
+    res = apply(BASE, parse_text('{"black-list": {"to-add": ["matmulv2"]}}'))
+    assert res.lists.list_of("MatMulV2") == "white"
+
+
+def test_invalid_json_reports_line_and_column():
+    with pytest.raises(MixlistError, match=r"line 2 column \d+"):
+        parse_text('{"black-list":\n {"to-add": ["Exp",]}}', "x.json")
+
+
+def test_comments_are_rejected_with_a_hint():
+    with pytest.raises(MixlistError, match="comments"):
+        parse_text('{"black-list": {"to-add": ["Exp"]} // hi\n}')
+
+
+def test_wrong_structure_is_rejected():
+    with pytest.raises(MixlistError, match="unknown key"):
+        parse_text('{"blacklist": {"to-add": ["Exp"]}}')
+    with pytest.raises(MixlistError, match="array"):
+        parse_text('{"black-list": {"to-add": "Exp"}}')
+
+
+def test_emitted_file_is_stable_and_round_trips():
+    m = Mixlist(black_add=("Exp", "Add"), white_remove=("MatMulV2",))
+    text = m.to_json()
+    d = json.loads(text)
+    assert list(d) == ["black-list", "white-list"]
+    assert list(d["black-list"]) == ["to-add", "to-remove"]
+    assert parse_text(text) == m
+    assert text == m.to_json()
+
+
+def test_diff_lists_effective_changes():
+    after = apply(BASE, Mixlist(black_add=("A", "Exp"), black_remove=("Log",))).lists
+    assert list_changes(BASE, after) == {"A": ("white", "black"), "Exp": ("gray", "black"), "Log": ("black", "gray")}
+
+
+def test_from_targets_gray_becomes_to_remove_from_current_list():
+    m = from_targets(BASE, {"A": "gray", "Log": "gray", "Exp": "black"})
+    assert m.white_remove == ("A",) and m.black_remove == ("Log",) and m.black_add == ("Exp",)
+
+
+def test_ops_info_file_flags_give_lists(tmp_path):
+    p = tmp_path / "aic-ascend910b-ops-info.json"
+    p.write_text(json.dumps({"MatMulV2": {"precision_reduce": {"flag": "true"}},
+                             "Log": {"precision_reduce": {"flag": "false"}}, "Exp": {"input0": {}}}))
+    lists = load_ops_info(p)
+    assert (lists.soc, lists.list_of("MatMulV2"), lists.list_of("Log"), lists.list_of("Exp")) == \
+        ("ascend910b", "white", "black", "gray")
+
+
+def test_default_tables_match_reference_counts(shared):
+    ref = json.loads((shared / "reference/precision_reduce_cann8.1RC1.json").read_text())
+    for soc, d in ref.items():
+        lists = load_default(soc)
+        assert lists.white == set(d["white"]) and lists.black == set(d["black"]) and lists.gray == set(d["gray"])
+    b = load_default("ascend910b")
+    assert (b.list_of("MatMulV2"), b.list_of("ReduceSum"), b.list_of("Exp"), b.list_of("MatMulV3")) == \
+        ("white", "black", "gray", "gray")
+
+
+TYPES = ["A", "MatMulV2", "Log", "Exp", "Add", "Mul"]
+type_lists = st.lists(st.sampled_from(TYPES), max_size=3, unique=True)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.data())
+def test_applying_a_mixlist_then_its_inverse_diff_restores_the_lists(data):
+    black_add = data.draw(type_lists)
+    white_add = data.draw(type_lists.filter(lambda w: not set(w) & set(black_add)))
+    m = Mixlist(black_add=tuple(black_add), white_add=tuple(white_add),
+                black_remove=tuple(data.draw(type_lists)), white_remove=tuple(data.draw(type_lists)))
+    after = apply(BASE, m).lists
+    restored = apply(after, between(after, BASE)).lists
+    assert (restored.white, restored.black) == (BASE.white, BASE.black)
+    assert apply(BASE, between(BASE, after)).lists == after
