@@ -1,0 +1,216 @@
+"""A thin, uniform view of msprobe dumps for the compare stage.
+
+``DumpView`` wraps whatever produced the entries: the ingest reader's dump objects
+(``advisor.ingest.msprobe``), an in-memory dict (tests, emulator), or — only while the ingest reader
+is missing — the small fallback reader ``_read_dump_json`` here (dump.json + dump_tensor_data/, never
+unpickling, never leaving the dump folder).
+
+Tensor records are msprobe's dicts (``dtype``, ``shape``, ``Max``, ``Min``, ``Mean``, ``Norm``,
+``data_name``); an in-memory record may carry the tensor itself under ``"tensor"``.
+"""
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator, Mapping
+
+from ..errors import InputError
+from ..fsutil import resolve_inside
+
+
+def is_tensor_record(x: Any) -> bool:
+    if not isinstance(x, Mapping):
+        return False
+    if "tensor" in x or "data_name" in x:
+        return True
+    t = str(x.get("type", ""))
+    return ("Tensor" in t or "tensor" in t) and "dtype" in x
+
+
+def flat_tensors(obj: Any, prefix: str = "") -> Iterator[tuple[str, Mapping]]:
+    """(position label, record) of every tensor record in a nested args structure, in order.
+    Labels follow msprobe's file naming: ``0``, ``2``, ``3.1`` (nested) ..."""
+    if isinstance(obj, Mapping) and not is_tensor_record(obj):
+        for k, v in obj.items():
+            yield from flat_tensors(v, f"{prefix}.{k}" if prefix else str(k))
+    elif isinstance(obj, (list, tuple)):
+        for i, v in enumerate(obj):
+            yield from flat_tensors(v, f"{prefix}.{i}" if prefix else str(i))
+    elif is_tensor_record(obj):
+        yield prefix, obj
+
+
+@dataclass
+class DumpView:
+    """Entries of one dump (one step, one rank): name -> {input_args, input_kwargs, output, ...}."""
+
+    entries: dict[str, Mapping]
+    data_dir: Path | None = None        # folder holding the tensor files
+    source: str = ""                    # path shown in messages
+    loader: Any = None                  # optional callable(record) -> tensor (ingest's reader)
+    _cache: dict = field(default_factory=dict, repr=False)
+
+    def has_tensors(self, rec: Mapping) -> bool:
+        return "tensor" in rec or (bool(rec.get("data_name")) and (self.data_dir is not None or self.loader))
+
+    def tensor(self, rec: Mapping):
+        """The tensor of a record, or None for statistics-only records."""
+        if "tensor" in rec:
+            return rec["tensor"]
+        name = rec.get("data_name")
+        if not name:
+            return None
+        if name in self._cache:
+            return self._cache[name]
+        if self.loader is not None:
+            val = self.loader(rec)
+        elif self.data_dir is None:
+            return None
+        else:
+            val = _load_tensor_file(self.data_dir, str(name), self.source)
+        self._cache[name] = val
+        return val
+
+    def outputs(self, entry: str) -> list[tuple[str, Mapping]]:
+        e = self.entries.get(entry)
+        return list(flat_tensors(e.get("output", []))) if e else []
+
+    def inputs(self, entry: str) -> list[tuple[str, Mapping]]:
+        e = self.entries.get(entry)
+        if not e:
+            return []
+        return list(flat_tensors(e.get("input_args", []))) + [
+            ("kw." + k, r) for k, r in flat_tensors(e.get("input_kwargs", {}))]
+
+    def drop_cache(self) -> None:
+        self._cache.clear()
+
+
+def _load_tensor_file(data_dir: Path, name: str, source: str):
+    path = resolve_inside(data_dir, name, "tensor file")
+    if not path.is_file():
+        return None
+    if path.suffix == ".npy":
+        import numpy as np
+        try:
+            return np.load(path, allow_pickle=False)
+        except Exception as e:  # noqa: BLE001 - any unreadable file is bad input
+            raise InputError(path, f"cannot read tensor file ({type(e).__name__}: {e})") from None
+    import torch
+    try:
+        return torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as e:  # noqa: BLE001
+        raise InputError(path, f"cannot read tensor file as a plain tensor ({type(e).__name__})") from None
+
+
+# ---------------------------------------------------------------------- locating dumps
+_STEP_RE = re.compile(r"^step(\d+)$")
+
+
+def find_dump_files(path: str | Path) -> dict[int, Path]:
+    """step -> dump.json for a dump.json file, a rank/proc folder, or a root with step*/rank*|proc*/."""
+    p = Path(path)
+    if not p.exists():
+        raise InputError(p, "no such file or folder")
+    if p.is_file():
+        return {_step_of(p): p}
+    if (p / "dump.json").is_file():
+        return {_step_of(p / "dump.json"): p / "dump.json"}
+    found: dict[int, Path] = {}
+    for f in sorted(p.rglob("dump.json")):
+        s = _step_of(f)
+        if s in found:  # several ranks: keep the lowest rank (rank0) deterministically
+            continue
+        found[s] = f
+    if not found:
+        raise InputError(p, "no msprobe dump.json found under this folder")
+    return found
+
+
+def _step_of(f: Path) -> int:
+    for part in reversed(f.parts):
+        m = _STEP_RE.match(part)
+        if m:
+            return int(m.group(1))
+    return 0
+
+
+def load_dump_steps(path: str | Path) -> dict[int, DumpView]:
+    """All steps of a dump (see ``find_dump_files``) as DumpViews, preferring the ingest reader."""
+    out: dict[int, DumpView] = {}
+    for step, f in find_dump_files(path).items():
+        out[step] = read_dump(f)
+    return out
+
+
+def read_dump(dump_json: str | Path) -> DumpView:
+    """One dump.json as a DumpView: through ``advisor.ingest.msprobe.load_dump`` when it exists,
+    else the fallback reader."""
+    try:
+        from ..ingest import msprobe as _ms  # type: ignore[attr-defined]
+    except ImportError:
+        _ms = None
+    if _ms is not None and hasattr(_ms, "load_dump"):
+        return from_ingest(_ms.load_dump(dump_json), dump_json)
+    return _read_dump_json(Path(dump_json))
+
+
+def from_ingest(d: Any, source: str | Path = "") -> DumpView:
+    """Adapt an ingest dump object (entries mapping + tensor loader) to a DumpView."""
+    if isinstance(d, DumpView):
+        return d
+    entries = getattr(d, "entries", None)
+    if entries is None:
+        entries = getattr(d, "data", None)
+    if entries is None and isinstance(d, Mapping):
+        entries = d.get("data", d)
+    if entries is None:
+        raise TypeError(f"cannot adapt dump object {type(d).__name__}")
+    data_dir = getattr(d, "data_dir", None) or getattr(d, "tensor_dir", None)
+    loader = None
+    for attr in ("tensor", "load_tensor"):
+        fn = getattr(d, attr, None)
+        if callable(fn):
+            loader = fn
+            break
+    return DumpView(dict(entries), Path(data_dir) if data_dir else None, str(getattr(d, "path", source) or source),
+                    loader)
+
+
+def _read_dump_json(f: Path) -> DumpView:
+    """Fallback reader (temporary until the ingest msprobe reader lands)."""
+    try:
+        obj = json.loads(f.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(f, f"cannot read dump.json ({e.__class__.__name__})") from None
+    except json.JSONDecodeError as e:
+        raise InputError(f, f"dump.json is not valid JSON (line {e.lineno}: {e.msg})") from None
+    if not isinstance(obj, dict) or not isinstance(obj.get("data"), dict):
+        raise InputError(f, "dump.json has no 'data' object of dump entries")
+    # msprobe writes dump_data_dir as the absolute folder where it ran: resolve tensor files next to dump.json
+    data_dir = f.parent / "dump_tensor_data"
+    return DumpView(obj["data"], data_dir if data_dir.is_dir() else None, str(f))
+
+
+def as_steps(d: Any) -> dict[int, DumpView]:
+    """Normalise a dump argument: DumpView / ingest dump / {step: dump} / path -> {step: DumpView}."""
+    if d is None:
+        return {}
+    if isinstance(d, (str, Path)):
+        return load_dump_steps(d)
+    if isinstance(d, DumpView):
+        return {0: d}
+    if isinstance(d, Mapping) and d and all(isinstance(k, int) for k in d):
+        return {int(k): as_steps(v)[0] if not isinstance(v, DumpView) else v for k, v in d.items()}
+    return {0: from_ingest(d)}
+
+
+def align_names(target: DumpView, golden: DumpView) -> tuple[list[str], list[str], list[str]]:
+    """(entries in both in target order, only in target, only in golden)."""
+    g = golden.entries
+    both = [n for n in target.entries if n in g]
+    only_t = [n for n in target.entries if n not in g]
+    only_g = [n for n in g if n not in target.entries]
+    return both, only_t, only_g

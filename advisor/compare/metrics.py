@@ -1,0 +1,216 @@
+"""Error metrics of one aligned tensor pair: target (FP16/BF16 run) against golden (FP32 run).
+
+Every metric is computed in one vectorised pass over the tensors (numpy, float64).  Definitions
+(docs/compare.md has the full table):
+
+``cosine``        <t, g> / (|t| |g|) over elements finite in both; 1.0 when both are all-zero,
+                  0.0 when exactly one is.
+``rel_l2``        |t - g|_2 / |g|_2 over elements where the golden is finite; ``inf`` when the
+                  target is non-finite where the golden is finite (0 when both are zero).
+``sqnr_db``       10 log10(|g|^2 / |t - g|^2) = -20 log10(rel_l2).
+``max_abs``       max |t - g| over elements finite in both (msprobe MaxAbsErr).
+``max_rel``       max |t - g| / |g|, with |g| replaced by ``MSPROBE_EPS`` where g == 0 (msprobe
+                  MaxRelativeErr).
+``one_thousandth`` / ``five_thousandth``
+                  share of elements whose relative error (same definition) is < 0.001 / < 0.005
+                  (msprobe One/Five Thousandth Err Ratio).
+``target_nan`` / ``target_inf``
+                  NaN / Inf elements of the target where the golden is finite ("in target only").
+``saturated``     elements of an fp16 target exactly at +-65504 (Ascend saturation mode's overflow
+                  signal); 0 for other dtypes.
+``overflow_risk`` share of golden elements whose magnitude exceeds the low dtype's max (65504 for
+                  fp16, 3.39e38 for bf16).
+``underflow``     share of golden non-zero elements that are zero in the target.
+``subnormal``     share of golden non-zero elements below the low dtype's smallest normal
+                  (6.10e-5 fp16, 1.18e-38 bf16): values the low dtype stores with reduced precision.
+
+Statistics-only dumps (no tensor files) get ``stats_metrics``: relative differences of
+Max/Min/Mean/Norm, non-finite statistics and saturation, labelled ``kind: "stats"``.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping
+
+import numpy as np
+
+from ..graph import normalize_dtype
+
+FP16_MAX = 65504.0
+BF16_MAX = 3.3895313892515355e38
+FP16_TINY = 6.103515625e-05            # smallest normal fp16
+FP16_SUBNORMAL_MIN = 5.960464477539063e-08
+BF16_TINY = 1.1754943508222875e-38     # smallest normal bf16 (= fp32)
+MSPROBE_EPS = float(np.finfo(np.float32).eps)   # eps replacing a zero golden in relative errors
+
+LOW_MAX = {"fp16": FP16_MAX, "bf16": BF16_MAX}
+LOW_TINY = {"fp16": FP16_TINY, "bf16": BF16_TINY}
+
+TENSOR_FIELDS = ("kind", "numel", "cosine", "rel_l2", "sqnr_db", "max_abs", "max_rel", "one_thousandth",
+                 "five_thousandth", "target_nan", "target_inf", "golden_nonfinite", "saturated",
+                 "overflow_risk", "underflow", "subnormal", "finite")
+STATS_FIELDS = ("kind", "max_rel_diff", "min_rel_diff", "mean_rel_diff", "norm_rel_diff", "target_nonfinite",
+                "golden_nonfinite", "saturated", "overflow_risk", "finite")
+
+
+def to_numpy(x: Any) -> np.ndarray:
+    """A float64 numpy view of a numpy array, torch tensor (any dtype incl. bf16) or scalar."""
+    if isinstance(x, np.ndarray):
+        return x.astype(np.float64, copy=False)
+    try:
+        import torch
+        if isinstance(x, torch.Tensor):
+            return x.detach().to("cpu", torch.float64).numpy()
+    except ImportError:  # pragma: no cover
+        pass
+    return np.asarray(x, dtype=np.float64)
+
+
+def dtype_of(x: Any) -> str:
+    """fp32/fp16/bf16/... of an array or tensor."""
+    d = getattr(x, "dtype", None)
+    return normalize_dtype(str(d)) if d is not None else "n/a"
+
+
+def tensor_metrics(target: Any, golden: Any, low_dtype: str | None = None) -> dict:
+    """All tensor metrics of one pair (see module docstring).  ``low_dtype`` is the target's dtype
+    as dumped (``fp16``/``bf16``/``fp32``; any spelling); taken from the target when omitted.
+    Shapes must hold the same number of elements (flattened compare), else ValueError."""
+    low = normalize_dtype(low_dtype) if low_dtype is not None else dtype_of(target)
+    t = to_numpy(target).reshape(-1)
+    g = to_numpy(golden).reshape(-1)
+    if t.size != g.size:
+        raise ValueError(f"target has {t.size} elements, golden {g.size}")
+    n = int(t.size)
+    out: dict[str, Any] = {"kind": "tensor", "numel": n, "low_dtype": low}
+    if n == 0:
+        out.update(cosine=1.0, rel_l2=0.0, sqnr_db=math.inf, max_abs=0.0, max_rel=0.0, one_thousandth=1.0,
+                   five_thousandth=1.0, target_nan=0, target_inf=0, golden_nonfinite=0, saturated=0,
+                   overflow_risk=0.0, underflow=0.0, subnormal=0.0, finite=True)
+        return out
+    tf = np.isfinite(t)
+    gf = np.isfinite(g)
+    both = tf & gf
+    g_only = gf & ~tf
+    out["target_nan"] = int(np.count_nonzero(np.isnan(t) & gf))
+    out["target_inf"] = int(np.count_nonzero(np.isinf(t) & gf))
+    out["golden_nonfinite"] = int(n - np.count_nonzero(gf))
+    tb, gb = (t, g) if both.all() else (t[both], g[both])
+    diff = tb - gb
+    adiff = np.abs(diff)
+    nt, ng = float(np.linalg.norm(tb)), float(np.linalg.norm(gb))
+    if nt == 0.0 and ng == 0.0:
+        cos = 1.0
+    elif nt == 0.0 or ng == 0.0:
+        cos = 0.0
+    else:
+        cos = float(np.dot(tb, gb) / (nt * ng))
+        cos = max(-1.0, min(1.0, cos))
+    out["cosine"] = cos
+    nd = float(np.linalg.norm(diff))
+    if g_only.any():
+        rel = math.inf
+    elif ng == 0.0:
+        rel = 0.0 if nd == 0.0 else math.inf
+    else:
+        rel = nd / ng
+    out["rel_l2"] = rel
+    out["sqnr_db"] = math.inf if rel == 0.0 else (-math.inf if math.isinf(rel) else -20.0 * math.log10(rel))
+    out["max_abs"] = float(adiff.max()) if adiff.size else 0.0
+    if g_only.any():
+        out["max_abs"] = math.inf
+    ag = np.abs(gb)
+    relerr = adiff / np.where(ag == 0.0, MSPROBE_EPS, ag)
+    out["max_rel"] = math.inf if g_only.any() else (float(relerr.max()) if relerr.size else 0.0)
+    denom = max(int(np.count_nonzero(gf)), 1)
+    out["one_thousandth"] = float(np.count_nonzero(relerr < 0.001)) / denom
+    out["five_thousandth"] = float(np.count_nonzero(relerr < 0.005)) / denom
+    out["saturated"] = int(np.count_nonzero(np.abs(t) == FP16_MAX)) if low == "fp16" else 0
+    agf = np.abs(g[gf])
+    lim = LOW_MAX.get(low)
+    out["overflow_risk"] = float(np.count_nonzero(agf > lim)) / denom if lim is not None else 0.0
+    nz = gf & (g != 0.0)
+    nnz = int(np.count_nonzero(nz))
+    out["underflow"] = float(np.count_nonzero(nz & (t == 0.0))) / nnz if nnz else 0.0
+    tiny = LOW_TINY.get(low)
+    out["subnormal"] = (float(np.count_nonzero(nz & (np.abs(g) < tiny))) / nnz) if (tiny and nnz) else 0.0
+    out["finite"] = bool(not g_only.any())
+    return out
+
+
+def _f(rec: Mapping, key: str) -> float | None:
+    v = rec.get(key)
+    if v is None or isinstance(v, bool):
+        return None
+    try:
+        return float(v)
+    except (TypeError, ValueError):
+        s = str(v).strip().lower()
+        return {"inf": math.inf, "-inf": -math.inf, "nan": math.nan}.get(s)
+
+
+def _rel(a: float | None, b: float | None) -> float:
+    if a is None or b is None:
+        return math.nan
+    if not (math.isfinite(a) and math.isfinite(b)):
+        return 0.0 if (a == b) else math.inf
+    return abs(a - b) / (abs(b) if b != 0 else MSPROBE_EPS)
+
+
+def stats_metrics(target: Mapping, golden: Mapping, low_dtype: str | None = None) -> dict:
+    """The subset a statistics-only dump allows: relative differences |t - g| / |g| of Max, Min, Mean
+    and Norm (eps for a zero golden), non-finite statistics, saturation (|Max| or |Min| = 65504 in an
+    fp16 target) and overflow risk (golden |Max|/|Min| beyond the low dtype's max).  ``kind`` is
+    ``"stats"``: ``norm_rel_diff`` is only a lower bound of ``rel_l2``."""
+    low = normalize_dtype(low_dtype if low_dtype is not None else target.get("dtype"))
+    tv = {k: _f(target, k) for k in ("Max", "Min", "Mean", "Norm")}
+    gv = {k: _f(golden, k) for k in ("Max", "Min", "Mean", "Norm")}
+    out: dict[str, Any] = {"kind": "stats", "low_dtype": low}
+    for k in ("Max", "Min", "Mean", "Norm"):
+        out[f"{k.lower()}_rel_diff"] = _rel(tv[k], gv[k])
+
+    def nonfinite(v: dict) -> int:
+        return int(any(x is not None and not math.isfinite(x) for x in v.values()))
+
+    out["target_nonfinite"] = nonfinite(tv) and not nonfinite(gv)
+    out["golden_nonfinite"] = nonfinite(gv)
+    out["saturated"] = int(low == "fp16" and any(x is not None and abs(x) == FP16_MAX for x in (tv["Max"], tv["Min"])))
+    lim = LOW_MAX.get(low)
+    out["overflow_risk"] = float(lim is not None and any(
+        x is not None and math.isfinite(x) and abs(x) > lim for x in (gv["Max"], gv["Min"])))
+    out["finite"] = not out["target_nonfinite"]
+    out["target_nonfinite"] = int(out["target_nonfinite"])
+    return out
+
+
+def msprobe_pass(cosine: float, max_abs: float) -> bool:
+    """msprobe compare's pass rule: fail if (cos < 0.99 and max_abs > 0.001) or cos < 0.9 or
+    max_abs > 1.  NaN metrics fail."""
+    if cosine is None or max_abs is None or math.isnan(cosine) or math.isnan(max_abs):
+        return False
+    return not ((cosine < 0.99 and max_abs > 0.001) or cosine < 0.9 or max_abs > 1.0)
+
+
+def headline(m: Mapping) -> dict:
+    """The uniform columns every pair gets whatever its kind: rel_l2 (norm_rel_diff for stats),
+    cosine (NaN for stats), max_abs (NaN for stats), finite."""
+    if m.get("kind") == "stats":
+        return {"kind": "stats", "rel_l2": m.get("norm_rel_diff", math.nan), "cosine": math.nan,
+                "max_abs": math.nan, "finite": bool(m.get("finite", True))}
+    return {"kind": "tensor", "rel_l2": m["rel_l2"], "cosine": m["cosine"], "max_abs": m["max_abs"],
+            "finite": bool(m["finite"])}
+
+
+def worse(a: Mapping | None, b: Mapping | None) -> Mapping | None:
+    """The worse of two metric dicts: non-finite first, then larger relative L2 (stats proxy)."""
+    if a is None:
+        return b
+    if b is None:
+        return a
+    ka = (not headline(a)["finite"], _nan0(headline(a)["rel_l2"]))
+    kb = (not headline(b)["finite"], _nan0(headline(b)["rel_l2"]))
+    return b if kb > ka else a
+
+
+def _nan0(x: float) -> float:
+    return -1.0 if x is None or (isinstance(x, float) and math.isnan(x)) else x

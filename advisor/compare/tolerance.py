@@ -1,0 +1,167 @@
+"""The one definition of "within tolerance", shared by compare, recommend and tune.
+
+Default (docs/compare.md): on every step (batch), the model's final outputs are finite, their cosine
+similarity to the FP32 run is >= 0.999 and their relative L2 error <= 1e-2; for training, in
+addition, the loss relative difference is <= 1e-2 and every gradient's cosine is >= 0.99.
+``use_msprobe_rule`` additionally applies msprobe's pass rule to the final outputs.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, fields
+from typing import Any, Iterable, Mapping
+
+from .metrics import msprobe_pass
+
+
+@dataclass(frozen=True)
+class Verdict:
+    ok: bool
+    reasons: tuple[str, ...] = ()
+    worst: dict | None = None          # the worst step's figures {step, cosine, rel_l2, ...}
+
+    def to_dict(self) -> dict:
+        return {"ok": self.ok, "reasons": list(self.reasons), "worst": self.worst}
+
+    @classmethod
+    def from_dict(cls, d: Mapping) -> "Verdict":
+        return cls(bool(d["ok"]), tuple(d.get("reasons", ())), d.get("worst"))
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    min_cosine: float = 0.999
+    max_rel_l2: float = 1e-2
+    require_finite: bool = True
+    max_loss_rel: float = 1e-2
+    min_grad_cosine: float = 0.99
+    use_msprobe_rule: bool = False
+    max_grad_underflow: float = 0.01     # the seed's 1 % rule (training signals)
+
+    # ------------------------------------------------------------------ per-tensor test
+    def tensor_ok(self, m: Mapping) -> bool:
+        """One tensor's metrics (tensor or stats kind) within the activation thresholds."""
+        return not self.tensor_reasons(m)
+
+    def tensor_reasons(self, m: Mapping, label: str = "") -> list[str]:
+        pre = f"{label}: " if label else ""
+        out = []
+        if self.require_finite and not m.get("finite", True):
+            out.append(f"{pre}non-finite values")
+        cos = m.get("cosine")
+        if cos is not None and not _isnan(cos) and cos < self.min_cosine:
+            out.append(f"{pre}cosine {cos:.6g} < {self.min_cosine:g}")
+        rel = m.get("rel_l2")
+        if rel is None and m.get("kind") == "stats":
+            rel = m.get("norm_rel_diff")
+        if rel is not None and not _isnan(rel) and rel > self.max_rel_l2:
+            out.append(f"{pre}relative L2 {rel:.3g} > {self.max_rel_l2:g}")
+        if self.use_msprobe_rule and m.get("kind", "tensor") == "tensor" and "max_abs" in m:
+            if not msprobe_pass(m.get("cosine", math.nan), m.get("max_abs", math.nan)):
+                out.append(f"{pre}fails msprobe's pass rule")
+        return out
+
+    # ------------------------------------------------------------------ final verdict
+    def judge(self, final_metrics_per_step: Iterable[Mapping]) -> Verdict:
+        """Judge a run from its per-step final metrics.  Each item: {"step": i, "output": tensor
+        metrics of Model.output (or None), "loss": {"rel_diff": x, "finite": b} (training, optional),
+        "grad_min_cosine": c (training, optional)}.  A bare tensor-metrics dict is accepted as the
+        step's output."""
+        reasons: list[str] = []
+        worst: dict | None = None
+        worst_key = None
+        n = 0
+        for i, item in enumerate(final_metrics_per_step):
+            n += 1
+            item = dict(item)
+            if "output" not in item and ("rel_l2" in item or "cosine" in item):
+                item = {"step": item.get("step", i), "output": item}
+            step = item.get("step", i)
+            out = item.get("output")
+            step_reasons: list[str] = []
+            if out is not None:
+                step_reasons += self.tensor_reasons(out, f"step {step} output")
+            loss = item.get("loss")
+            if loss is not None:
+                if self.require_finite and not loss.get("finite", True):
+                    step_reasons.append(f"step {step} loss: non-finite")
+                lr = loss.get("rel_diff")
+                if lr is not None and not _isnan(lr) and lr > self.max_loss_rel:
+                    step_reasons.append(f"step {step} loss relative difference {lr:.3g} > {self.max_loss_rel:g}")
+            gc = item.get("grad_min_cosine")
+            if gc is not None and not _isnan(gc) and gc < self.min_grad_cosine:
+                who = item.get("grad_worst") or "a gradient"
+                step_reasons.append(f"step {step} gradient {who} cosine {gc:.6g} < {self.min_grad_cosine:g}")
+            reasons += step_reasons
+            o = out or {}
+            key = (len(step_reasons), not o.get("finite", True), _nan_low(o.get("rel_l2")))
+            if worst_key is None or key > worst_key:
+                worst_key = key
+                worst = {"step": step, **{k: o.get(k) for k in ("cosine", "rel_l2", "max_abs", "finite") if k in o}}
+                if loss is not None:
+                    worst["loss_rel_diff"] = loss.get("rel_diff")
+                if gc is not None:
+                    worst["grad_min_cosine"] = gc
+        if n == 0:
+            return Verdict(False, ("no final outputs to judge (Model.output entries missing)",), None)
+        return Verdict(not reasons, tuple(reasons), worst)
+
+    # ------------------------------------------------------------------ (de)serialisation
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any] | None) -> "Tolerance":
+        if not d:
+            return cls()
+        names = {f.name for f in fields(cls)}
+        unknown = set(d) - names
+        if unknown:
+            raise ValueError(f"unknown tolerance field(s): {', '.join(sorted(unknown))}")
+        return cls(**dict(d))
+
+    def describe(self) -> str:
+        s = (f"finite={'required' if self.require_finite else 'not required'}, cosine >= {self.min_cosine:g}, "
+             f"relative L2 <= {self.max_rel_l2:g}; training: loss rel diff <= {self.max_loss_rel:g}, "
+             f"gradient cosine >= {self.min_grad_cosine:g}")
+        return s + (", msprobe pass rule" if self.use_msprobe_rule else "")
+
+
+def _isnan(x: Any) -> bool:
+    return isinstance(x, float) and math.isnan(x)
+
+
+def _nan_low(x: Any) -> float:
+    return -1.0 if x is None or _isnan(x) else float(x)
+
+
+# ---------------------------------------------------------------------- CLI helper
+def tolerance_options():
+    """typer parameter declarations for a command: use as
+
+        def cmd(..., min_cosine: float = TOL_OPTS["min_cosine"], ...)
+
+    or call ``tolerance_from_options(**kwargs)``.  Returned as a dict name -> typer.Option."""
+    import typer
+    d = Tolerance()
+    return {
+        "min_cosine": typer.Option(d.min_cosine, "--min-cosine", help="final outputs: minimum cosine vs FP32"),
+        "max_rel_l2": typer.Option(d.max_rel_l2, "--max-rel-l2", help="final outputs: maximum relative L2 vs FP32"),
+        "allow_nonfinite": typer.Option(False, "--allow-nonfinite", help="do not require finite outputs"),
+        "max_loss_rel": typer.Option(d.max_loss_rel, "--max-loss-rel", help="training: maximum loss relative difference"),
+        "min_grad_cosine": typer.Option(d.min_grad_cosine, "--min-grad-cosine", help="training: minimum gradient cosine"),
+        "msprobe_rule": typer.Option(False, "--msprobe-rule", help="also apply msprobe's pass rule to final outputs"),
+    }
+
+
+def tolerance_from_options(min_cosine: float = 0.999, max_rel_l2: float = 1e-2, allow_nonfinite: bool = False,
+                           max_loss_rel: float = 1e-2, min_grad_cosine: float = 0.99,
+                           msprobe_rule: bool = False) -> Tolerance:
+    """Build a Tolerance from the CLI option values of ``tolerance_options``; validates ranges."""
+    if not (-1.0 <= min_cosine <= 1.0):
+        raise ValueError("--min-cosine must be within [-1, 1]")
+    for name, v in (("--max-rel-l2", max_rel_l2), ("--max-loss-rel", max_loss_rel)):
+        if not (v >= 0):
+            raise ValueError(f"{name} must be >= 0")
+    return Tolerance(min_cosine=min_cosine, max_rel_l2=max_rel_l2, require_finite=not allow_nonfinite,
+                     max_loss_rel=max_loss_rel, min_grad_cosine=min_grad_cosine, use_msprobe_rule=msprobe_rule)

@@ -1,0 +1,137 @@
+"""Training signals from dumped parameter gradients (``Grad.<param>`` entries).
+
+Per parameter: the underflow ratio (share of elements that are zero in the target but non-zero in
+the golden) against the seed's 1 % rule, overflow (non-finite target gradients), cosine and relative
+L2.  A loss-scale recommendation from the golden gradients' magnitudes:
+
+* the static scale is the smallest power of two S for which fewer than 1 % of all gradient elements
+  have a non-zero golden value with |g|·S below the low dtype's smallest normal (6.1e-5 for fp16),
+  provided max |g|·S stays below max/``HEADROOM`` (65504/16 for fp16);
+* when no such S exists (the magnitudes span more than the low dtype's normal range allows) or the
+  target already overflows, dynamic loss scaling is recommended.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping
+
+import numpy as np
+
+from .dumps import DumpView
+from .metrics import LOW_MAX, LOW_TINY, tensor_metrics, to_numpy
+
+GRAD_PREFIX = "Grad."
+HEADROOM = 16.0
+MAX_LOG2_SCALE = 32
+
+
+def _grad_entries(d: DumpView) -> list[str]:
+    return [e for e in d.entries if e.startswith(GRAD_PREFIX)]
+
+
+def recommend_loss_scale(golden_abs: np.ndarray, low_dtype: str = "fp16", max_underflow: float = 0.01,
+                         total: int | None = None) -> dict:
+    """Smallest power-of-two loss scale moving the underflowing share below ``max_underflow``.
+    ``golden_abs``: |golden gradient| values (all elements, zeros included) pooled over parameters."""
+    a = np.abs(np.asarray(golden_abs, dtype=np.float64).reshape(-1))
+    a = a[np.isfinite(a)]
+    n = int(total if total is not None else a.size)
+    tiny, big = LOW_TINY.get(low_dtype, LOW_TINY["fp16"]), LOW_MAX.get(low_dtype, LOW_MAX["fp16"])
+    nz = np.sort(a[a > 0])
+    amax = float(nz[-1]) if nz.size else 0.0
+    if n == 0 or nz.size == 0:
+        return {"static": 1, "log2": 0, "dynamic": False, "predicted_underflow": 0.0, "low_dtype": low_dtype,
+                "reason": "no non-zero golden gradients"}
+    allowed = int(math.floor(max_underflow * n))
+    if allowed >= nz.size:
+        need = 0.0
+    else:
+        need = float(nz[allowed])  # at most `allowed` elements lie strictly below this magnitude
+    # |g|*S >= tiny for every g >= need  <=>  S >= tiny / need
+    k = 0 if need == 0.0 or need >= tiny else int(math.ceil(math.log2(tiny / need)))
+    k = max(k, 0)
+    scale = 2.0 ** k
+    pred = float(np.count_nonzero(nz * scale < tiny)) / n
+    while pred >= max_underflow and k < MAX_LOG2_SCALE:  # guard rounding at the boundary
+        k += 1
+        scale = 2.0 ** k
+        pred = float(np.count_nonzero(nz * scale < tiny)) / n
+    fits = amax * scale <= big / HEADROOM
+    out = {"static": int(scale) if k < 63 else scale, "log2": k, "predicted_underflow": pred,
+           "max_scaled": amax * scale, "low_dtype": low_dtype, "dynamic": not fits or pred >= max_underflow}
+    out["reason"] = ("gradient magnitudes span more than the low dtype's range: a static scale that avoids "
+                     "underflow overflows; use dynamic loss scaling") if out["dynamic"] else \
+        f"2^{k} keeps {100 * (1 - pred):.2f} % of gradient elements at or above {tiny:.3g} and max |g|*S below {big / HEADROOM:.4g}"
+    return out
+
+
+def training_signals(ts: Mapping[int, DumpView], gs: Mapping[int, DumpView], steps: list[int],
+                     tol: Any = None, low_dtype: str | None = None) -> dict | None:
+    """Gradient signals of all steps, or None when no gradients were dumped."""
+    max_uf = getattr(tol, "max_grad_underflow", 0.01) if tol is not None else 0.01
+    params: dict[str, dict] = {}
+    golden_abs: list[np.ndarray] = []
+    per_step_cos: dict[int, tuple[float, str]] = {}
+    seen_low = None
+    total = 0
+    for s in steps:
+        t, g = ts[s], gs[s]
+        for e in _grad_entries(t):
+            if e not in g.entries:
+                continue
+            to, go = t.outputs(e), g.outputs(e)
+            if not to or not go:
+                continue
+            rt, rg = to[0][1], go[0][1]
+            xt = t.tensor(rt) if t.has_tensors(rt) else None
+            xg = g.tensor(rg) if g.has_tensors(rg) else None
+            name = e[len(GRAD_PREFIX):]
+            p = params.setdefault(name, {"param": name, "numel": 0, "underflow_elems": 0, "target_nonfinite": 0,
+                                         "min_cosine": 1.0, "max_rel_l2": 0.0, "tensors": False})
+            d = str(rt.get("dtype", "")).lower()
+            if "bfloat16" in d or "bf16" in d:
+                seen_low = "bf16"
+            elif ("float16" in d or "fp16" in d) and seen_low is None:
+                seen_low = "fp16"
+            if xt is None or xg is None:
+                continue
+            at, ag = to_numpy(xt).reshape(-1), to_numpy(xg).reshape(-1)
+            if at.size != ag.size:
+                continue
+            p["tensors"] = True
+            p["numel"] += int(at.size)
+            total += int(at.size)
+            p["underflow_elems"] += int(np.count_nonzero((at == 0) & (ag != 0) & np.isfinite(ag)))
+            p["target_nonfinite"] += int(np.count_nonzero(~np.isfinite(at) & np.isfinite(ag)))
+            m = tensor_metrics(at, ag, "fp32")
+            p["min_cosine"] = min(p["min_cosine"], m["cosine"])
+            p["max_rel_l2"] = max(p["max_rel_l2"], m["rel_l2"])
+            golden_abs.append(np.abs(ag))
+            c = per_step_cos.get(s)
+            if c is None or m["cosine"] < c[0]:
+                per_step_cos[s] = (m["cosine"], name)
+    if not params:
+        return None
+    low = low_dtype or seen_low or "fp16"
+    rows = []
+    uf_total = 0
+    for p in params.values():
+        p["underflow_ratio"] = p["underflow_elems"] / p["numel"] if p["numel"] else math.nan
+        p["underflow_exceeds"] = bool(p["numel"] and p["underflow_ratio"] > max_uf)
+        uf_total += p["underflow_elems"]
+        rows.append(p)
+    rows.sort(key=lambda r: -(r["underflow_ratio"] if r["numel"] else -1))
+    overall = uf_total / total if total else math.nan
+    overflow = sum(p["target_nonfinite"] for p in rows)
+    out: dict[str, Any] = {"params": rows, "underflow_ratio": overall, "overflow_elems": overflow,
+                           "max_underflow": max_uf, "low_dtype": low,
+                           "grad_min_cosine_per_step": per_step_cos,
+                           "underflow_exceeds": bool(total and overall > max_uf), "overflow": overflow > 0}
+    if golden_abs:
+        rec = recommend_loss_scale(np.concatenate(golden_abs), low, max_uf, total)
+        if overflow > 0 and not out["underflow_exceeds"]:
+            rec = {**rec, "dynamic": True,
+                   "reason": "target gradients overflow (inf/nan): use dynamic loss scaling (it halves the scale "
+                             "and skips the step) or a smaller static scale"}
+        out["loss_scale"] = rec
+    return out
