@@ -27,6 +27,7 @@ types along the decision chains.
 """
 from __future__ import annotations
 
+import gc
 import heapq
 from dataclasses import dataclass
 from typing import Any, Hashable, Iterable, Mapping
@@ -271,7 +272,14 @@ def _topological_order(g: nx.DiGraph) -> list:
 
 
 def compile_graph(g: nx.DiGraph) -> Compiled:
-    return Compiled(g)
+    # the build allocates many small objects; cyclic GC passes over a big graph would dominate
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return Compiled(g)
+    finally:
+        if enabled:
+            gc.enable()
 
 
 class Plan:
