@@ -133,10 +133,14 @@ class _Ctx:
 
 
 def _record(ctx: _Ctx, entry: str, role: str, index: str, d: dict) -> TensorRecord:
-    shape_raw = d.get("shape") or []
+    shape_raw = d.get("shape")
+    if shape_raw is None:
+        shape_raw = []
     try:
-        shape = tuple(int(x) for x in shape_raw) if isinstance(shape_raw, (list, tuple)) else ()
-    except (TypeError, ValueError):
+        if not isinstance(shape_raw, (list, tuple)):
+            raise TypeError
+        shape = tuple(int(x) for x in shape_raw)
+    except (TypeError, ValueError, OverflowError):
         raise InputError(ctx.dump_json, f"entry {entry!r} {role}.{index}: shape {shape_raw!r} is not a list of integers") from None
     data_name = d.get("data_name")
     path = None
