@@ -331,16 +331,20 @@ def attribute(run: Any, tolerance: Tolerance | None = None, steps: Iterable[int]
         row: dict[str, Any] = {
             "node": str(n), "type": typ, "precision": prec, "rule": rule, "entry": entry_of[n], "kind": h["kind"],
             "step": om.get("step"), "out_rel_l2": h["rel_l2"], "out_cosine": h["cosine"], "out_max_abs": h["max_abs"],
-            "out_finite": h["finite"], "in_rel_l2": in_v, "in_from": None if in_p is None else str(in_p),
+            "out_finite": h["finite"], "out_nonfinite": int(om.get("target_nan", 0) + om.get("target_inf", 0)
+                                                            + om.get("target_nonfinite", 0)),
+            "in_rel_l2": in_v, "in_nonfinite": int(not in_finite), "in_from": None if in_p is None else str(in_p),
             "in_finite": in_finite, "growth": growth,
             "saturated": om.get("saturated", 0), "underflow": om.get("underflow", math.nan),
             "overflow_risk": om.get("overflow_risk", math.nan),
             "local_rel_l2": math.nan, "local_nonfinite": math.nan, "inrnd_rel_l2": math.nan,
+            "inrnd_nonfinite": math.nan,
         }
         if lrow is not None:
             row["local_rel_l2"] = lrow.get("local_rel_l2", math.nan)
             row["local_nonfinite"] = lrow.get("local_nonfinite", math.nan)
             row["inrnd_rel_l2"] = lrow.get("inrnd_rel_l2", math.nan)
+            row["inrnd_nonfinite"] = lrow.get("inrnd_nonfinite", math.nan)
             own = _bad(row["local_rel_l2"], row["local_nonfinite"]) if own_low else 0.0
             rnd = _bad(row["inrnd_rel_l2"], lrow.get("inrnd_nonfinite", 0)) if prod is not None else 0.0
             if prod is not None and (not own_low or inherited) and rnd > 0 and rnd >= DOMINANT * own:

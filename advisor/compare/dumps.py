@@ -53,12 +53,23 @@ class DumpView:
     _cache: dict = field(default_factory=dict, repr=False)
 
     def has_tensors(self, rec: Mapping) -> bool:
+        if "_rec" in rec:
+            return getattr(rec["_rec"], "path", None) is not None
         return "tensor" in rec or (bool(rec.get("data_name")) and (self.data_dir is not None or self.loader))
 
     def tensor(self, rec: Mapping):
         """The tensor of a record, or None for statistics-only records."""
         if "tensor" in rec:
             return rec["tensor"]
+        if "_rec" in rec:
+            r = rec["_rec"]
+            if getattr(r, "path", None) is None:
+                return None
+            key = str(r.path)
+            if key not in self._cache:
+                from ..ingest.msprobe import load_tensor
+                self._cache[key] = load_tensor(r)
+            return self._cache[key]
         name = rec.get("data_name")
         if not name:
             return None
@@ -75,12 +86,16 @@ class DumpView:
 
     def outputs(self, entry: str) -> list[tuple[str, Mapping]]:
         e = self.entries.get(entry)
+        if e and "_outputs" in e:
+            return list(e["_outputs"])
         return list(flat_tensors(e.get("output", []))) if e else []
 
     def inputs(self, entry: str) -> list[tuple[str, Mapping]]:
         e = self.entries.get(entry)
         if not e:
             return []
+        if "_inputs" in e:
+            return list(e["_inputs"])
         return list(flat_tensors(e.get("input_args", []))) + [
             ("kw." + k, r) for k, r in flat_tensors(e.get("input_kwargs", {}))]
 
@@ -153,30 +168,23 @@ def read_dump(dump_json: str | Path) -> DumpView:
     except ImportError:
         _ms = None
     if _ms is not None and hasattr(_ms, "load_dump"):
-        return from_ingest(_ms.load_dump(dump_json), dump_json)
+        return from_ingest(_ms.load_dump(dump_json), dump_json)  # the ingest reader (issue 3)
     return _read_dump_json(Path(dump_json))
 
 
 def from_ingest(d: Any, source: str | Path = "") -> DumpView:
-    """Adapt an ingest dump object (entries mapping + tensor loader) to a DumpView."""
+    """Adapt an ``advisor.ingest.msprobe.Dump`` (entries of ``Entry`` with ``TensorRecord`` lists)
+    to a DumpView; records become msprobe-style dicts carrying the ingest record under ``_rec``."""
     if isinstance(d, DumpView):
         return d
-    entries = getattr(d, "entries", None)
-    if entries is None:
-        entries = getattr(d, "data", None)
-    if entries is None and isinstance(d, Mapping):
-        entries = d.get("data", d)
-    if entries is None:
-        raise TypeError(f"cannot adapt dump object {type(d).__name__}")
-    data_dir = getattr(d, "data_dir", None) or getattr(d, "tensor_dir", None)
-    loader = None
-    for attr in ("tensor", "load_tensor"):
-        fn = getattr(d, attr, None)
-        if callable(fn):
-            loader = fn
-            break
-    return DumpView(dict(entries), Path(data_dir) if data_dir else None, str(getattr(d, "path", source) or source),
-                    loader)
+    entries: dict[str, dict] = {}
+    for name, e in d.entries.items():
+        def conv(r):
+            return {"dtype": r.raw_dtype or r.dtype, "shape": list(r.shape), "Max": r.max, "Min": r.min,
+                    "Mean": r.mean, "Norm": r.norm, "data_name": r.data_name, "_rec": r}
+        entries[name] = {"_inputs": [(r.index, conv(r)) for r in e.inputs],
+                         "_outputs": [(r.index, conv(r)) for r in e.outputs]}
+    return DumpView(entries, None, str(getattr(d, "path", source) or source))
 
 
 def _read_dump_json(f: Path) -> DumpView:
@@ -202,6 +210,11 @@ def as_steps(d: Any) -> dict[int, DumpView]:
         return load_dump_steps(d)
     if isinstance(d, DumpView):
         return {0: d}
+    if isinstance(d, Mapping) and d and all(isinstance(k, tuple) for k in d):  # ingest load_dump_root
+        out: dict[int, DumpView] = {}
+        for (step, _rank), v in sorted(d.items(), key=lambda kv: kv[0]):
+            out.setdefault(max(int(step), 0), from_ingest(v))
+        return out
     if isinstance(d, Mapping) and d and all(isinstance(k, int) for k in d):
         return {int(k): as_steps(v)[0] if not isinstance(v, DumpView) else v for k, v in d.items()}
     return {0: from_ingest(d)}

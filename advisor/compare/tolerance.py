@@ -38,6 +38,11 @@ class Tolerance:
     use_msprobe_rule: bool = False
     max_grad_underflow: float = 0.01     # the seed's 1 % rule (training signals)
 
+    @property
+    def finite(self) -> bool:
+        """Alias of ``require_finite`` (read by recommend's adapter)."""
+        return self.require_finite
+
     # ------------------------------------------------------------------ per-tensor test
     def tensor_ok(self, m: Mapping) -> bool:
         """One tensor's metrics (tensor or stats kind) within the activation thresholds."""

@@ -1,0 +1,147 @@
+"""advisor compare: FP16/BF16 run vs FP32 run — worst ops, first op over tolerance, culprit types.
+Exit 0 within tolerance, 1 outside, 2 bad input."""
+from __future__ import annotations
+
+import io
+import json
+import math
+from typing import List, Optional
+
+import typer
+
+from ..errors import AdvisorError, InputError
+
+_TOL = None
+
+
+def _fmt(x, spec: str = ".4g") -> str:
+    if x is None:
+        return "-"
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return str(x)
+    if math.isnan(v):
+        return "-"
+    if math.isinf(v):
+        return "inf" if v > 0 else "-inf"
+    return format(v, spec)
+
+
+def render(att, top: int = 15, console=None) -> None:
+    """Print the worst ops, the first op over tolerance, the culprit ranking, training signals and
+    the verdict with rich."""
+    from rich.console import Console
+    from rich.table import Table
+    con = console or Console()
+    ops = att.ops
+    if ops is not None and not ops.empty:
+        d = ops.copy()
+        d["_k"] = (~d["out_finite"]).astype(int)
+        d = d.sort_values(["_k", "out_rel_l2"], ascending=False, kind="stable").head(top)
+        t = Table(title=f"worst ops (top {len(d)} of {len(ops)} by output error vs FP32)")
+        for c in ("op", "type", "prec", "cosine", "rel L2", "max abs", "in rel L2", "growth", "introduced", "blamed on"):
+            t.add_column(c, overflow="fold")
+        for n, r in d.iterrows():
+            t.add_row(str(n), str(r["type"]), str(r["precision"]), _fmt(r["out_cosine"], ".6f"), _fmt(r["out_rel_l2"]),
+                      _fmt(r["out_max_abs"]) if r["out_finite"] else "non-finite", _fmt(r["in_rel_l2"]),
+                      _fmt(r["growth"], ".3g"), _fmt(r["introduced"]),
+                      "itself" if r["blamed_on"] == str(n) else str(r["blamed_on"]))
+        con.print(t)
+    else:
+        con.print("no aligned op entries with float outputs")
+    con.print(f"first op exceeding tolerance (topological order): {att.first_exceeding or 'none'}")
+    if att.types is not None and not att.types.empty:
+        t = Table(title="culprit op types (error introduced by their precision decision)")
+        for c in ("rank", "type", "worst introduced", "sum", "instances", "worst instance", "seen at"):
+            t.add_column(c, overflow="fold")
+        for i, (typ, r) in enumerate(att.types.iterrows(), 1):
+            t.add_row(str(i), str(typ), _fmt(r["introduced_max"]), _fmt(r["introduced_sum"]), str(r["instances"]),
+                      str(r["worst_instance"]), str(r["worst_observed_at"]))
+        con.print(t)
+    tr = att.training
+    if tr:
+        con.print(f"gradients: underflow {100 * tr['underflow_ratio']:.3f} % of elements "
+                  f"(rule: <= {100 * tr['max_underflow']:g} %), overflowing elements {tr['overflow_elems']}")
+        ls = tr.get("loss_scale")
+        if ls:
+            if ls.get("dynamic"):
+                con.print(f"loss scale: dynamic loss scaling recommended ({ls.get('reason')})")
+            else:
+                con.print(f"loss scale: static {ls['static']} (2^{ls['log2']}); predicted underflow "
+                          f"{100 * ls['predicted_underflow']:.3f} %")
+    for f in att.final:
+        o = f.get("output") or {}
+        extra = ""
+        if f.get("loss"):
+            extra = f", loss rel diff {_fmt(f['loss'].get('rel_diff'))}"
+        con.print(f"step {f['step']} final ({f['source']}): cosine {_fmt(o.get('cosine'), '.6f')}, rel L2 "
+                  f"{_fmt(o.get('rel_l2'))}, max abs {_fmt(o.get('max_abs'))}, finite {o.get('finite')}{extra}")
+    for note in att.notes:
+        con.print(f"note: {note}")
+    v = att.verdict
+    if v.ok:
+        con.print(f"[green]WITHIN TOLERANCE[/green] ({att.tolerance.describe()})")
+    else:
+        con.print(f"[red]OUTSIDE TOLERANCE[/red] ({att.tolerance.describe()})")
+        for r in v.reasons[:10]:
+            con.print(f"  - {r}")
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("compare")
+    def compare(
+        target: Optional[str] = typer.Option(None, "--target", help="msprobe dump of the FP16/BF16 run (dump.json, rank folder or dump root)"),
+        golden: Optional[str] = typer.Option(None, "--golden", help="msprobe dump of the FP32 run"),
+        run: Optional[str] = typer.Option(None, "--run", help="a capture/tune run directory (instead of --target/--golden)"),
+        csv_out: Optional[str] = typer.Option(None, "--csv", help="write every op's metrics as CSV"),
+        json_out: Optional[str] = typer.Option(None, "--json", help="write the full result as JSON"),
+        top: int = typer.Option(15, "--top", help="rows of the worst-ops table"),
+        step: Optional[List[int]] = typer.Option(None, "--step", help="only these steps (repeatable)"),
+        mode: Optional[str] = typer.Option(None, "--mode", help="precision mode for the plan (default: run.json's)"),
+        min_cosine: float = typer.Option(0.999, "--min-cosine", help="final outputs: minimum cosine vs FP32"),
+        max_rel_l2: float = typer.Option(1e-2, "--max-rel-l2", help="final outputs: maximum relative L2 vs FP32"),
+        allow_nonfinite: bool = typer.Option(False, "--allow-nonfinite", help="do not require finite outputs"),
+        max_loss_rel: float = typer.Option(1e-2, "--max-loss-rel", help="training: maximum loss relative difference"),
+        min_grad_cosine: float = typer.Option(0.99, "--min-grad-cosine", help="training: minimum gradient cosine"),
+        msprobe_rule: bool = typer.Option(False, "--msprobe-rule", help="also apply msprobe's pass rule to final outputs"),
+    ) -> None:
+        """Compare a low-precision run against FP32: per-op metrics, first op over tolerance, culprit op types.
+        Exit 0 within tolerance, 1 outside, 2 bad input."""
+        from ..compare.attribution import attribute
+        from ..compare.run import from_dumps, from_run_dir
+        from ..compare.tolerance import tolerance_from_options
+        from ..fsutil import atomic_write_json, atomic_write_text
+        try:
+            try:
+                tol = tolerance_from_options(min_cosine, max_rel_l2, allow_nonfinite, max_loss_rel, min_grad_cosine,
+                                             msprobe_rule)
+            except ValueError as e:
+                raise InputError("", str(e)) from None
+            if run and (target or golden):
+                raise InputError(run, "give either --run or --target/--golden, not both")
+            if run:
+                r = from_run_dir(run)
+            elif target and golden:
+                r = from_dumps(target, golden)
+            else:
+                raise InputError("", "give --run RUNDIR, or both --target DUMP and --golden DUMP")
+            try:
+                att = attribute(r, tol, steps=step or None, mode=mode)
+            except ValueError as e:
+                raise InputError(run or target, str(e)) from None
+            render(att, top)
+            if csv_out:
+                buf = io.StringIO()
+                att.ops.to_csv(buf, index=True, index_label="node")
+                kept = atomic_write_text(csv_out, buf.getvalue(), keep_existing=True)
+                if kept:
+                    typer.echo(f"kept the previous {csv_out} as {kept}", err=True)
+            if json_out:
+                kept = atomic_write_json(json_out, att.to_dict(), keep_existing=True)
+                if kept:
+                    typer.echo(f"kept the previous {json_out} as {kept}", err=True)
+        except AdvisorError as e:
+            typer.echo(f"advisor: error: {e}", err=True)
+            raise typer.Exit(e.exit_code)
+        raise typer.Exit(0 if att.verdict.ok else 1)
