@@ -1,0 +1,28 @@
+"""LayerNorm right after a linear with bias 1000: fp16 rounding of the linear's output (ulp 0.5-1) shows up one op later, in LayerNorm."""
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+
+class LinearLN(nn.Module):
+    """fc (bias 1000) -> LayerNorm -> relu -> head.  The LayerNorm removes the 1000 offset, so
+    its output depends only on the O(1) variation that fp16 storage of ~1000 cannot hold."""
+
+    def __init__(self, d_in: int = 32, hidden: int = 64, d_out: int = 8):
+        super().__init__()
+        self.fc = nn.Linear(d_in, hidden)
+        self.ln = nn.LayerNorm(hidden)
+        self.head = nn.Linear(hidden, d_out)
+        with torch.no_grad():
+            self.fc.bias.fill_(1000.0)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(torch.relu(self.ln(self.fc(x))))
+
+
+def workload():
+    torch.manual_seed(0)
+    model = LinearLN().eval()
+    batches = [(torch.randn(16, 32),) for _ in range(4)]
+    return model, batches
