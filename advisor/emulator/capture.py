@@ -1,0 +1,361 @@
+"""``capture``: run a PyTorch workload on the CPU the way GE would under a mode and mixlist, and write
+a run directory in the real NPU formats (see advisor/rundir.py and docs/formats.md)."""
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch.utils._pytree import tree_flatten
+
+from .. import costmodel, semantics
+from .. import graph as G
+from ..errors import AdvisorError, InputError
+from ..mixlist import Mixlist, effective
+from ..mixlist import load as load_mixlist
+from ..oplists import DEFAULT_SOC, load_lists
+from ..rundir import RunWriter, scalar_record, tensor_record
+from ..workload import Workload, load_target, normalize, tf_install_hint
+from .engine import _AUX_FP32_OUTPUTS, _FLOAT_DT, EmuMode, StepRecord, _Ref, dtype_name, eager_math_attention
+from .local import local_error
+from .stats import batched_stats
+
+SMALL_MODEL_PARAMS = 2_000_000   # default --dump tensors at or below this many parameters
+
+
+# ---------------------------------------------------------------------- one step
+def run_step(model, batch: tuple, loss_fn=None, *, graph=None, params: dict | None = None,
+             plan: list[str] | None = None, reference=None, keep_entries: bool = True,
+             keep_local: bool = False, seed: int = 0, step: int = 0) -> StepRecord:
+    """Run one step (forward, + loss and backward when ``loss_fn``) under the emulation mode."""
+    torch.manual_seed(seed + step)
+    if loss_fn is not None and isinstance(model, torch.nn.Module):
+        for p in model.parameters():
+            p.grad = None
+    inputs = {id(t): i for i, t in enumerate(batch) if isinstance(t, torch.Tensor)}
+    mode = EmuMode(graph, params, inputs, plan, reference, keep_entries, keep_local)
+    with eager_math_attention():
+        if loss_fn is not None:
+            with torch.enable_grad(), mode:
+                out = model(*batch)
+                loss = loss_fn(out, batch)
+                if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+                    raise InputError(None, "loss_fn must return a scalar tensor")
+                loss.backward()
+            mode.rec.loss = loss.detach()
+            if isinstance(model, torch.nn.Module):
+                mode.rec.grads = {n: p.grad for n, p in model.named_parameters() if p.grad is not None}
+        else:
+            with torch.no_grad(), mode:
+                out = model(*batch)
+    flat, _ = tree_flatten(out)
+    mode.rec.outputs = [t for t in flat if isinstance(t, torch.Tensor)]
+    mode.rec.rounded = mode.rounded  # executed low dtype of tensors (mixed run)
+    return mode.rec
+
+
+def param_names(model) -> dict[int, str]:
+    out: dict[int, str] = {}
+    if isinstance(model, torch.nn.Module):
+        for n, p in model.named_parameters(remove_duplicate=False):
+            out.setdefault(id(p), n)
+        for n, b in model.named_buffers(remove_duplicate=False):
+            out.setdefault(id(b), n)
+    return out
+
+
+def trace_workload(wl: Workload, step: int = 0, seed: int = 0):
+    """(op graph, step record) of the FP32 run of one step — what capture plans on."""
+    model = _unwrap(wl.model)[0]
+    g = G.new_graph(framework="pytorch", step=step)
+    state = _snapshot(model)
+    try:
+        rec = run_step(model, wl.batches[step], wl.loss_fn, graph=g, params=param_names(model), seed=seed,
+                       step=step, keep_entries=False)
+    finally:
+        _restore(model, state)
+    return g, rec
+
+
+# ---------------------------------------------------------------------- helpers
+def _unwrap(model) -> tuple[Any, list[str]]:
+    notes = []
+    orig = getattr(model, "_orig_mod", None)
+    if orig is not None and type(model).__name__ == "OptimizedModule":
+        notes.append("the model was wrapped by torch.compile: captured its original module in eager mode "
+                     "(compiled graphs cannot be intercepted per op)")
+        model = orig
+    return model, notes
+
+
+def _snapshot(model) -> dict:
+    if not isinstance(model, torch.nn.Module):
+        return {}
+    return {n: b.detach().clone() for n, b in model.named_buffers()}
+
+
+def _restore(model, state: dict) -> None:
+    if not state:
+        return
+    with torch.no_grad():
+        for n, b in model.named_buffers():
+            if n in state:
+                b.copy_(state[n])
+
+
+def _exec_dtype(t: torch.Tensor, prec: str, low_ok: bool) -> str:
+    """dtype of a tensor as the op executed it."""
+    if t.dtype in _FLOAT_DT and prec in ("fp16", "bf16", "fp32") and low_ok:
+        return prec
+    return dtype_name(t.dtype)
+
+
+def _prepare_out(out: str | os.PathLike) -> tuple[Path, str | None]:
+    p = Path(out)
+    kept = None
+    if p.exists() and not p.is_dir():
+        raise InputError(p, "--out exists and is not a directory")
+    if p.is_dir() and any(p.iterdir()):
+        i, cand = 0, p.with_name(p.name + ".bak")
+        while cand.exists():
+            i += 1
+            cand = p.with_name(f"{p.name}.bak{i}")
+        shutil.move(str(p), str(cand))
+        kept = str(cand)
+    p.mkdir(parents=True, exist_ok=True)
+    return p, kept
+
+
+# ---------------------------------------------------------------------- dumps
+class _DumpBuilder:
+    """Builds dump.json data for one run of one step; statistics for all tensors in one batched pass."""
+
+    def __init__(self, rec: StepRecord, precs: list[str], ops, files: bool, framework: str = "pytorch"):
+        self.rec, self.precs, self.ops, self.files = rec, precs, ops, files
+        self.framework = framework
+
+    def build(self) -> tuple[dict, dict]:
+        rec = self.rec
+        uniq: dict[int, int] = {}
+        tensors: list[torch.Tensor] = []
+
+        def slot(t: torch.Tensor) -> int:
+            k = uniq.get(id(t))
+            if k is None:
+                k = uniq[id(t)] = len(tensors)
+                tensors.append(t)
+            return k
+        plan_rows = []
+        for i, (struct, tin, tout) in enumerate(rec.entries):
+            plan_rows.append(([slot(t) for t in tin], [slot(t) for t in tout]))
+        out_slots = [slot(t) for t in rec.outputs]
+        grad_items = [(n, g) for n, g in rec.grads.items()]
+        grad_slots = [slot(g) for _, g in grad_items]
+        loss_slot = slot(rec.loss) if rec.loss is not None else None
+        st = batched_stats(tensors)
+        data: dict = {}
+        files: dict = {}
+        rounded = getattr(rec, "rounded", {})
+
+        def trec(t, k, dt, fname=None):
+            if self.files and fname is not None:
+                tt = t.detach()
+                if dt in ("fp16", "bf16") and tt.dtype != {"fp16": torch.float16, "bf16": torch.bfloat16}[dt]:
+                    tt = tt.to(torch.float16 if dt == "fp16" else torch.bfloat16)
+                files[fname] = tt
+            return tensor_record(dt, list(t.shape), st[k], bool(getattr(t, "requires_grad", False)),
+                                 fname if self.files else None, self.framework)
+
+        for i, (struct, tin, tout) in enumerate(rec.entries):
+            op = self.ops[i]
+            prec = self.precs[i]
+            name = f"{op.name}.forward"
+            in_sl, out_sl = plan_rows[i]
+            aux = _AUX_FP32_OUTPUTS.get(op.packet, ())
+
+            def conv(x, _tin=tin, _in_sl=in_sl, _name=name, _prec=prec):
+                if isinstance(x, _Ref):
+                    t = _tin[x.i]
+                    return trec(t, _in_sl[x.i], _exec_dtype(t, _prec, True), f"{_name}.input.{x.i}.pt")
+                if isinstance(x, list):
+                    return [conv(y) for y in x]
+                return scalar_record(x)
+            args, kwargs = struct
+            entry = {"input_args": [conv(a) for a in args],
+                     "input_kwargs": {k: conv(v) for k, v in kwargs.items()},
+                     "output": [trec(t, out_sl[j], _exec_dtype(t, prec, j not in aux), f"{name}.output.{j}.pt")
+                                for j, t in enumerate(tout)]}
+            data[name] = entry
+
+        def low_of(t):
+            r = rounded.get(id(t))
+            return r[1] if r is not None and r[0] is t else dtype_name(t.dtype)
+        data["Model.output.0.forward"] = {"input_args": [], "input_kwargs": {}, "output": [
+            trec(t, out_slots[j], low_of(t), f"Model.output.0.forward.output.{j}.pt") for j, t in enumerate(rec.outputs)]}
+        if loss_slot is not None:
+            data["Model.loss.0.forward"] = {"input_args": [], "input_kwargs": {}, "output": [
+                trec(rec.loss, loss_slot, low_of(rec.loss), "Model.loss.0.forward.output.0.pt")]}
+        for (n, gr), k in zip(grad_items, grad_slots):
+            data[f"Grad.{n}"] = {"input_args": [], "input_kwargs": {}, "output": [
+                trec(gr, k, low_of(gr), f"Grad.{n}.output.0.pt")]}
+        return data, files
+
+
+# ---------------------------------------------------------------------- capture
+def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semantics.DEFAULT_MODE,
+            mixlist: str | os.PathLike | Mixlist | None = None, soc: str = DEFAULT_SOC,
+            ops_info: str | os.PathLike | None = None, seed: int = 0, dump: str | None = None,
+            batches: int | list | None = None, local: bool = True) -> Path:
+    """Capture a workload (TARGET string, Workload, or (model, batches[, loss_fn]) tuple) into ``out``:
+    FP32 reference run + mixed run applying ``semantics.plan`` exactly.  Returns the run directory.
+    ``batches``: an int keeps the first N batches, a list replaces them.  ``dump``: "tensors" | "stats"
+    (default: tensors for models with at most 2M parameters)."""
+    if isinstance(target_or_workload, str):
+        wl = load_target(target_or_workload)
+        target = target_or_workload
+    else:
+        wl = normalize(target_or_workload, "workload")
+        target = getattr(target_or_workload, "name", None) or "workload"
+    if isinstance(batches, int):
+        wl.batches = wl.batches[:max(1, batches)]
+    elif batches is not None:
+        wl.batches = normalize((wl.model, batches), "batches").batches
+    if not isinstance(wl.model, torch.nn.Module) and not callable(wl.model) or _is_tf(wl.model):
+        return _delegate_tf(wl, out, mode=mode, mixlist=mixlist, soc=soc, ops_info=ops_info, seed=seed,
+                            dump=dump, target=target)
+    try:
+        family, low = semantics.mode_info(mode)
+    except ValueError as e:
+        raise InputError(None, str(e)) from None
+    if dump not in (None, "tensors", "stats"):
+        raise InputError(None, f"--dump must be tensors or stats, not {dump!r}")
+    ml = load_mixlist(mixlist) if isinstance(mixlist, (str, os.PathLike)) else mixlist
+    base = load_lists(soc, ops_info)
+    lists = effective(base, ml) if semantics.uses_mixlist(mode) else base
+    model, notes = _unwrap(wl.model)
+    if ml is not None and not semantics.uses_mixlist(mode):
+        notes.append(f"mode {mode} does not apply a mixlist (GE applies it only in the mixed modes): ignored")
+    n_params = sum(p.numel() for p in model.parameters()) if isinstance(model, torch.nn.Module) else 0
+    dump = dump or ("tensors" if n_params <= SMALL_MODEL_PARAMS else "stats")
+    low_for_local = low or "fp16"
+    out_dir, kept = _prepare_out(out)
+    if kept:
+        notes.append(f"previous contents of the output folder kept in {kept}")
+    writer = RunWriter(out_dir, {"name": wl.name, "target": target, "mode": mode, "soc": soc,
+                                 "ops_info": str(ops_info) if ops_info else None,
+                                 "mixlist": ml.to_dict() if ml is not None else None, "seed": seed,
+                                 "framework": "pytorch", "emulated": True})
+    if ml is not None:
+        writer.write_mixlist(ml.to_json())
+    params = param_names(model)
+    state0 = _snapshot(model)
+    kernels: list[dict] = []
+    unmapped: dict[str, str] = {}
+    ref_sig = None
+    ref_plan: list[str] | None = None
+    g0 = plan0 = None
+    local_rows: list[dict] = []
+    try:
+        for step, batch in enumerate(wl.batches):
+            g = G.new_graph(framework="pytorch", step=step)
+            try:
+                fp = run_step(model, batch, wl.loss_fn, graph=g, params=params, seed=seed, step=step,
+                              keep_local=(local and step == 0))
+            except AdvisorError:
+                raise
+            except Exception as e:  # user model code failed
+                raise InputError(target, f"the model failed in the FP32 run (step {step}): "
+                                         f"{e.__class__.__name__}: {e}") from None
+            _restore(model, state0)
+            sig = [r.func for r in fp.ops]
+            if ref_sig is not None and sig == ref_sig:
+                precs = ref_plan
+            else:
+                p = semantics.plan(g, lists, mode)
+                precs = [p[r.name] for r in fp.ops]
+                if step == 0:
+                    g0, plan0 = g, p
+                    ref_sig, ref_plan = sig, precs
+                else:
+                    notes.append(f"step {step} has a different op sequence than step 0: planned separately")
+            for r in fp.ops:
+                if not r.mapped:
+                    unmapped[f"aten.{r.packet}.{r.overload}"] = r.type
+            try:
+                mx = run_step(model, batch, wl.loss_fn, plan=precs, reference=fp.ops, seed=seed, step=step)
+            except AdvisorError:
+                raise
+            except Exception as e:
+                raise InputError(target, f"the model failed in the mixed run (step {step}): "
+                                         f"{e.__class__.__name__}: {e}") from None
+            _restore(model, state0)
+            # kernels (the mixed run is the profiled target run)
+            for r, prec in zip(fp.ops, precs):
+                if not r.kernel:
+                    continue
+                aux = _AUX_FP32_OUTPUTS.get(r.packet, ())
+                low_ok = prec in ("fp16", "bf16", "fp32")
+                ind = [prec if (d in ("fp32", "fp64", "fp16", "bf16") and low_ok) else d for d in r.in_dtypes]
+                outd = [prec if (d in ("fp32", "fp64", "fp16", "bf16") and low_ok and j not in aux) else d
+                        for j, d in enumerate(r.out_dtypes)]
+                flops = costmodel.estimate_flops(r.type, r.in_shapes, r.out_shapes)
+                nbytes = costmodel.estimate_bytes(r.in_shapes, r.out_shapes, ind, outd)
+                kernels.append({"step": step, "name": r.name, "type": r.type, "core": costmodel.core_type(r.type),
+                                "duration_us": costmodel.op_time_us(r.type, flops, nbytes, prec),
+                                "in_shapes": r.in_shapes, "in_dtypes": ind, "out_shapes": r.out_shapes,
+                                "out_dtypes": outd})
+            # dumps
+            files = dump == "tensors"
+            for which, rec, pr in (("fp32", fp, ["fp32" if r.is_float else "n/a" for r in fp.ops]),
+                                   ("mixed", mx, precs)):
+                data, fl = _DumpBuilder(rec, pr, fp.ops, files).build()
+                writer.write_dump(which, step, data, fl if files else None)
+            if local and step == 0:
+                for r, inp in zip(fp.ops, fp.local_inputs):
+                    if not (r.kernel and r.is_float) or r.nondeterministic:
+                        continue
+                    try:
+                        local_rows.append(local_error(r, inp, low_for_local))
+                    except Exception:  # an op that cannot be re-run in isolation: no row
+                        continue
+            del fp, mx
+    finally:
+        _restore(model, state0)
+    writer.write_profile(kernels)
+    graph_path = None
+    if g0 is not None:
+        semantics.annotate(g0, plan0)
+        try:
+            graph_path = writer.write_graph(g0, plan0)
+        except Exception as e:  # the writer belongs to ingest; never lose the run for it
+            notes.append(f"GE graph dump not written: {e.__class__.__name__}: {e}")
+    if local:
+        writer.write_local_error(local_rows)
+    writer.write_run_json(steps=len(wl.batches), training=wl.loss_fn is not None, dump=dump,
+                          low_dtype=low, lists_source=lists.source,
+                          unmapped_ops=sorted(unmapped), notes=notes,
+                          graph=str(graph_path.relative_to(out_dir)) if graph_path else None,
+                          n_ops=len(g0) if g0 is not None else 0, options=wl.options or {})
+    return out_dir
+
+
+def _is_tf(model) -> bool:
+    mod = type(model).__module__ or ""
+    return mod.startswith(("tensorflow", "keras", "tf_keras"))
+
+
+def _delegate_tf(wl: Workload, out, **kw) -> Path:
+    try:
+        from ..tf.capture import capture_tf  # type: ignore[import-not-found]
+    except ImportError:
+        if _is_tf(wl.model):
+            raise InputError(kw.get("target"), tf_install_hint()) from None
+        raise InputError(kw.get("target"), f"model must be a torch.nn.Module, not {type(wl.model).__name__}") from None
+    return capture_tf(wl, out, **kw)
+
+
+__all__ = ["capture", "run_step", "trace_workload", "param_names"]
+_ = np  # numpy used by RunWriter consumers

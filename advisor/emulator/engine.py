@@ -1,0 +1,295 @@
+"""Trace -> plan -> execute, at the aten level (``TorchDispatchMode``).
+
+One step = one batch: ``model(*batch)`` (+ ``loss_fn(output, batch)`` and ``loss.backward()`` for a
+training capture).  Every aten call with a tensor output becomes one op record / graph node, named
+``Aten.<op>.<overload>.<k>`` (k counts calls of that overload, restarting every step).
+
+* **FP32 run** (``EmuMode(plan=None)``): executes unchanged and records the op graph with true
+  dataflow (producer tensor -> consumer input index; parameters -> role ``variable``, batch tensors
+  -> role ``data``, other leaf tensors -> ``const``; int/bool tensors -> ``float=False`` edges).
+* **Mixed run** (``EmuMode(plan=...)``): replays the same op sequence; op k gets exactly the
+  precision ``semantics.plan`` gave node k.  Low ops: float inputs rounded to fp16/bf16, computed in
+  fp32 (= fp32 accumulation of the cube unit), float outputs rounded to fp16/bf16.  FP32 ops: inputs
+  used as they are (values already exact in fp32).  int/bool tensors are never touched.  Storage stays
+  in the original dtype, so the model's Python code sees the same dtypes and the aten sequence is
+  identical to the FP32 run (rounding is value emulation); dumps and kernel_details report the
+  executed dtype.  fp16 overflow gives inf (INF_NAN mode, the 910B default).
+"""
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+from .. import graph as G
+from ..errors import AdvisorError
+from . import opmap
+
+LOW_TORCH = {"fp16": torch.float16, "bf16": torch.bfloat16}
+_FLOAT_DT = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
+_DT_NAME = {torch.float32: "fp32", torch.float64: "fp64", torch.float16: "fp16", torch.bfloat16: "bf16"}
+# ops whose extra float outputs stay fp32 whatever the op's precision (statistics outputs)
+_AUX_FP32_OUTPUTS = {"native_layer_norm": (1, 2), "native_batch_norm": (1, 2, 3, 4),
+                     "_native_batch_norm_legit": (1, 2, 3, 4), "_native_batch_norm_legit_functional": (1, 2, 3, 4),
+                     "_scaled_dot_product_flash_attention_for_cpu": (1,)}
+# ops without tensor data semantics: not graph nodes
+_SKIP = {"_local_scalar_dense", "sym_size", "sym_numel", "sym_stride", "sym_storage_offset", "is_same_size",
+         "_has_compatible_shallow_copy_type", "is_nonzero", "equal", "set_", "record_stream", "_version"}
+
+
+class ReplayMismatch(AdvisorError):
+    exit_code = 1
+
+
+def dtype_name(dt: torch.dtype) -> str:
+    return _DT_NAME.get(dt, str(dt).replace("torch.", ""))
+
+
+@dataclass
+class OpRecord:
+    index: int
+    name: str
+    func: Any
+    packet: str
+    overload: str
+    type: str
+    kernel: bool
+    mapped: bool
+    is_float: bool
+    in_shapes: list = field(default_factory=list)      # per tensor leaf
+    in_dtypes: list = field(default_factory=list)      # origin dtype names per tensor leaf
+    out_shapes: list = field(default_factory=list)
+    out_dtypes: list = field(default_factory=list)
+    nondeterministic: bool = False
+    mutates: tuple = ()
+
+
+@dataclass
+class StepRecord:
+    """What one run of one step produced (tensors are kept for batched statistics and dumps)."""
+
+    ops: list[OpRecord] = field(default_factory=list)
+    # per op: (arg structure with tensor placeholders, list of input tensors, list of output tensors)
+    entries: list[tuple] = field(default_factory=list)
+    exec_prec: list[str] = field(default_factory=list)
+    outputs: list = field(default_factory=list)
+    loss: Any = None
+    grads: dict = field(default_factory=dict)
+    local_inputs: list = field(default_factory=list)   # fp32 run of step 0: (args, kwargs) per op
+
+
+class _Ref:
+    """Placeholder for the i-th tensor of an entry in the stored argument structure."""
+
+    __slots__ = ("i",)
+
+    def __init__(self, i: int):
+        self.i = i
+
+
+def _mutated_arg_positions(func) -> tuple:
+    out = []
+    for i, a in enumerate(func._schema.arguments):
+        if a.alias_info is not None and a.alias_info.is_write:
+            out.append(i)
+    return tuple(out)
+
+
+class EmuMode(TorchDispatchMode):
+    """Records (plan=None) or replays with a precision plan (list of precisions by op index)."""
+
+    def __init__(self, graph=None, params: dict | None = None, inputs: dict | None = None,
+                 plan: list[str] | None = None, reference: list[OpRecord] | None = None,
+                 keep_entries: bool = True, keep_local_inputs: bool = False, low: str | None = None):
+        super().__init__()
+        self.g = graph
+        self.params = params or {}          # id(tensor) -> parameter/buffer name
+        self.inputs = inputs or {}          # id(tensor) -> model input index
+        self.plan = plan
+        self.reference = reference
+        self.keep_entries = keep_entries
+        self.keep_local_inputs = keep_local_inputs
+        self.low = low
+        self.rec = StepRecord()
+        self.producer: dict[int, tuple[Any, str, int]] = {}   # id -> (tensor, node, out index)
+        self.rounded: dict[int, tuple[Any, str]] = {}         # id -> (tensor, low dtype name) exact in low
+        self.counters: dict[str, int] = {}
+        self.n_const = 0
+
+    # ------------------------------------------------------------------ graph helpers
+    def _leaf_node(self, t: torch.Tensor) -> str:
+        tid = id(t)
+        if tid in self.params:
+            name, role, typ = self.params[tid], "variable", "Variable"
+        elif tid in self.inputs:
+            name, role, typ = f"Model.input.{self.inputs[tid]}", "data", "Data"
+        else:
+            name, role, typ = f"Const.{self.n_const}", "const", "Const"
+            self.n_const += 1
+        if self.g is not None and name not in self.g:
+            G.add_op(self.g, name, typ, role=role, dtype=dtype_name(t.dtype), kernel=False,
+                     out_shapes=[list(t.shape)], out_dtypes=[dtype_name(t.dtype)])
+        self.producer[tid] = (t, name, 0)
+        return name
+
+    # ------------------------------------------------------------------ dispatch
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        packet = func._schema.name.split("::")[-1]
+        if packet in _SKIP:
+            return func(*args, **kwargs)
+        overload = func._overloadname or "default"
+        flat_in, _ = tree_flatten((args, kwargs))
+        tin = [x for x in flat_in if isinstance(x, torch.Tensor)]
+        idx = len(self.rec.ops)
+        replay = self.plan is not None
+        if replay:
+            if self.reference is None or idx >= len(self.reference) or self.reference[idx].func is not func:
+                want = self.reference[idx].name if self.reference is not None and idx < len(self.reference) else "end of step"
+                raise ReplayMismatch(f"the mixed run diverged from the FP32 run at op {idx} "
+                                     f"({packet}.{overload}, expected {want}); data-dependent control flow "
+                                     "cannot be emulated")
+            rec = self.reference[idx]
+            prec = self.plan[idx]
+        else:
+            rec = None
+            prec = "fp32"
+        mutates = _mutated_arg_positions(func) if func._schema.is_mutable else ()
+        # ---- execute
+        low_t = LOW_TORCH.get(prec)
+        run_args, run_kwargs = args, kwargs
+        rounded_inputs: dict[int, torch.Tensor] = {}
+        kernel = rec.kernel if rec is not None else opmap.lookup(packet, overload)[1]
+        if replay and low_t is not None and kernel:
+            mut_ids = {id(args[i]) for i in mutates if i < len(args) and isinstance(args[i], torch.Tensor)}
+
+            def rnd(x):
+                if isinstance(x, torch.Tensor) and x.dtype in _FLOAT_DT and x.dtype != low_t and id(x) not in mut_ids:
+                    r = self.rounded.get(id(x))
+                    if r is not None and r[1] == prec and r[0] is x:
+                        return x
+                    y = x.to(low_t).to(x.dtype)
+                    rounded_inputs[id(x)] = y
+                    return y
+                return x
+            run_args = tuple(_map_tree(rnd, a) for a in args)
+            run_kwargs = {k: _map_tree(rnd, v) for k, v in kwargs.items()}
+        if self.keep_local_inputs and not replay:
+            # keep the exact inputs (clone what the op overwrites) for local error
+            def snap(x):
+                return x.detach().clone() if isinstance(x, torch.Tensor) else x
+            self.rec.local_inputs.append((tuple(_map_tree(snap, a) for a in args),
+                                          {k: _map_tree(snap, v) for k, v in kwargs.items()}))
+        if self.keep_entries and mutates:
+            self._snapshot_mutated(args, mutates)
+        out = func(*run_args, **run_kwargs)
+        flat_out, _ = tree_flatten(out)
+        tout = [x for x in flat_out if isinstance(x, torch.Tensor)]
+        if replay and low_t is not None and kernel:
+            aux = _AUX_FP32_OUTPUTS.get(packet, ())
+            for j, t in enumerate(tout):
+                if t.dtype in _FLOAT_DT and t.dtype != low_t and j not in aux:
+                    with torch.no_grad():
+                        t.copy_(t.to(low_t))
+                    self.rounded[id(t)] = (t, prec)
+        elif replay and not kernel:
+            # views follow their input: exact in low if the input was
+            src = tin[0] if tin else None
+            r = self.rounded.get(id(src)) if src is not None else None
+            for t in tout:
+                if r is not None and r[0] is src:
+                    self.rounded[id(t)] = (t, r[1])
+        if not tout:
+            return out
+        # ---- record
+        if rec is None:
+            typ, kernel, mapped = opmap.lookup(packet, overload)
+            k = self.counters.get(f"{packet}.{overload}", 0)
+            self.counters[f"{packet}.{overload}"] = k + 1
+            name = f"Aten.{packet}.{overload}.{k}"
+            is_float = any(t.dtype in _FLOAT_DT for t in tin + tout)
+            rec = OpRecord(idx, name, func, packet, overload, typ, kernel, mapped, is_float,
+                           in_shapes=[list(t.shape) for t in tin], in_dtypes=[dtype_name(t.dtype) for t in tin],
+                           out_shapes=[list(t.shape) for t in tout], out_dtypes=[dtype_name(t.dtype) for t in tout],
+                           nondeterministic=torch.Tag.nondeterministic_seeded in func.tags, mutates=mutates)
+            if self.g is not None:
+                origin = next((dtype_name(t.dtype) for t in tout if t.dtype in _FLOAT_DT), "fp32")
+                attrs = dict(kernel=kernel, float=is_float, origin_dtype=origin, aten=f"aten.{packet}.{overload}",
+                             order=idx, dump=name, in_shapes=rec.in_shapes, out_shapes=rec.out_shapes,
+                             in_dtypes=rec.in_dtypes, out_dtypes=rec.out_dtypes, mapped=mapped)
+                if typ == "Cast":
+                    dst = next((dtype_name(t.dtype) for t in tout), None)
+                    if dst:
+                        attrs["cast_to"] = dst
+                srcs = []
+                for t in tin:
+                    p = self.producer.get(id(t))
+                    if p is None or p[0] is not t:
+                        srcs.append((self._leaf_node(t), 0))
+                    else:
+                        srcs.append((p[1], p[2]))
+                G.add_op(self.g, name, typ, role="op", **attrs)
+                for pos, (t, (src, src_out)) in enumerate(zip(tin, srcs)):
+                    G.connect(self.g, src, name, src_out, pos, float=t.dtype in _FLOAT_DT)
+        self.rec.ops.append(rec)
+        self.rec.exec_prec.append(prec)
+        for j, t in enumerate(tout):
+            self.producer[id(t)] = (t, rec.name, j)
+        if self.keep_entries:
+            self.rec.entries.append(_entry(args, kwargs, rounded_inputs, tout))
+        return out
+
+    def _snapshot_mutated(self, args, mutates) -> None:
+        """An op about to overwrite a tensor recorded earlier: freeze the earlier record's value."""
+        ids = {id(args[i]) for i in mutates if i < len(args) and isinstance(args[i], torch.Tensor)}
+        if not ids:
+            return
+        for e in self.rec.entries[-64:]:  # recent producers/consumers are the ones that matter
+            tensors = e[1]
+            for k, t in enumerate(tensors):
+                if id(t) in ids:
+                    tensors[k] = t.detach().clone()
+            outs = e[2]
+            for k, t in enumerate(outs):
+                if id(t) in ids:
+                    outs[k] = t.detach().clone()
+
+
+def _map_tree(fn, x):
+    if isinstance(x, (list, tuple)):
+        return type(x)(_map_tree(fn, y) for y in x)
+    return fn(x)
+
+
+def _entry(args, kwargs, rounded: dict, tout: list) -> tuple:
+    """(structure of input_args/input_kwargs with _Ref placeholders, input tensors as executed, outputs)."""
+    tensors: list = []
+
+    def conv(x):
+        if isinstance(x, torch.Tensor):
+            tensors.append(rounded.get(id(x), x))
+            return _Ref(len(tensors) - 1)
+        if isinstance(x, (list, tuple)):
+            return [conv(y) for y in x]
+        return x
+    a = [conv(x) for x in args]
+    kw = {k: conv(v) for k, v in kwargs.items()}
+    return ((a, kw), tensors, list(tout))
+
+
+@contextlib.contextmanager
+def eager_math_attention():
+    """Disable fused fast paths so attention decomposes into aten ops GE types map to: the
+    nn.MultiheadAttention / TransformerEncoderLayer fastpath and fused SDPA kernels (math backend)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    prev = torch.backends.mha.get_fastpath_enabled()
+    torch.backends.mha.set_fastpath_enabled(False)
+    try:
+        with sdpa_kernel([SDPBackend.MATH]):
+            yield
+    finally:
+        torch.backends.mha.set_fastpath_enabled(prev)

@@ -1,0 +1,240 @@
+"""Write a run directory in the real NPU file formats (framework-neutral: plain values and arrays in).
+
+Used by the PyTorch emulator (``advisor.emulator``) and the TensorFlow capture (``advisor.tf``).
+Layout (docs/formats.md, "Run directory")::
+
+    run.json, mixlist.json
+    profile/<name>_ascend_pt/profiler_info.json
+    profile/<name>_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv, op_statistic.csv
+    graph/ge_onnx_00000_graph_0_Build.pbtxt
+    dump/<mixed|fp32>/step<i>/rank0/dump.json (+ dump_tensor_data/)
+    local_error.csv
+"""
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+import os
+import platform
+import re
+import time
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import numpy as np
+
+from . import __version__
+from .fsutil import atomic_write_json, atomic_write_text
+
+# kernel_details.csv columns exactly as torch_npu writes them (sample: torch_npu_profile_mstt)
+KERNEL_COLUMNS = ["Step Id", "Model ID", "Task ID", "Stream ID", "Name", "Type", "Accelerator Core",
+                  "Start Time(us)", "Duration(us)", "Wait Time(us)", "Block Dim", "Mix Block Dim",
+                  "Input Shapes", "Input Data Types", "Input Formats", "Output Shapes", "Output Data Types",
+                  "Output Formats", "Context ID"]
+OP_STAT_COLUMNS = ["OP Type", "Core Type", "Count", "Total Time(us)", "Min Time(us)", "Avg Time(us)",
+                   "Max Time(us)", "Ratio(%)"]
+LOCAL_ERROR_COLUMNS = ["name", "type", "low_dtype", "local_rel_l2", "local_cosine", "local_max_abs",
+                       "local_nonfinite", "inrnd_rel_l2", "inrnd_nonfinite"]
+
+# canonical dtype name -> kernel_details spelling
+KD_DTYPE = {"fp16": "FLOAT16", "bf16": "DT_BF16", "fp32": "FLOAT", "fp64": "DOUBLE", "int64": "INT64",
+            "int32": "INT32", "int16": "INT16", "int8": "INT8", "uint8": "UINT8", "bool": "BOOL"}
+# canonical dtype name -> msprobe dump.json spelling per framework
+_MSPROBE_DTYPE = {
+    "pytorch": {"fp16": "torch.float16", "bf16": "torch.bfloat16", "fp32": "torch.float32", "fp64": "torch.float64"},
+    "tensorflow": {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32", "fp64": "float64"},
+}
+
+
+def kd_dtype(name: str) -> str:
+    return KD_DTYPE.get(name, name.upper() if name else "UNDEFINED")
+
+
+def msprobe_dtype(name: str, framework: str = "pytorch") -> str:
+    m = _MSPROBE_DTYPE.get(framework, _MSPROBE_DTYPE["pytorch"])
+    if name in m:
+        return m[name]
+    return f"torch.{name}" if framework == "pytorch" else name
+
+
+def _shape_cell(shapes: Sequence[Sequence[int] | None]) -> str:
+    return ";".join("" if s is None else ",".join(str(int(d)) for d in s) for s in shapes)
+
+
+def _num(x: float) -> Any:
+    """JSON-safe statistic (msprobe writes inf/nan as strings)."""
+    x = float(x)
+    if math.isnan(x):
+        return "nan"
+    if math.isinf(x):
+        return "inf" if x > 0 else "-inf"
+    return x
+
+
+def tensor_record(dtype: str, shape: Sequence[int], stats: Sequence[float], requires_grad: bool = False,
+                  data_name: str | None = None, framework: str = "pytorch") -> dict:
+    """One tensor of a dump.json entry (msprobe layout)."""
+    rec = {"type": "torch.Tensor" if framework == "pytorch" else "tensorflow.Tensor",
+           "dtype": msprobe_dtype(dtype, framework), "shape": [int(d) for d in shape],
+           "Max": _num(stats[0]), "Min": _num(stats[1]), "Mean": _num(stats[2]), "Norm": _num(stats[3]),
+           "requires_grad": bool(requires_grad)}
+    if data_name is not None:
+        rec["data_name"] = data_name
+    return rec
+
+
+def scalar_record(v: Any) -> Any:
+    """A non-tensor argument as msprobe records it."""
+    if v is None:
+        return None
+    if isinstance(v, bool):
+        return {"type": "bool", "value": v}
+    if isinstance(v, int):
+        return {"type": "int", "value": v}
+    if isinstance(v, float):
+        return {"type": "float", "value": _num(v)}
+    if isinstance(v, (list, tuple)):
+        return [scalar_record(x) for x in v]
+    if isinstance(v, str):
+        return {"type": "str", "value": v}
+    return {"type": type(v).__module__.split(".")[0] + "." + type(v).__name__ if type(v).__module__ != "builtins"
+            else type(v).__name__, "value": str(v)}
+
+
+def versions() -> dict:
+    out = {"advisor": __version__, "python": platform.python_version(), "numpy": np.__version__}
+    try:
+        import torch
+        out["torch"] = torch.__version__
+    except ImportError:  # pragma: no cover
+        pass
+    return out
+
+
+class RunWriter:
+    """Writes one run directory.  ``meta``: target, mode, soc, mixlist (dict or None), seed, name,
+    framework ("pytorch" | "tensorflow"), plus anything else to keep in run.json."""
+
+    def __init__(self, out_dir: str | os.PathLike, meta: dict):
+        self.out = Path(out_dir)
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.meta = dict(meta)
+        self.meta.setdefault("framework", "pytorch")
+        self.meta.setdefault("emulated", True)
+        self.meta.setdefault("name", "model")
+        self.name = re.sub(r"[^A-Za-z0-9_.-]", "_", str(self.meta["name"])) or "model"
+        self.framework = self.meta["framework"]
+        self.profile_dir = self.out / "profile" / f"{self.name}_ascend_pt"
+
+    # ------------------------------------------------------------------ run.json / mixlist
+    def write_run_json(self, **extra: Any) -> Path:
+        d = {"target": None, "mode": None, "soc": None, "mixlist": None, "seed": 0}
+        d.update(self.meta)
+        d.update(extra)
+        d.setdefault("versions", versions())
+        d["emulated"] = bool(d.get("emulated", True))
+        d.setdefault("created", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+        p = self.out / "run.json"
+        atomic_write_json(p, d)
+        return p
+
+    def write_mixlist(self, text: str) -> Path:
+        p = self.out / "mixlist.json"
+        atomic_write_text(p, text)
+        return p
+
+    # ------------------------------------------------------------------ profile
+    def write_profile(self, kernels: Iterable[dict], start_us: float = 1_700_000_000_000_000.0) -> Path:
+        """kernels: dicts with step, name, type, core, duration_us, in_shapes, in_dtypes, out_shapes,
+        out_dtypes (canonical dtype names), optional block_dim.  Writes kernel_details.csv,
+        op_statistic.csv and profiler_info.json; returns the ASCEND_PROFILER_OUTPUT folder."""
+        out_dir = self.profile_dir / "ASCEND_PROFILER_OUTPUT"
+        out_dir.mkdir(parents=True, exist_ok=True)
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(KERNEL_COLUMNS)
+        t = start_us
+        stats: dict[tuple[str, str], list[float]] = {}
+        task = 0
+        for k in kernels:
+            dur = float(k["duration_us"])
+            n_in, n_out = len(k.get("in_shapes", [])), len(k.get("out_shapes", []))
+            w.writerow([k.get("step", 0), 4294967295, task, k.get("stream", 2), k["name"], k["type"], k["core"],
+                        f"{t:.3f}\t", f"{dur:.3f}", "0", k.get("block_dim", 24 if k["core"] == "AI_CORE" else 48), 0,
+                        _shape_cell(k.get("in_shapes", [])), ";".join(kd_dtype(x) for x in k.get("in_dtypes", [])),
+                        ";".join(["FORMAT_ND"] * n_in), _shape_cell(k.get("out_shapes", [])),
+                        ";".join(kd_dtype(x) for x in k.get("out_dtypes", [])), ";".join(["FORMAT_ND"] * n_out), "N/A"])
+            t += dur + 1.0
+            task += 1
+            stats.setdefault((k["type"], k["core"]), []).append(dur)
+        atomic_write_text(out_dir / "kernel_details.csv", buf.getvalue())
+        total = sum(sum(v) for v in stats.values()) or 1.0
+        buf = io.StringIO()
+        w = csv.writer(buf, lineterminator="\n")
+        w.writerow(OP_STAT_COLUMNS)
+        for (typ, core), v in sorted(stats.items(), key=lambda kv: -sum(kv[1])):
+            s = sum(v)
+            w.writerow([typ, core, len(v), f"{s:.3f}", f"{min(v):.3f}", f"{s / len(v):.3f}", f"{max(v):.3f}",
+                        f"{100.0 * s / total:.4f}"])
+        atomic_write_text(out_dir / "op_statistic.csv", buf.getvalue())
+        info = {"config": {"common_config": {"activities": ["ProfilerActivity.NPU"], "record_shapes": True},
+                           "experimental_config": {"_profiler_level": "Level1", "_aic_metrics": "AiCoreNone"}},
+                "start_info": {"syscnt_enable": False, "start_time_ns": int(start_us * 1000)},
+                "end_info": {"end_time_ns": int(t * 1000)},
+                "rank_id": 0, "emulated": True, "emulator": f"advisor {__version__} CPU emulator",
+                "framework": self.framework}
+        atomic_write_json(self.profile_dir / "profiler_info.json", info)
+        return out_dir
+
+    # ------------------------------------------------------------------ GE graph dump
+    def write_graph(self, g, plan=None) -> Path | None:
+        """GE-style ONNX text graph dump via advisor.ingest.ge_dump (None when unavailable)."""
+        try:
+            from .ingest.ge_dump import write_ge_onnx
+        except ImportError:
+            return None
+        d = self.out / "graph"
+        d.mkdir(parents=True, exist_ok=True)
+        return write_ge_onnx(g, d / "ge_onnx_00000_graph_0_Build.pbtxt", plan)
+
+    # ------------------------------------------------------------------ msprobe dumps
+    def dump_dir(self, which: str, step: int) -> Path:
+        return self.out / "dump" / which / f"step{int(step)}" / "rank0"
+
+    def write_dump(self, which: str, step: int, data: dict, files: dict | None = None,
+                   level: str = "L2") -> Path:
+        """dump.json (msprobe layout) for ``which`` ("mixed" | "fp32") and ``step``; ``files`` maps
+        data_name -> array/tensor written under dump_tensor_data/ (.pt for PyTorch, .npy otherwise)."""
+        d = self.dump_dir(which, step)
+        d.mkdir(parents=True, exist_ok=True)
+        tdir = d / "dump_tensor_data"
+        task = "tensor" if files else "statistics"
+        if files:
+            tdir.mkdir(exist_ok=True)
+            if self.framework == "pytorch":
+                import torch
+                for fname, arr in files.items():
+                    t = arr if isinstance(arr, torch.Tensor) else torch.from_numpy(np.ascontiguousarray(arr))
+                    torch.save(t.detach().contiguous().clone(), tdir / fname)
+            else:
+                for fname, arr in files.items():
+                    np.save(tdir / fname, np.asarray(arr), allow_pickle=False)
+        dj = {"task": task, "level": level, "framework": self.framework,
+              "dump_data_dir": str(tdir.resolve()) if files else None, "data": data}
+        atomic_write_json(d / "dump.json", dj)
+        atomic_write_json(d / "stack.json", {})
+        atomic_write_json(d / "construct.json", {})
+        return d / "dump.json"
+
+    # ------------------------------------------------------------------ local error
+    def write_local_error(self, rows: Iterable[dict]) -> Path:
+        buf = io.StringIO()
+        w = csv.DictWriter(buf, fieldnames=LOCAL_ERROR_COLUMNS, lineterminator="\n", extrasaction="ignore")
+        w.writeheader()
+        for r in rows:
+            w.writerow({k: (f"{v:.6g}" if isinstance(v, float) else v) for k, v in r.items()})
+        p = self.out / "local_error.csv"
+        atomic_write_text(p, buf.getvalue())
+        return p

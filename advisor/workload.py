@@ -1,0 +1,149 @@
+"""The workload contract of ``advisor capture``: what a TARGET function returns.
+
+``TARGET`` is ``path/to/file.py:function`` or ``package.module:function``.  The function takes no
+arguments and returns ``(model, batches)``, ``(model, batches, loss_fn)`` or a :class:`Workload`.
+``batches`` is a list of tuples of tensors (a single tuple, or a single tensor, is accepted); each
+is called as ``model(*batch)``.  ``loss_fn(output, batch) -> scalar tensor`` turns capture into a
+training capture (forward + backward, parameter gradients dumped).
+"""
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from .errors import InputError
+
+
+@dataclass
+class Workload:
+    """A model, its batches (batch i = step i) and an optional loss (training capture)."""
+
+    model: Any
+    batches: list = field(default_factory=list)
+    loss_fn: Callable | None = None
+    name: str = "model"
+    options: dict = field(default_factory=dict)
+
+    @property
+    def training(self) -> bool:
+        return self.loss_fn is not None
+
+
+def _is_tf_object(obj: Any) -> bool:
+    mod = type(obj).__module__ or ""
+    return mod.startswith(("tensorflow", "keras", "tf_keras"))
+
+
+def normalize(result: Any, source: str = "", name: str | None = None) -> Workload:
+    """Turn what a TARGET function returned into a Workload (InputError when it does not fit)."""
+    if isinstance(result, Workload):
+        wl = result
+    elif isinstance(result, tuple) and len(result) in (2, 3):
+        model, batches = result[0], result[1]
+        loss_fn = result[2] if len(result) == 3 else None
+        wl = Workload(model=model, batches=batches, loss_fn=loss_fn)
+    else:
+        raise InputError(source, "the function must return (model, batches), (model, batches, loss_fn) "
+                                 f"or an advisor.Workload, not {type(result).__name__}")
+    if name and wl.name == "model":
+        wl.name = name
+    wl.batches = _normalize_batches(wl.batches, source)
+    if wl.loss_fn is not None and not callable(wl.loss_fn):
+        raise InputError(source, "loss_fn must be callable as loss_fn(output, batch) -> scalar tensor")
+    if _is_tf_object(wl.model):
+        return wl  # delegated to advisor.tf by the capture (or refused there with install hints)
+    try:
+        import torch
+    except ImportError:  # pragma: no cover
+        raise InputError(source, "PyTorch is not installed") from None
+    if not isinstance(wl.model, torch.nn.Module):
+        if callable(wl.model):
+            return wl
+        raise InputError(source, f"model must be a torch.nn.Module (or callable), not {type(wl.model).__name__}")
+    return wl
+
+
+def _normalize_batches(batches: Any, source: str) -> list[tuple]:
+    try:
+        import torch
+        tensor_t: tuple = (torch.Tensor,)
+    except ImportError:  # pragma: no cover
+        tensor_t = ()
+    if tensor_t and isinstance(batches, tensor_t):
+        return [(batches,)]
+    if isinstance(batches, tuple):
+        if batches and all(not isinstance(b, (tuple, list)) for b in batches):
+            return [batches]  # a single batch given as one tuple of tensors
+        batches = list(batches)
+    if isinstance(batches, dict):
+        raise InputError(source, "batches must be a list of tuples of tensors, not a dict")
+    try:
+        out = []
+        for b in batches:
+            if isinstance(b, (tuple, list)):
+                out.append(tuple(b))
+            else:
+                out.append((b,))
+    except TypeError:
+        raise InputError(source, f"batches must be a list of tuples of tensors, not {type(batches).__name__}") from None
+    if not out:
+        raise InputError(source, "batches is empty: give at least one batch (a tuple of tensors)")
+    return out
+
+
+def load_target(target: str) -> Workload:
+    """Import ``path/file.py:function`` or ``pkg.mod:function``, call it and normalise the result."""
+    if not isinstance(target, str) or ":" not in target:
+        raise InputError(target, "TARGET must be path/to/file.py:function or package.module:function")
+    mod_part, _, func_name = target.rpartition(":")
+    if not mod_part or not func_name.isidentifier():
+        raise InputError(target, "TARGET must be path/to/file.py:function or package.module:function")
+    if mod_part.endswith(".py") or "/" in mod_part or "\\" in mod_part:
+        path = Path(mod_part)
+        if not path.is_file():
+            raise InputError(path, "no such Python file")
+        mod_name = f"_advisor_target_{abs(hash(str(path.resolve())))}"
+        spec = importlib.util.spec_from_file_location(mod_name, path)
+        if spec is None or spec.loader is None:
+            raise InputError(path, "cannot import this file as a Python module")
+        module = importlib.util.module_from_spec(spec)
+        sys.path.insert(0, str(path.resolve().parent))
+        try:
+            sys.modules[mod_name] = module
+            spec.loader.exec_module(module)
+        except Exception as e:  # user code: report one line
+            raise InputError(path, f"importing the file failed: {e.__class__.__name__}: {e}") from None
+        finally:
+            try:
+                sys.path.remove(str(path.resolve().parent))
+            except ValueError:
+                pass
+        default_name = path.stem
+    else:
+        try:
+            module = importlib.import_module(mod_part)
+        except ImportError as e:
+            raise InputError(mod_part, f"cannot import module: {e}") from None
+        except Exception as e:
+            raise InputError(mod_part, f"importing the module failed: {e.__class__.__name__}: {e}") from None
+        default_name = mod_part.rsplit(".", 1)[-1]
+    fn = getattr(module, func_name, None)
+    if fn is None or not callable(fn):
+        raise InputError(target, f"no function {func_name!r} in {mod_part}")
+    try:
+        result = fn()
+    except TypeError as e:
+        raise InputError(target, f"calling {func_name}() failed (it must take no arguments): {e}") from None
+    except Exception as e:
+        raise InputError(target, f"{func_name}() raised {e.__class__.__name__}: {e}") from None
+    wl = normalize(result, target, name=f"{default_name}")
+    return wl
+
+
+def tf_install_hint() -> str:
+    return ("this is a TensorFlow/Keras model: install the TensorFlow extra with "
+            "`pip install 'advisor[tf]'` (tensorflow-cpu) and run the same `advisor capture` command")
