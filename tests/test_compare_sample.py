@@ -1,0 +1,142 @@
+"""advisor compare on the real msprobe 26.2.0 fp32 vs bf16 pair (../shared/samples/msprobe_dump_pair_cpu)."""
+import json
+import math
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from advisor.cli import main
+from advisor.compare.attribution import compare_dumps
+from advisor.compare.run import from_dumps
+from advisor.compare import attribute
+
+SAMPLE = Path(__file__).resolve().parents[1].parent / "shared" / "samples" / "msprobe_dump_pair_cpu"
+pytestmark = pytest.mark.skipif(not SAMPLE.is_dir(), reason="shared samples not available")
+
+
+def _rank_dir(which: str) -> Path:
+    return next((SAMPLE / which / "step0").iterdir())
+
+
+def _direct(entry: str, idx: int = 0):
+    t = torch.load(_rank_dir("pair_bf16") / "dump_tensor_data" / f"{entry}.output.{idx}.pt", weights_only=True)
+    g = torch.load(_rank_dir("pair_fp32") / "dump_tensor_data" / f"{entry}.output.{idx}.pt", weights_only=True)
+    t, g = t.double().flatten(), g.double().flatten()
+    return torch.nn.functional.cosine_similarity(t, g, dim=0).item(), (t - g).abs().max().item(), \
+        ((t - g).norm() / g.norm()).item()
+
+
+def test_cli_table_and_json_agree_with_torch(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "220")
+    out = tmp_path / "r.json"
+    csv = tmp_path / "r.csv"
+    rc = main(["compare", "--target", str(SAMPLE / "pair_bf16"), "--golden", str(SAMPLE / "pair_fp32"),
+               "--json", str(out), "--csv", str(csv)])
+    text = capsys.readouterr().out
+    assert rc in (0, 1)
+    res = json.loads(out.read_text())
+    ops = {o["node"]: o for o in res["ops"]}
+    assert "Functional.linear.0.forward" in ops and "Torch.softmax.0.forward" in ops
+    checked = 0
+    for name, o in ops.items():
+        cos, mx, rel = _direct(name)
+        assert o["out_cosine"] == pytest.approx(cos, abs=1e-9)
+        assert o["out_max_abs"] == pytest.approx(mx, rel=1e-9)
+        assert o["out_rel_l2"] == pytest.approx(rel, rel=1e-9)
+        # the terminal table shows the same figures
+        assert f"{cos:.6f}" in text
+        checked += 1
+    assert checked == 5
+    # first op over tolerance is the first one in execution order whose figures exceed the thresholds
+    order = list(ops)
+    exceeding = [n for n in order if ops[n]["out_cosine"] < 0.999 or ops[n]["out_rel_l2"] > 1e-2]
+    assert res["first_exceeding"] == (exceeding[0] if exceeding else None)
+    assert res["verdict"]["ok"] == (rc == 0)
+    header = csv.read_text().splitlines()[0].split(",")
+    for col in ("node", "type", "precision", "out_rel_l2", "out_cosine", "out_max_abs", "in_rel_l2", "growth",
+                "introduced", "blamed_on"):
+        assert col in header
+
+
+def test_all_tensor_pairs_including_backward_match_torch():
+    df = compare_dumps(SAMPLE / "pair_bf16", SAMPLE / "pair_fp32", io=("output",))
+    bwd = df[df["entry"].str.endswith(".backward")]
+    assert len(bwd) > 0
+    for _, r in df.iterrows():
+        tf = _rank_dir("pair_bf16") / "dump_tensor_data" / f"{r['entry']}.output.{r['pos']}.pt"
+        gf = _rank_dir("pair_fp32") / "dump_tensor_data" / f"{r['entry']}.output.{r['pos']}.pt"
+        t = torch.load(tf, weights_only=True).double().flatten()
+        g = torch.load(gf, weights_only=True).double().flatten()
+        assert r["max_abs"] == pytest.approx((t - g).abs().max().item(), rel=1e-9, abs=1e-30)
+        if t.norm() > 0 and g.norm() > 0:
+            assert r["cosine"] == pytest.approx(torch.nn.functional.cosine_similarity(t, g, dim=0).item(), abs=1e-9)
+
+
+def test_dump_only_dataflow_is_inferred():
+    a = attribute(from_dumps(SAMPLE / "pair_bf16", SAMPLE / "pair_fp32"))
+    assert a.ops.loc["Functional.layer_norm.0.forward", "in_from"] == "Functional.linear.0.forward"
+    assert a.ops.loc["Torch.softmax.0.forward", "in_from"] == "Tensor.__mul__.0.forward"
+    # received error of layer_norm = produced error of linear
+    assert a.ops.loc["Functional.layer_norm.0.forward", "in_rel_l2"] == pytest.approx(
+        a.ops.loc["Functional.linear.0.forward", "out_rel_l2"])
+    json.dumps(a.to_dict())
+
+
+def _stats_only_copy(tmp_path: Path, which: str) -> Path:
+    src = _rank_dir(which)
+    dst = tmp_path / which / "step0" / "rank0"
+    dst.mkdir(parents=True)
+    shutil.copy(src / "dump.json", dst / "dump.json")   # no dump_tensor_data/: statistics only
+    return tmp_path / which
+
+
+def test_statistics_only_dumps_get_the_labelled_subset(tmp_path):
+    t, g = _stats_only_copy(tmp_path, "pair_bf16"), _stats_only_copy(tmp_path, "pair_fp32")
+    a = attribute(from_dumps(t, g))
+    assert set(a.ops["kind"]) == {"stats"}
+    assert a.ops["out_cosine"].isna().all()
+    d = json.loads((_rank_dir("pair_bf16") / "dump.json").read_text())["data"]
+    e = json.loads((_rank_dir("pair_fp32") / "dump.json").read_text())["data"]
+    nt, ng = d["Torch.softmax.0.forward"]["output"][0]["Norm"], e["Torch.softmax.0.forward"]["output"][0]["Norm"]
+    assert a.ops.loc["Torch.softmax.0.forward", "out_rel_l2"] == pytest.approx(abs(nt - ng) / abs(ng))
+
+
+def test_bad_inputs_exit_2(tmp_path, capsys):
+    g = str(SAMPLE / "pair_fp32")
+    bad = tmp_path / "bad" / "step0" / "rank0"
+    bad.mkdir(parents=True)
+    (bad / "dump.json").write_text('{"task": "tensor", "data": {"a": ')
+    assert main(["compare", "--target", str(tmp_path / "bad"), "--golden", g]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "advisor: error:" in err
+    # a data_name escaping the dump folder
+    esc = tmp_path / "esc" / "step0" / "rank0"
+    (esc / "dump_tensor_data").mkdir(parents=True)
+    d = json.loads((_rank_dir("pair_bf16") / "dump.json").read_text())
+    d["data"]["Functional.linear.0.forward"]["output"][0]["data_name"] = "../../../../etc/passwd"
+    (esc / "dump.json").write_text(json.dumps(d))
+    assert main(["compare", "--target", str(tmp_path / "esc"), "--golden", g]) == 2
+    assert "outside" in capsys.readouterr().err
+    assert main(["compare", "--target", str(tmp_path / "nope"), "--golden", g]) == 2
+    assert main(["compare", "--golden", g]) == 2
+    assert main(["compare", "--run", str(tmp_path), "--target", g, "--golden", g]) == 2
+    assert main(["compare", "--run", str(tmp_path)]) == 2
+    assert main(["compare", "--target", g, "--golden", g, "--min-cosine", "3"]) == 2
+
+
+def test_thresholds_change_the_exit_code(tmp_path):
+    t, g = str(SAMPLE / "pair_bf16"), str(SAMPLE / "pair_fp32")
+    a = attribute(from_dumps(t, g))
+    fin = a.final[0]["output"]
+    # a threshold tighter than the measured final error fails, a looser one passes
+    assert main(["compare", "--target", t, "--golden", g, "--max-rel-l2", str(fin["rel_l2"] * 0.5)]) == 1
+    assert main(["compare", "--target", t, "--golden", g, "--max-rel-l2", str(fin["rel_l2"] * 2),
+                 "--min-cosine", str(fin["cosine"] - 1e-6)]) == 0
+    # existing output files are kept, not overwritten
+    out = tmp_path / "x.json"
+    out.write_text("mine")
+    main(["compare", "--target", t, "--golden", g, "--json", str(out)])
+    assert (tmp_path / "x.json.bak").read_text() == "mine"
+    assert json.loads(out.read_text())["tolerance"]["max_rel_l2"] == 1e-2
