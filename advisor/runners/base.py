@@ -1,0 +1,93 @@
+"""One interface for everything that produces a run directory: ``prepare`` once, then
+``run(mixlist, mode, run_dir) -> RunResult`` per configuration.
+
+A runner never raises for a failed run: a crash, a non-zero exit or a timeout becomes a
+``RunResult`` with ``ok=False`` and a message, so the tuning loop records it and goes on.
+Bad configuration (a missing command, an unknown target) is an ``InputError`` from ``prepare``.
+"""
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..mixlist import Mixlist
+
+OK, FAILED, TIMEOUT, NO_OUTPUT = "ok", "failed", "timeout", "no-output"
+REFERENCE_MODE = "must_keep_origin_dtype"
+
+
+@dataclass
+class RunResult:
+    """What one execution produced.
+
+    ``has_reference``: the run directory carries its own FP32 golden (``dump/fp32``); the
+    emulator always does; a user's command may not (then the loop runs a reference once).
+    ``executions``: how many real model executions this call cost (the emulator's capture
+    executes the FP32 reference and the mixed run: 2; a user command: 1).
+    """
+
+    run_dir: str
+    status: str = OK
+    message: str = ""
+    returncode: int | None = None
+    duration_s: float = 0.0
+    has_reference: bool = False
+    executions: int = 1
+    stdout: str | None = None
+    stderr: str | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return self.status == OK
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        d["ok"] = self.ok
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "RunResult":
+        known = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
+        return cls(**known)
+
+
+class Runner(ABC):
+    """Base class of the runners (emulator, command)."""
+
+    name = "runner"
+
+    def prepare(self, out_dir: Path) -> None:  # noqa: B027 - optional hook
+        """Validate the configuration once before the first run (raise InputError if unusable)."""
+
+    @abstractmethod
+    def run(self, mixlist: Mixlist | None, mode: str, run_dir: Path) -> RunResult:
+        """Execute the workload with ``mixlist`` (None = the default lists) under ``mode`` and
+        leave a run directory at ``run_dir``."""
+
+    def reference(self, run_dir: Path) -> RunResult:
+        """Execute the FP32 reference into ``run_dir`` (only needed when ``run`` results have no
+        golden of their own).  Default: ``run`` with no mixlist in must_keep_origin_dtype."""
+        return self.run(None, REFERENCE_MODE, run_dir)
+
+    def describe(self) -> dict:
+        """JSON-able identity of the configuration (stored in the journal; resume checks it)."""
+        return {"runner": self.name}
+
+
+def timed(fn, *a, **kw) -> tuple[Any, float]:
+    t0 = time.monotonic()
+    out = fn(*a, **kw)
+    return out, time.monotonic() - t0
+
+
+def write_mixlist_file(mixlist: Mixlist | None, path: Path) -> Path | None:
+    """Write the mixlist a run uses (atomically); None when the default lists are used."""
+    if mixlist is None:
+        return None
+    from ..fsutil import atomic_write_text
+    atomic_write_text(path, mixlist.to_json())
+    return path

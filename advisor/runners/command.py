@@ -1,0 +1,142 @@
+"""Run a user's own command (e.g. an NPU training script) as one tuning run.
+
+The command gets, in its environment:
+
+``ADVISOR_MIXLIST``   absolute path of the modify_mixlist JSON to use ("" = the default lists)
+``ADVISOR_MODE``      precision mode (``mixed_float16``, ``mixed_bfloat16``, ``must_keep_origin_dtype``, ...)
+``ADVISOR_RUN_DIR``   the run directory it must write (profile under ``profile/``, msprobe dumps
+                      under ``dump/mixed/`` -- or ``dump/fp32/`` as well if it computes its own golden)
+``ADVISOR_DUMP_DIR``  convenience: ``$ADVISOR_RUN_DIR/dump/mixed``
+``ADVISOR_PROFILE_DIR`` convenience: ``$ADVISOR_RUN_DIR/profile``
+``ADVISOR_REFERENCE`` "1" for the FP32 reference run, else "0"
+
+``advisor.npu.apply()`` reads these in the user's script.  stdout/stderr go to files beside the
+run directory; a non-zero exit, a timeout or a run directory with nothing ingestible is recorded
+as a failed ``RunResult`` -- never an exception.
+"""
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from ..errors import InputError
+from ..mixlist import Mixlist
+from .base import FAILED, NO_OUTPUT, OK, REFERENCE_MODE, TIMEOUT, Runner, RunResult, write_mixlist_file
+
+ENV_MIXLIST, ENV_MODE, ENV_RUN_DIR = "ADVISOR_MIXLIST", "ADVISOR_MODE", "ADVISOR_RUN_DIR"
+ENV_DUMP_DIR, ENV_PROFILE_DIR, ENV_REFERENCE = "ADVISOR_DUMP_DIR", "ADVISOR_PROFILE_DIR", "ADVISOR_REFERENCE"
+
+
+def run_dir_contents(run_dir: Path) -> dict:
+    """What a run directory holds that ingest can read: profile, mixed dump, golden dump."""
+    has_profile = any(run_dir.glob("profile/**/kernel_details.csv")) or any(run_dir.glob("**/op_summary*.csv"))
+    has_mixed = any(run_dir.glob("dump/mixed/**/dump.json"))
+    has_golden = any(run_dir.glob("dump/fp32/**/dump.json"))
+    return {"profile": has_profile, "mixed_dump": has_mixed, "golden_dump": has_golden}
+
+
+class CommandRunner(Runner):
+    name = "command"
+
+    def __init__(self, cmd: str | list[str], timeout: float | None = None, cwd: str | os.PathLike | None = None,
+                 env: dict[str, str] | None = None):
+        self.argv = shlex.split(cmd) if isinstance(cmd, str) else list(cmd)
+        self.cmd = cmd if isinstance(cmd, str) else shlex.join(cmd)
+        self.timeout = timeout
+        self.cwd = Path(cwd) if cwd else None
+        self.env = dict(env or {})
+
+    def describe(self) -> dict:
+        return {"runner": self.name, "cmd": self.cmd, "timeout": self.timeout,
+                "cwd": str(self.cwd) if self.cwd else None}
+
+    def prepare(self, out_dir: Path) -> None:
+        if not self.argv:
+            raise InputError("--cmd", "the command runner needs a command, e.g. --cmd \"python train.py\"")
+        if self.timeout is not None and self.timeout <= 0:
+            raise InputError("--timeout", f"must be a positive number of seconds, not {self.timeout}")
+
+    def reference(self, run_dir: Path) -> RunResult:
+        return self._execute(None, REFERENCE_MODE, run_dir, reference=True)
+
+    def run(self, mixlist: Mixlist | None, mode: str, run_dir: Path) -> RunResult:
+        return self._execute(mixlist, mode, run_dir, reference=False)
+
+    # ------------------------------------------------------------------
+    def _execute(self, mixlist: Mixlist | None, mode: str, run_dir: Path, reference: bool) -> RunResult:
+        run_dir = Path(run_dir).resolve()
+        run_dir.mkdir(parents=True, exist_ok=True)
+        ml_path = write_mixlist_file(mixlist, run_dir / "mixlist.json")
+        logs = run_dir.parent
+        out_path = logs / ("reference_stdout.txt" if reference else "stdout.txt")
+        err_path = logs / ("reference_stderr.txt" if reference else "stderr.txt")
+        env = dict(os.environ)
+        env.update(self.env)
+        env.update({
+            ENV_MIXLIST: str(ml_path) if ml_path else "",
+            ENV_MODE: mode,
+            ENV_RUN_DIR: str(run_dir),
+            ENV_DUMP_DIR: str(run_dir / "dump" / "mixed"),
+            ENV_PROFILE_DIR: str(run_dir / "profile"),
+            ENV_REFERENCE: "1" if reference else "0",
+        })
+        t0 = time.monotonic()
+        status, rc, msg = OK, None, ""
+        with open(out_path, "wb") as fo, open(err_path, "wb") as fe:
+            try:
+                proc = subprocess.Popen(self.argv, stdout=fo, stderr=fe, stdin=subprocess.DEVNULL, env=env,
+                                        cwd=str(self.cwd) if self.cwd else None, start_new_session=True)
+            except OSError as e:
+                return RunResult(str(run_dir), FAILED, f"cannot start {self.argv[0]!r}: {e.strerror or e}",
+                                 None, time.monotonic() - t0, False, 1, str(out_path), str(err_path))
+            try:
+                rc = proc.wait(timeout=self.timeout)
+            except subprocess.TimeoutExpired:
+                _kill_group(proc)
+                status, msg = TIMEOUT, f"timed out after {self.timeout:g} s; process group killed"
+            except BaseException:
+                _kill_group(proc)   # interrupted (Ctrl-C): do not leave the user's job running
+                raise
+        dur = time.monotonic() - t0
+        if status == OK and rc != 0:
+            status, msg = FAILED, f"exited with code {rc}" + _tail(err_path)
+        contents = run_dir_contents(run_dir)
+        if status == OK and not (contents["profile"] or contents["mixed_dump"]):
+            status = NO_OUTPUT
+            msg = (f"exited 0 but wrote no profile (profile/**/kernel_details.csv) and no msprobe dump "
+                   f"(dump/mixed/**/dump.json) under {run_dir}")
+        return RunResult(str(run_dir), status, msg, rc, dur, contents["golden_dump"], 1, str(out_path),
+                         str(err_path), {"contents": contents})
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        try:
+            proc.kill()
+        except ProcessLookupError:
+            pass
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:  # pragma: no cover
+        pass
+
+
+def _tail(path: Path, n: int = 300) -> str:
+    try:
+        data = Path(path).read_bytes()[-n:].decode("utf-8", "replace").strip()
+    except OSError:
+        return ""
+    last = data.splitlines()[-1] if data else ""
+    return f" (stderr: {last})" if last else ""
+
+
+def python_command(script: str | os.PathLike, *args: str) -> list[str]:
+    """argv running ``script`` with this interpreter (handy for tests and examples)."""
+    return [sys.executable, str(script), *args]

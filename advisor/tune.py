@@ -1,0 +1,733 @@
+"""``advisor tune``: propose -> re-run with the list -> confirm, repeated until the tolerance holds
+on calibration *and* held-out batches, with a journal so nothing is lost if it is interrupted.
+
+Loop (docs/tune.md)::
+
+    iter_00: run the default lists            -> judge (calibration + held-out steps)
+             recommend on the measured run    -> proposal P1 (screened by the learned surrogate)
+    iter_01: run P1                           -> judge; pass -> maybe trim an over-fix; else
+             exclude P1's edit set, recommend again on the new measurements (base = P1) ...
+    stop when a passing list has nothing left to try, or the run budget is spent.
+
+Journal: ``DIR/tune_state.json`` is rewritten atomically after every step (``run``, ``judge``,
+``decide`` of each iteration); ``--resume`` reloads it and continues with the first step not
+marked done, so completed captures are never redone.  ``events`` in the journal lists every
+completed step with the pid that completed it.
+
+Run counting: ``runs`` = the FP32 reference, counted once, + one per mixed-precision execution
+(failed and timed-out ones included).  The emulator re-executes the FP32 reference inside every
+capture so that each run directory is self-contained; those deterministic repeats are not counted
+again in ``runs`` (they are in ``executions``).  A user command that writes no golden dump gets one
+separate reference run (``reference/``), counted once as well.
+
+The upstream stages are reached through ``Stages`` (one place): ingest ``load_run``, compare's
+final metrics + ``Tolerance.judge``, ``recommend``.  Tests substitute a fake ``Stages``.
+"""
+from __future__ import annotations
+
+import html
+import json
+import math
+import os
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from .errors import AdvisorError, InputError
+from .fsutil import atomic_write_json, atomic_write_text
+from .mixlist import Mixlist, parse_obj
+from .runners.base import OK, Runner, RunResult
+
+STATE_FILE = "tune_state.json"
+STATE_VERSION = 1
+MAX_SCREEN = 6               # proposals the surrogate may reject per decision (no run spent)
+
+
+# ====================================================================== edit sets
+Edit = tuple[str, str, str]  # (list, action, op type) e.g. ("black", "to-add", "Exp")
+
+
+def edits_of(m: Mixlist | None) -> frozenset[Edit]:
+    return frozenset() if m is None else frozenset(m.entries())
+
+
+def mixlist_from_edits(edits: Iterable[Edit]) -> Mixlist | None:
+    parts: dict[str, list[str]] = {}
+    for lst, action, t in sorted(edits):
+        parts.setdefault(f"{lst}_{'add' if action == 'to-add' else 'remove'}", []).append(t)
+    if not parts:
+        return None
+    return Mixlist(**{k: tuple(v) for k, v in parts.items()})
+
+
+def edit_key(e: Edit) -> str:
+    return f"{e[0]}:{e[1]}:{e[2]}"
+
+
+def edits_to_json(edits: Iterable[Edit]) -> list[list[str]]:
+    return [list(e) for e in sorted(edits)]
+
+
+def edits_from_json(x: Iterable[Sequence[str]]) -> frozenset[Edit]:
+    return frozenset(tuple(e) for e in x)  # type: ignore[misc]
+
+
+def edits_summary(edits: Iterable[Edit]) -> dict:
+    """{"black-list": {"to-add": [...], "to-remove": [...]}, "white-list": {...}} (gray only if used)."""
+    m = mixlist_from_edits(edits)
+    return (m or Mixlist()).to_dict()
+
+
+# ====================================================================== adapters to the stages
+@dataclass
+class Proposal:
+    """What recommend proposed for the next run (normalised from its Recommendation)."""
+
+    mixlist: Mixlist | None
+    predicted: dict = field(default_factory=dict)   # {"rel_l2", "nonfinite", "low_share", "ok"}
+    ok: bool = True
+    raw: Any = None
+
+    @property
+    def edits(self) -> frozenset[Edit]:
+        return edits_of(self.mixlist)
+
+
+class Stages:
+    """Adapters to ingest / compare / recommend.  Subclass (tests) or replace one method when an
+    upstream signature moves; nothing else in this module touches those packages."""
+
+    def __init__(self, tolerance=None, soc: str | None = None, ops_info: str | None = None, mode: str | None = None):
+        from .compare.tolerance import Tolerance
+        self.tolerance = tolerance or Tolerance()
+        self.soc, self.ops_info, self.mode = soc, ops_info, mode
+
+    # --- ingest
+    def load(self, run_dir: Path) -> Any:
+        from .ingest import load_run
+        return load_run(run_dir)
+
+    # --- compare
+    def final_metrics(self, run: Any) -> list[dict]:
+        """Per-step final-output metrics, each {"step": i, "output": {cosine, rel_l2, finite, ...},
+        "loss": ..., "grad_min_cosine": ...} as Tolerance.judge takes them."""
+        from . import compare
+        fn = getattr(compare, "final_metrics", None)
+        if fn is None:
+            from .compare import final as _final  # type: ignore[attr-defined]
+            fn = _final.final_metrics
+        out = fn(run)
+        if hasattr(out, "to_dict") and hasattr(out, "columns"):
+            out = out.to_dict("records")
+        return [dict(x) for x in out]
+
+    def judge(self, per_step: list[dict]) -> dict:
+        return self.tolerance.judge(per_step).to_dict()
+
+    def write_comparison(self, run: Any, out_dir: Path) -> None:
+        try:
+            from .compare import write_outputs  # type: ignore[attr-defined]
+        except ImportError:
+            return
+        write_outputs(run, out_dir, tolerance=self.tolerance)
+
+    # --- recommend
+    def recommend(self, run: Any, base: Mixlist | None, exclude: Sequence[frozenset[Edit]],
+                  steps: Sequence[int] | None = None) -> Proposal:
+        from .recommend import recommend
+        kw: dict[str, Any] = {"tolerance": self.tolerance, "base_mixlist": base,
+                              "exclude": [mixlist_from_edits(e) for e in exclude]}
+        rec = recommend(run, **kw)
+        m = rec.mixlist
+        if isinstance(m, dict):
+            m = parse_obj(m)
+        pred = rec.predicted if isinstance(rec.predicted, dict) else getattr(rec.predicted, "__dict__", {})
+        return Proposal(m if m is not None and not m.is_empty() else None, dict(pred or {}), bool(rec.ok), rec)
+
+    def write_recommendation(self, proposal: Proposal, out_dir: Path) -> None:
+        if proposal.raw is None:
+            atomic_write_json(out_dir / "proposal.json", {"mixlist": (proposal.mixlist or Mixlist()).to_dict(),
+                                                          "predicted": proposal.predicted, "ok": proposal.ok})
+            return
+        from .recommend import write_outputs
+        write_outputs(proposal.raw, out_dir)
+
+    # --- profile figures
+    def low_precision_time_share(self, run: Any) -> float | None:
+        """Share of kernel time spent in fp16/bf16 kernels (from the profile's output dtypes)."""
+        k = getattr(run, "kernels", None)
+        if k is None or len(k) == 0 or "duration_us" not in k or "out_dtypes" not in k:
+            return None
+        import pandas as pd
+        steps = k["step"] if "step" in k else None
+        if steps is not None and (steps >= 0).any():
+            k = k[steps == steps[steps >= 0].min()]
+        dur = pd.to_numeric(k["duration_us"], errors="coerce").fillna(0.0)
+        low = k["out_dtypes"].astype(str).str.upper().str.contains(r"FLOAT16|BF16|BFLOAT16", regex=True)
+        tot = float(dur.sum())
+        return float(dur[low].sum() / tot) if tot > 0 else None
+
+
+# ====================================================================== learning across runs
+class Surrogate:
+    """What the measured runs teach about edit sets (scikit-learn ridge regression).
+
+    Model: the measured final error of a tried list, ``err = min(rel_l2, CAP)`` (non-finite ->
+    CAP), regressed on edit indicators (one feature per edit seen in any tried list, intercept =
+    the default lists' error).  Errors of independent hazards add, so each coefficient is the
+    measured effect of one edit (negative = it removes error).  Used twice:
+
+    * **screen**: a proposal made only of *identified* edits (each seen both present and absent
+      among measured runs) is predicted by the regression; if that prediction fails the tolerance
+      the proposal is excluded without spending a run.  Proposals with a new edit are trusted to
+      recommend's own error model (built from the latest measurements).
+    * **trim**: in a passing list, edits whose measured effect is negligible (the prediction
+      without them still passes with a 2x margin) are dropped -- the over-fix -- and confirmed.
+    """
+
+    CAP = 10.0
+
+    def __init__(self, alpha: float = 1e-3):
+        self.alpha = alpha
+        self.points: list[dict] = []   # {"edits": frozenset, "err": capped error}
+
+    @classmethod
+    def capped(cls, rel_l2: float | None, finite: bool | None) -> float:
+        if finite is False or rel_l2 is None or not math.isfinite(rel_l2):
+            return cls.CAP
+        return min(float(rel_l2), cls.CAP)
+
+    def add(self, edits: frozenset[Edit], rel_l2, finite) -> None:
+        self.points.append({"edits": frozenset(edits), "err": self.capped(rel_l2, finite)})
+
+    def _fit(self):
+        if len(self.points) < 2:
+            return None, []
+        import numpy as np
+        from sklearn.linear_model import Ridge
+        feats = sorted({edit_key(e) for p in self.points for e in p["edits"]})
+        if not feats:
+            return None, []
+        X = np.array([[1.0 if f in {edit_key(e) for e in p["edits"]} else 0.0 for f in feats] for p in self.points])
+        y = np.array([p["err"] for p in self.points])
+        return Ridge(alpha=self.alpha, fit_intercept=True).fit(X, y), feats
+
+    def identified(self, e: Edit) -> bool:
+        have = [e in p["edits"] for p in self.points]
+        return any(have) and not all(have)
+
+    def effects(self) -> dict[str, float]:
+        model, feats = self._fit()
+        if model is None:
+            return {}
+        return {f: float(c) for f, c in zip(feats, model.coef_)}
+
+    def predict(self, edits: frozenset[Edit]) -> float | None:
+        """Predicted capped error of a list, or None when an edit is not identified by the data."""
+        if not all(self.identified(e) for e in edits):
+            return None
+        model, feats = self._fit()
+        if model is None:
+            return None
+        import numpy as np
+        keys = {edit_key(e) for e in edits}
+        return float(model.predict(np.array([[1.0 if f in keys else 0.0 for f in feats]]))[0])
+
+    def screen(self, edits: frozenset[Edit], max_rel_l2: float) -> tuple[bool, float | None]:
+        """(worth a run, learned prediction or None)."""
+        if len(self.points) < 3:
+            return True, None
+        p = self.predict(edits)
+        if p is None:
+            return True, None
+        return p <= max_rel_l2, p
+
+    def trim(self, edits: frozenset[Edit], measured: float, max_rel_l2: float) -> frozenset[Edit] | None:
+        """A strict subset of a passing list predicted to pass with a 2x margin, or None."""
+        if len(edits) < 2:
+            return None
+        eff = self.effects()
+        keep, err = set(edits), measured
+        for e in sorted(edits, key=lambda e: -eff.get(edit_key(e), -math.inf)):
+            c = eff.get(edit_key(e))
+            if c is None or not self.identified(e) or len(keep) <= 1:
+                continue
+            if err - c <= 0.5 * max_rel_l2:
+                keep.discard(e)
+                err -= c
+        return frozenset(keep) if keep != set(edits) else None
+
+
+# ====================================================================== the loop
+@dataclass
+class TuneConfig:
+    out: Path
+    mode: str = "mixed_float16"
+    max_runs: int = 6
+    holdout: int | None = None       # None = 1 when the workload has >= 2 batches, else 0
+    learn: bool = True
+    base_mixlist: Mixlist | None = None
+    identity: dict = field(default_factory=dict)   # runner/target description checked on resume
+
+
+class Tuner:
+    def __init__(self, runner: Runner, stages: Stages, config: TuneConfig):
+        self.runner, self.stages, self.cfg = runner, stages, config
+        self.out = Path(config.out)
+        self.state: dict = {}
+        self._runs_cache: dict[int, Any] = {}
+        self.surrogate = Surrogate()
+
+    # ------------------------------------------------------------------ journal
+    @property
+    def state_path(self) -> Path:
+        return self.out / STATE_FILE
+
+    def _identity(self) -> dict:
+        return {"mode": self.cfg.mode, "holdout": self.cfg.holdout, "learn": self.cfg.learn,
+                "base_mixlist": (self.cfg.base_mixlist or Mixlist()).to_dict(), "runner": self.runner.describe(),
+                **self.cfg.identity}
+
+    def _save(self) -> None:
+        self.state["updated"] = time.time()
+        atomic_write_json(self.state_path, self.state)
+
+    def _done(self, step: str) -> None:
+        self.state["events"].append({"step": step, "pid": os.getpid(), "time": time.time()})
+        self._save()
+
+    def start(self, resume: bool = False) -> None:
+        if self.state_path.exists():
+            if not resume:
+                raise InputError(self.out, "already holds a tune journal (tune_state.json); pass --resume to "
+                                           "continue it or choose another --out")
+            try:
+                self.state = json.loads(self.state_path.read_text(encoding="utf-8"))
+            except (OSError, json.JSONDecodeError) as e:
+                raise InputError(self.state_path, f"unreadable tune journal ({type(e).__name__})") from None
+            if self.state.get("version") != STATE_VERSION:
+                raise InputError(self.state_path, f"journal version {self.state.get('version')} is not "
+                                                  f"{STATE_VERSION}; start a new --out")
+            if self.state.get("identity") != json.loads(json.dumps(self._identity(), default=str)):
+                raise InputError(self.state_path, "the journal was written for a different target/runner/mode; "
+                                                  "resume with the same arguments or choose another --out")
+            self.runner.prepare(self.out)
+            for it in self.state["iterations"]:
+                if it.get("measured"):
+                    m = it["measured"]
+                    self.surrogate.add(edits_from_json(it["edits"]), m.get("rel_l2"), m.get("finite"))
+            return
+        if self.out.exists() and any(p for p in self.out.iterdir() if not p.name.startswith(".")):
+            raise InputError(self.out, "exists and is not empty; tune writes a fresh directory (or --resume)")
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.runner.prepare(self.out)
+        self.state = {"version": STATE_VERSION, "identity": json.loads(json.dumps(self._identity(), default=str)),
+                      "status": "running", "runs": 0, "executions": 0, "captures": 0, "reference": None,
+                      "holdout_steps": None, "iterations": [], "excluded": [], "events": [], "started": time.time()}
+        self._new_iteration(self.cfg.base_mixlist, "default lists" if self.cfg.base_mixlist is None else
+                            "starting list (--mixlist)", None)
+        self._save()
+
+    def _new_iteration(self, mixlist: Mixlist | None, reason: str, predicted: dict | None,
+                       parent: int | None = None) -> dict:
+        i = len(self.state["iterations"])
+        it = {"index": i, "dir": f"iter_{i:02d}", "edits": edits_to_json(edits_of(mixlist)),
+              "mixlist": (mixlist or Mixlist()).to_dict(), "reason": reason, "predicted": predicted or {},
+              "parent": parent, "done": []}
+        self.state["iterations"].append(it)
+        return it
+
+    # ------------------------------------------------------------------ steps
+    def run(self) -> dict:
+        """Run (or continue) the loop to the end; returns the summary."""
+        while self.state["status"] == "running":
+            it = self.state["iterations"][-1]
+            if "run" not in it["done"]:
+                self._step_run(it)
+            elif "judge" not in it["done"]:
+                self._step_judge(it)
+            elif "decide" not in it["done"]:
+                self._step_decide(it)
+        return self.finish()
+
+    def _budget_left(self) -> int:
+        need_ref = 0 if self.state["reference"] else 1
+        return self.cfg.max_runs - self.state["runs"] - need_ref
+
+    def _step_run(self, it: dict) -> None:
+        d = self.out / it["dir"]
+        d.mkdir(parents=True, exist_ok=True)
+        run_dir = d / "run"
+        mixlist = _mixlist_or_none(it["mixlist"])
+        res = self.runner.run(mixlist, self.cfg.mode, run_dir)
+        self.state["captures"] += 1
+        self.state["executions"] += res.executions
+        self.state["runs"] += 1
+        if res.ok and res.has_reference and not self.state["reference"]:
+            self.state["reference"] = {"kind": "embedded", "iteration": it["index"]}
+            self.state["runs"] += 1
+        elif res.ok and not res.has_reference:
+            self._ensure_reference(run_dir)
+        it["result"] = res.to_dict()
+        it["runs_after"] = self.state["runs"]
+        it["done"].append("run")
+        self._done(f"{it['dir']}:run")
+
+    def _ensure_reference(self, run_dir: Path) -> None:
+        ref = self.state["reference"]
+        if not ref:
+            rdir = self.out / "reference" / "run"
+            if rdir.exists():
+                shutil.rmtree(rdir)
+            res = self.runner.reference(rdir)
+            self.state["runs"] += 1
+            self.state["captures"] += 1
+            self.state["executions"] += res.executions
+            ref = {"kind": "separate", "dir": "reference/run", "result": res.to_dict()}
+            self.state["reference"] = ref
+            self._done("reference:run")
+        if ref.get("kind") != "separate" or not ref["result"]["status"] == OK:
+            return
+        golden = self.out / ref["dir"] / "dump" / "mixed"
+        link = run_dir / "dump" / "fp32"
+        if golden.exists() and not link.exists():
+            link.parent.mkdir(parents=True, exist_ok=True)
+            os.symlink(os.path.relpath(golden, link.parent), link, target_is_directory=True)
+
+    def _load(self, it: dict) -> Any:
+        i = it["index"]
+        if i not in self._runs_cache:
+            self._runs_cache[i] = self.stages.load(self.out / it["dir"] / "run")
+        return self._runs_cache[i]
+
+    def _step_judge(self, it: dict) -> None:
+        d = self.out / it["dir"]
+        res = RunResult.from_dict(it["result"])
+        if not res.ok:
+            it["verdict"] = {"ok": False, "calibration": None, "holdout": None,
+                             "reasons": [f"run {res.status}: {res.message}"]}
+            it["measured"] = None
+        else:
+            try:
+                run = self._load(it)
+                per_step = self.stages.final_metrics(run)
+            except AdvisorError as e:
+                per_step, run = None, None
+                it["verdict"] = {"ok": False, "calibration": None, "holdout": None,
+                                 "reasons": [f"could not read the run: {e}"]}
+                it["measured"] = None
+            if per_step is not None:
+                self._judge_steps(it, per_step)
+                try:
+                    self.stages.write_comparison(run, d / "comparison")
+                except AdvisorError as e:
+                    it.setdefault("notes", []).append(f"comparison outputs not written: {e}")
+                it["low_precision_time_share"] = self.stages.low_precision_time_share(run)
+                m = it["measured"]
+                self.surrogate.add(edits_from_json(it["edits"]), m.get("rel_l2"), m.get("finite"))
+        atomic_write_json(d / "iteration.json", it)
+        it["done"].append("judge")
+        self._done(f"{it['dir']}:judge")
+
+    def _judge_steps(self, it: dict, per_step: list[dict]) -> None:
+        d = self.out / it["dir"]
+        per_step = sorted(per_step, key=lambda x: x.get("step", 0))
+        steps = [x.get("step", i) for i, x in enumerate(per_step)]
+        k = self.cfg.holdout
+        if k is None:
+            k = 1 if len(steps) >= 2 else 0
+        k = max(0, min(k, len(steps) - 1))
+        hold = set(steps[len(steps) - k:]) if k else set()
+        self.state["holdout_steps"] = sorted(hold)
+        calib = [x for x, s in zip(per_step, steps) if s not in hold]
+        held = [x for x, s in zip(per_step, steps) if s in hold]
+        vc = self.stages.judge(calib)
+        vh = self.stages.judge(held) if held else None
+        ok = bool(vc["ok"]) and (vh is None or bool(vh["ok"]))
+        it["verdict"] = {"ok": ok, "calibration": vc, "holdout": vh,
+                         "reasons": list(vc.get("reasons", [])) + list((vh or {}).get("reasons", []))}
+        outs = [x.get("output") or x for x in per_step]
+        rels = [o.get("rel_l2") for o in outs if o.get("rel_l2") is not None]
+        coss = [o.get("cosine") for o in outs if o.get("cosine") is not None]
+        finite = all(o.get("finite", True) for o in outs)
+        it["measured"] = {
+            "rel_l2": _nanmax(rels), "cosine": _nanmin(coss), "finite": finite,
+            "steps": len(steps), "holdout_steps": sorted(hold)}
+        atomic_write_json(d / "final_metrics.json", {"steps": per_step, "holdout_steps": sorted(hold),
+                                                     "verdict": it["verdict"]})
+
+    # ------------------------------------------------------------------ decisions
+    def _tried(self) -> set[frozenset[Edit]]:
+        return {edits_from_json(it["edits"]) for it in self.state["iterations"]}
+
+    def _excluded(self) -> list[frozenset[Edit]]:
+        return [edits_from_json(e["edits"]) for e in self.state["excluded"]]
+
+    def _exclude(self, edits: frozenset[Edit], why: str, iteration: int | None) -> None:
+        if edits and edits not in self._excluded():
+            self.state["excluded"].append({"edits": edits_to_json(edits), "why": why, "iteration": iteration})
+
+    def _passing(self) -> list[dict]:
+        return [it for it in self.state["iterations"] if (it.get("verdict") or {}).get("ok")]
+
+    def _step_decide(self, it: dict) -> None:
+        d = self.out / it["dir"]
+        edits = edits_from_json(it["edits"])
+        verdict = it.get("verdict") or {}
+        nxt: tuple[Mixlist | None, str, dict] | None = None
+        stop = None
+        if verdict.get("ok"):
+            nxt, stop = self._after_pass(it, edits, d)
+        else:
+            why = "; ".join(verdict.get("reasons", [])[:2]) or "failed"
+            self._exclude(edits, f"measured: {why}", it["index"])
+            if it["index"] == 0 and it.get("measured") is None and not self._passing():
+                stop = "the run with the starting list failed; nothing to measure (see iter_00)"
+            else:
+                nxt, stop = self._after_fail(it, edits, d)
+        if nxt is not None and self._budget_left() < 1:
+            it["next_skipped"] = {"edits": edits_to_json(edits_of(nxt[0])), "reason": nxt[1]}
+            nxt, stop = None, "run budget spent"
+        if nxt is not None:
+            m, reason, pred = nxt
+            it["next"] = {"edits": edits_to_json(edits_of(m)), "reason": reason}
+            self._new_iteration(m, reason, pred, parent=it["index"])
+        else:
+            self.state["status"] = "confirmed" if self._passing() else "exhausted"
+            self.state["stop_reason"] = stop or ""
+        atomic_write_json(d / "iteration.json", it)
+        it["done"].append("decide")
+        self._done(f"{it['dir']}:decide")
+
+    def _after_pass(self, it: dict, edits: frozenset[Edit], d: Path):
+        tol = self.stages.tolerance
+        if self.cfg.learn and it.get("measured"):
+            trimmed = self.surrogate.trim(edits, Surrogate.capped(it["measured"]["rel_l2"], it["measured"]["finite"]),
+                                          tol.max_rel_l2)
+            if trimmed is not None and trimmed not in self._tried() and trimmed not in self._excluded():
+                return (mixlist_from_edits(trimmed), f"trim over-fix: drop {', '.join(edit_key(e) for e in sorted(edits - trimmed))}"
+                        " (measured effect negligible)", {}), None
+        # a passing list: ask recommend whether more can run in low precision (performance edits)
+        best_share = max((p.get("low_precision_time_share") or 0.0) for p in self._passing())
+        prop = self._propose(it, d)
+        if prop is None or prop.mixlist is None or prop.edits == edits:
+            return None, "confirmed: recommend proposes no further edit"
+        ps = prop.predicted.get("low_share")
+        if ps is not None and ps <= best_share + 1e-9:
+            return None, "confirmed: no proposal with more low-precision time"
+        return (prop.mixlist, "performance edits on a passing list", prop.predicted), None
+
+    def _after_fail(self, it: dict, edits: frozenset[Edit], d: Path):
+        # recommend from the latest measured run (the failing one if it was measured, else its parent)
+        src = it if it.get("measured") else self._measured_ancestor(it)
+        if src is None:
+            return None, "no measured run to recommend from"
+        prop = self._propose(src, d)
+        if prop is None or prop.mixlist is None:
+            return None, "recommend found no further edit set within limits"
+        return (prop.mixlist, "fix: recommended on the measurements of " + src["dir"], prop.predicted), None
+
+    def _measured_ancestor(self, it: dict) -> dict | None:
+        p = it.get("parent")
+        while p is not None:
+            cand = self.state["iterations"][p]
+            if cand.get("measured"):
+                return cand
+            p = cand.get("parent")
+        return None
+
+    def _propose(self, src: dict, d: Path) -> Proposal | None:
+        """Recommend on ``src``'s run; the surrogate rejects proposals it predicts to fail (they are
+        excluded without a run) -- at most MAX_SCREEN times."""
+        run = self._load(src)
+        base = _mixlist_or_none(src["mixlist"])
+        screened = []
+        steps = None
+        hold = set(self.state.get("holdout_steps") or [])
+        if hold and src.get("measured"):
+            steps = [s for s in range(src["measured"]["steps"]) if s not in hold]
+        for attempt in range(MAX_SCREEN + 1):
+            excluded = self._excluded()
+            prop = self.stages.recommend(run, base, excluded, steps)
+            if attempt == 0:
+                self.stages.write_recommendation(prop, d / "recommendation")
+            if prop.mixlist is None or prop.edits in self._tried():
+                d_info = {"attempts": attempt + 1, "screened": screened}
+                src.setdefault("proposals", []).append(d_info)
+                return None if prop.mixlist is None or prop.edits in self._tried() else prop
+            if not self.cfg.learn:
+                return prop
+            ok, corrected = self.surrogate.screen(prop.edits, self.stages.tolerance.max_rel_l2)
+            if ok:
+                if corrected is not None:
+                    prop.predicted = {**prop.predicted, "surrogate_rel_l2": corrected}
+                if screened:
+                    src.setdefault("proposals", []).append({"attempts": attempt + 1, "screened": screened})
+                return prop
+            screened.append({"edits": edits_to_json(prop.edits), "corrected_rel_l2": corrected})
+            self._exclude(prop.edits, f"surrogate: measured effects of these edits predict rel_l2 {corrected:.3g}", None)
+        src.setdefault("proposals", []).append({"attempts": MAX_SCREEN + 1, "screened": screened})
+        return None
+
+    # ------------------------------------------------------------------ outputs
+    def best(self) -> dict | None:
+        passing = self._passing()
+        if passing:
+            return max(passing, key=lambda it: ((it.get("low_precision_time_share") or 0.0), -len(it["edits"]),
+                                                -it["index"]))
+        measured = [it for it in self.state["iterations"] if it.get("measured")]
+        if not measured:
+            return None
+        return min(measured, key=lambda it: (Surrogate.capped(it["measured"]["rel_l2"], it["measured"]["finite"]),
+                                             len(it["edits"])))
+
+    def summary(self) -> dict:
+        b = self.best()
+        edits = edits_from_json(b["edits"]) if b else frozenset()
+        meas = (b or {}).get("measured") or {}
+        hist = []
+        for it in self.state["iterations"]:
+            v = it.get("verdict") or {}
+            m = it.get("measured") or {}
+            hist.append({
+                "iteration": it["index"], "dir": it["dir"], "reason": it["reason"],
+                "edits": edits_summary(edits_from_json(it["edits"])),
+                "status": (it.get("result") or {}).get("status", "pending"),
+                "message": (it.get("result") or {}).get("message", ""),
+                "ok": v.get("ok"), "calibration_ok": (v.get("calibration") or {}).get("ok"),
+                "holdout_ok": (v.get("holdout") or {}).get("ok") if v.get("holdout") else None,
+                "reasons": v.get("reasons", []),
+                "cosine": m.get("cosine"), "rel_l2": m.get("rel_l2"), "finite": m.get("finite"),
+                "low_precision_time_share": it.get("low_precision_time_share"),
+                "predicted": it.get("predicted") or {}, "runs_after": it.get("runs_after"),
+                "proposals": it.get("proposals", []),
+            })
+        return {
+            "confirmed": self.state["status"] == "confirmed",
+            "status": self.state["status"], "stop_reason": self.state.get("stop_reason", ""),
+            "runs": self.state["runs"],
+            "run_counting": "FP32 reference once + one per mixed-precision execution (failed ones included)",
+            "captures": self.state["captures"], "executions": self.state["executions"],
+            "max_runs": self.cfg.max_runs, "mode": self.cfg.mode,
+            "best_iteration": b["index"] if b else None,
+            "edits": edits_summary(edits),
+            "final": {"cosine": meas.get("cosine"), "rel_l2": meas.get("rel_l2"), "finite": meas.get("finite")},
+            "low_precision_time_share": (b or {}).get("low_precision_time_share"),
+            "holdout_steps": self.state.get("holdout_steps"),
+            "tolerance": self.stages.tolerance.to_dict() if hasattr(self.stages.tolerance, "to_dict") else None,
+            "learning": {"enabled": self.cfg.learn, "edit_effects": self.surrogate.effects()
+                         if self.cfg.learn else {}},
+            "excluded": self.state["excluded"],
+            "history": hist,
+        }
+
+    def finish(self) -> dict:
+        s = self.summary()
+        b = self.best()
+        m = _mixlist_or_none(b["mixlist"]) if b else None
+        atomic_write_text(self.out / "modify_mixlist.json", (m or Mixlist()).to_json(), keep_existing=True)
+        atomic_write_json(self.out / "summary.json", s)
+        atomic_write_text(self.out / "report.html", render_html(s), keep_existing=False)
+        return s
+
+
+def _mixlist_or_none(d: dict | None) -> Mixlist | None:
+    if not d:
+        return None
+    m = parse_obj(d)
+    return None if m.is_empty() else m
+
+
+def _nanmax(xs: list) -> float | None:
+    xs = [float(x) for x in xs if x is not None]
+    if not xs:
+        return None
+    return math.inf if any(math.isnan(x) or math.isinf(x) for x in xs) else max(xs)
+
+
+def _nanmin(xs: list) -> float | None:
+    xs = [float(x) for x in xs if x is not None]
+    if not xs:
+        return None
+    return math.nan if any(math.isnan(x) for x in xs) else min(xs)
+
+
+# ====================================================================== report
+def render_html(s: dict) -> str:
+    """Self-contained HTML: verdict, final list, every iteration with its edits and figures."""
+    e = html.escape
+
+    def fmt(x, spec=".4g"):
+        if x is None:
+            return "–"
+        if isinstance(x, bool):
+            return "yes" if x else "no"
+        if isinstance(x, float):
+            return format(x, spec)
+        return e(str(x))
+
+    def edits_txt(ed: dict) -> str:
+        parts = []
+        for lst, v in ed.items():
+            for action in ("to-add", "to-remove"):
+                for t in v.get(action, []):
+                    parts.append(f"{lst} {action} <code>{e(t)}</code>")
+        return "<br>".join(parts) or "<i>default lists</i>"
+
+    rows = []
+    for h in s["history"]:
+        cls = "ok" if h["ok"] else ("pending" if h["ok"] is None else "bad")
+        rows.append(
+            f"<tr class='{cls}'><td>{h['iteration']}</td><td>{e(h['dir'])}</td><td>{e(h['reason'])}</td>"
+            f"<td>{edits_txt(h['edits'])}</td><td>{e(h['status'])}</td><td>{fmt(h['ok'])}</td>"
+            f"<td>{fmt(h['calibration_ok'])}</td><td>{fmt(h['holdout_ok'])}</td><td>{fmt(h['cosine'], '.6f')}</td>"
+            f"<td>{fmt(h['rel_l2'])}</td><td>{fmt(h['finite'])}</td><td>{fmt(h['low_precision_time_share'], '.1%')}</td>"
+            f"<td>{fmt((h['predicted'] or {}).get('rel_l2'))}</td><td>{fmt(h['runs_after'])}</td>"
+            f"<td>{e('; '.join(h['reasons'][:3]) or h['message'])}</td></tr>")
+    head = ("<tr><th>#</th><th>folder</th><th>why this run</th><th>edits vs default</th><th>run</th><th>pass</th>"
+            "<th>calibration</th><th>held-out</th><th>cosine (min)</th><th>rel L2 (max)</th><th>finite</th>"
+            "<th>low-precision time</th><th>predicted rel L2</th><th>runs so far</th><th>notes</th></tr>")
+    f = s["final"]
+    verdict = "confirmed" if s["confirmed"] else "NOT confirmed"
+    ml = json.dumps(s["edits"], indent=2)
+    excl = "".join(f"<li>{e(json.dumps(x['edits']))}: {e(x['why'])}</li>" for x in s["excluded"]) or "<li>none</li>"
+    return f"""<!doctype html><html><head><meta charset="utf-8"><title>advisor tune</title>
+<style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;
+padding:4px 6px;font-size:13px;vertical-align:top}}tr.ok{{background:#e8f6e8}}tr.bad{{background:#fbeaea}}
+code,pre{{background:#f4f4f4}}</style></head><body>
+<h1>advisor tune: {verdict}</h1>
+<p>{e(s.get('stop_reason', ''))}</p>
+<p>runs: <b>{s['runs']}</b> of {s['max_runs']} ({e(s['run_counting'])}); captures {s['captures']},
+model executions {s['executions']}; mode {e(s['mode'])}; held-out steps {e(str(s.get('holdout_steps')))}</p>
+<p>final: cosine {fmt(f['cosine'], '.6f')}, relative L2 {fmt(f['rel_l2'])}, finite {fmt(f['finite'])};
+low-precision time share {fmt(s['low_precision_time_share'], '.1%')} (iteration {fmt(s['best_iteration'])})</p>
+<h2>modify_mixlist.json</h2><pre>{e(ml)}</pre>
+<h2>Iterations</h2><table>{head}{''.join(rows)}</table>
+<h2>Excluded edit sets</h2><ul>{excl}</ul>
+</body></html>
+"""
+
+
+# ====================================================================== entry point
+def tune(runner: Runner, out: str | os.PathLike, mode: str = "mixed_float16", max_runs: int = 6,
+         holdout: int | None = None, resume: bool = False, tolerance=None, learn: bool = True,
+         base_mixlist: Mixlist | None = None, stages: Stages | None = None, soc: str | None = None,
+         ops_info: str | None = None) -> dict:
+    """Run the tuning loop; returns the summary (also written to ``out/summary.json``)."""
+    from .semantics import mode_info, uses_mixlist
+    try:
+        mode_info(mode)
+    except ValueError as e:
+        raise InputError("--mode", str(e)) from None
+    if not uses_mixlist(mode):
+        raise InputError("--mode", f"{mode} does not apply a mixlist; tune needs mixed_float16 or mixed_bfloat16")
+    if max_runs < 2:
+        raise InputError("--max-runs", "needs at least 2 (the FP32 reference and one mixed run)")
+    if holdout is not None and holdout < 0:
+        raise InputError("--holdout", "must be >= 0")
+    st = stages or Stages(tolerance, soc=soc, ops_info=ops_info, mode=mode)
+    t = Tuner(runner, st, TuneConfig(Path(out), mode, max_runs, holdout, learn, base_mixlist))
+    t.start(resume=resume)
+    return t.run()
