@@ -1,0 +1,482 @@
+"""Evidence, time model and error model used by the search (docs/recommend.md).
+
+Everything here works on the *compiled* graph of the semantics module (``Compiled``): arrays are
+indexed by the compiled topological index, precisions come only from ``Plan`` objects.
+
+Error model (per node i, relative L2 error of its output against FP32):
+
+    e_i = c_i * (own_i + g_i * r_i)        r_i = max over float producers p of e_p
+    own_i = local_i  if plan runs i in low precision, else 0
+    nf_i  = (low_i and local_nonfinite_i) or (some producer low and inrnd_nonfinite_i)
+            or (some producer nf and i propagates non-finite values)
+
+``local_i`` is the measured error of the op re-executed in low precision on FP32 inputs
+(local_error.csv / attribution), ``g_i`` the op's error gain: measured as
+(out - own)/in in the run when the received error is well determined, else derived from
+``inrnd_i`` (the op in FP32 on inputs rounded to low: gain = inrnd / rounding error of the low
+dtype), else 1.  ``c_i`` is a per-op calibration factor (teacher forcing on the measured run,
+clipped to [1/4, 4]) and a final global factor makes the model reproduce the measured final error
+of the run it was built from.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Hashable, Iterable, Mapping
+
+import numpy as np
+import pandas as pd
+
+from ..oplists import is_cube_type
+from ..semantics import LOW, Compiled, Plan
+
+# node kinds of semantics.Compiled (read-only use of its public-by-convention arrays)
+_OP, _DATA, _CONST, _NONFLOAT, _FOLLOW, _CAST = range(6)
+
+# RMS relative error of rounding an fp32 tensor to the low dtype (round to nearest: ~u/sqrt(3))
+ROUNDING_REL = {"fp16": 2.0 ** -11 / math.sqrt(3.0), "bf16": 2.0 ** -8 / math.sqrt(3.0)}
+GAIN_MAX = 1e6
+
+
+# ---------------------------------------------------------------------- evidence
+@dataclass
+class Evidence:
+    """Per-node measurements, aligned to a Compiled graph (NaN = not measured)."""
+
+    local: np.ndarray            # local_rel_l2 (op in low precision on FP32 inputs)
+    local_nf: np.ndarray         # bool: local run produced non-finite values
+    inrnd: np.ndarray            # inrnd_rel_l2 (op in FP32 on inputs rounded to low)
+    inrnd_nf: np.ndarray         # bool
+    out: np.ndarray              # measured output error of the run (out_rel_l2)
+    inp: np.ndarray              # measured worst input error of the run (in_rel_l2)
+    out_nf: np.ndarray           # bool: measured output non-finite (target only)
+    in_nf: np.ndarray            # bool
+    have_local: bool = False
+    have_measured: bool = False
+    source: str = ""
+
+    @property
+    def usable(self) -> bool:
+        return self.have_local or self.have_measured
+
+
+def _col(df: pd.DataFrame, *names: str) -> pd.Series | None:
+    for n in names:
+        if n in df.columns:
+            return df[n]
+    return None
+
+
+def _key_series(df: pd.DataFrame) -> pd.Series:
+    for n in ("node", "name", "op", "op_name"):
+        if n in df.columns:
+            return df[n].astype(str)
+    return pd.Series(df.index.astype(str), index=df.index)
+
+
+def build_evidence(c: Compiled, ops: pd.DataFrame | None = None, local: pd.DataFrame | None = None,
+                   source: str = "") -> Evidence:
+    """Align an attribution ``ops`` frame and/or a ``local_error.csv`` frame to ``c``'s nodes.
+
+    Rows are matched to nodes by the ``node``/``name`` column (or the index) against the node key
+    and the node's ``name`` attribute.  Vectorised: one reindex per column."""
+    n = len(c)
+    names = pd.Index([str(c.graph.nodes[k].get("name", k)) for k in c.order])
+    keys = pd.Index([str(k) for k in c.order])
+
+    def aligned(df: pd.DataFrame | None, *cols: str, fill: float = np.nan) -> np.ndarray:
+        if df is None or len(df) == 0:
+            return np.full(n, fill)
+        s = _col(df, *cols)
+        if s is None:
+            return np.full(n, fill)
+        s = pd.to_numeric(s, errors="coerce")
+        s.index = _key_series(df).values
+        s = s[~s.index.duplicated(keep="last")]
+        by_key = s.reindex(keys).to_numpy(dtype=float)
+        by_name = s.reindex(names).to_numpy(dtype=float)
+        return np.where(np.isnan(by_key), by_name, by_key)
+
+    def merged(*cols: str) -> np.ndarray:
+        a = aligned(ops, *cols)
+        b = aligned(local, *cols)
+        return np.where(np.isnan(a), b, a)
+
+    loc = merged("local_rel_l2")
+    loc_nf_raw = merged("local_nonfinite")
+    inr = merged("inrnd_rel_l2")
+    inr_nf_raw = merged("inrnd_nonfinite")
+    out = aligned(ops, "out_rel_l2")
+    inp = aligned(ops, "in_rel_l2")
+    out_nf_raw = aligned(ops, "out_nonfinite", "nonfinite")
+    in_nf_raw = aligned(ops, "in_nonfinite")
+    # a non-finite error value also means non-finite values
+    out_nf = (np.nan_to_num(out_nf_raw) > 0) | np.isinf(out)
+    in_nf = (np.nan_to_num(in_nf_raw) > 0) | np.isinf(inp)
+    loc_nf = (np.nan_to_num(loc_nf_raw) > 0) | np.isinf(loc)
+    inr_nf = (np.nan_to_num(inr_nf_raw) > 0) | np.isinf(inr)
+    return Evidence(
+        local=np.where(np.isinf(loc), np.nan, loc), local_nf=loc_nf,
+        inrnd=np.where(np.isinf(inr), np.nan, inr), inrnd_nf=inr_nf,
+        out=np.where(np.isinf(out), np.nan, out), inp=np.where(np.isinf(inp), np.nan, inp),
+        out_nf=out_nf, in_nf=in_nf,
+        have_local=bool(np.isfinite(loc).any() or loc_nf.any()),
+        have_measured=bool(np.isfinite(out).any() or out_nf.any()),
+        source=source)
+
+
+# ---------------------------------------------------------------------- time model
+_CUBE_FP32_FACTOR = 8.0      # fp32 cube throughput ~1/8 of fp16 on 910B (no HF32)
+_VECTOR_FP32_FACTOR = 2.0    # vector ops are bandwidth bound: twice the bytes
+_HBM_BYTES_PER_US = 1.6e6    # 1.6 TB/s
+_LAUNCH_US = 1.0
+
+
+def _elems(shapes: Any) -> float:
+    """Element count of the first tensor in a shapes string / list ("8,128;128,64" or [[8,128]])."""
+    if shapes is None:
+        return float("nan")
+    try:
+        if isinstance(shapes, str):
+            first = shapes.strip().strip('"').split(";")[0]
+            dims = [int(x) for x in first.split(",") if x.strip()]
+        else:
+            first = shapes[0] if shapes and isinstance(shapes[0], (list, tuple)) else shapes
+            dims = [int(x) for x in first]
+        return float(np.prod(dims)) if dims else 1.0
+    except (ValueError, TypeError, IndexError):
+        return float("nan")
+
+
+def _shapes(x: Any) -> list[list[int]]:
+    """Shapes as lists of ints from a list of lists, a list of "d0,d1" strings or "a,b;c,d"."""
+    if x is None:
+        return []
+    if isinstance(x, str):
+        x = [p for p in x.strip().strip('"').split(";")]
+    out = []
+    for s in x:
+        try:
+            if isinstance(s, str):
+                out.append([int(d) for d in s.split(",") if d.strip()])
+            elif s is None:
+                continue
+            else:
+                out.append([int(d) for d in s])
+        except (TypeError, ValueError):
+            continue
+    return out
+
+
+@dataclass
+class TimeModel:
+    """Per-node predicted kernel time at fp32 and at low precision (µs), plus the cost of a Cast
+    GE inserts on a float edge whose ends differ in precision."""
+
+    t_fp32: np.ndarray
+    t_low: np.ndarray
+    cast_us: np.ndarray          # per compiled node: cost of casting its output once
+    edge_src: np.ndarray         # float edges (compiled indices)
+    edge_dst: np.ndarray
+    is_op: np.ndarray            # nodes that are real kernels with a precision decision
+    source: str = "cost model"
+
+    def plan_time(self, low: np.ndarray) -> tuple[float, int, float, float]:
+        """(total µs including casts, number of casts, low-precision share of compute, µs of
+        low-precision savings forfeited by the ops that run in fp32).  The share weights every op
+        by what low precision saves on it (fp32 time - low time): cube ops count far more than
+        vector ops, launch overhead counts for nothing."""
+        t = np.where(low, self.t_low, self.t_fp32)
+        tot = float(t[self.is_op].sum())
+        if len(self.edge_src):
+            mism = low[self.edge_src] != low[self.edge_dst]
+            ncast = int(mism.sum())
+            tot += float(self.cast_us[self.edge_src[mism]].sum())
+        else:
+            ncast = 0
+        w = np.maximum(self.t_fp32 - self.t_low, 0.0)[self.is_op]
+        lw = low[self.is_op]
+        tw = float(w.sum())
+        lost = float(w[~lw].sum())
+        share = (1.0 - lost / tw) if tw > 0 else float(lw.mean()) if len(lw) else 1.0
+        return tot, ncast, share, lost
+
+
+def build_time_model(c: Compiled, low_dtype: str = "fp16") -> TimeModel:
+    """Times from the project cost model (advisor.costmodel) when present, else from the measured
+    ``duration_us`` scaled by a cube/vector precision factor, else a flops/bytes estimate."""
+    g = c.graph
+    n = len(c)
+    kind = np.asarray(c.kind)
+    is_op = (kind == _OP)
+    t32 = np.zeros(n)
+    tlo = np.zeros(n)
+    cast = np.full(n, _LAUNCH_US)
+    try:  # the emulator developer's cost model, when it has landed
+        from .. import costmodel as cm  # type: ignore
+    except Exception:  # noqa: BLE001
+        cm = None
+    src = "cost model (advisor.costmodel)" if cm is not None else "measured durations x precision factor"
+    for i, node in enumerate(c.order):
+        a = g.nodes[node]
+        el = _elems(a.get("out_shapes"))
+        if el == el:  # not NaN
+            cast[i] = _LAUNCH_US + el * 6.0 / _HBM_BYTES_PER_US
+        if not is_op[i]:
+            continue
+        t = c.types[i]
+        cube = is_cube_type(t)
+        f32 = flo = None
+        if cm is not None:
+            try:
+                ins, outs = _shapes(a.get("in_shapes")), _shapes(a.get("out_shapes"))
+                fl = a.get("flops")
+                if fl is None and (ins or outs):
+                    fl = cm.estimate_flops(t, ins, outs)
+                by = a.get("bytes")
+                if by is None and (ins or outs):
+                    by = cm.estimate_bytes(ins, outs)   # fp32 bytes
+                if fl is not None and by is not None:
+                    f32 = float(cm.op_time_us(t, float(fl), float(by), "fp32"))
+                    flo = float(cm.op_time_us(t, float(fl), float(by) / 2.0, low_dtype))
+            except Exception:  # noqa: BLE001 - fall back below
+                f32 = flo = None
+        if f32 is None:
+            factor = _CUBE_FP32_FACTOR if cube else _VECTOR_FP32_FACTOR
+            d = a.get("duration_us")
+            try:
+                d = float(d) if d is not None else float("nan")
+            except (TypeError, ValueError):
+                d = float("nan")
+            executed = str(a.get("executed") or "")
+            if d == d and d > 0:
+                outs = a.get("out_dtypes") or []
+                ex = str(outs[0]).lower() if outs else executed
+                ran_low = ex in ("fp16", "bf16", "float16", "dt_bf16", "bfloat16")
+                flo = d if ran_low else d / factor
+                f32 = d * factor if ran_low else d
+            else:
+                fl = a.get("flops")
+                if fl is not None:
+                    flo = _LAUNCH_US + float(fl) / (2.5e8 if cube else 1.0e7)
+                elif el == el:
+                    flo = _LAUNCH_US + el * 4.0 / _HBM_BYTES_PER_US
+                else:
+                    flo = 20.0 if cube else 2.0
+                f32 = _LAUNCH_US + (flo - _LAUNCH_US) * factor
+        t32[i], tlo[i] = f32, flo
+    es, ed = [], []
+    idx = c.index
+    for u, v, d in g.edges(data=True):
+        if d.get("float", True):
+            es.append(idx[u])
+            ed.append(idx[v])
+    es_a, ed_a = np.asarray(es, dtype=np.int64), np.asarray(ed, dtype=np.int64)
+    # casts are only inserted between kernels with a precision (not around views/consts)
+    keep = (kind[es_a] == _OP) & (kind[ed_a] == _OP) if len(es_a) else np.zeros(0, bool)
+    return TimeModel(t32, tlo, cast, es_a[keep], ed_a[keep], is_op, src)
+
+
+# ---------------------------------------------------------------------- error model
+@dataclass
+class Prediction:
+    final_rel_l2: float
+    final_nonfinite: bool
+    time_us: float
+    casts: int
+    low_share: float
+    lost_us: float = 0.0
+    errors: np.ndarray | None = None      # per compiled node
+    nonfinite: np.ndarray | None = None
+
+    @property
+    def final_cosine(self) -> float:
+        if self.final_nonfinite or not math.isfinite(self.final_rel_l2):
+            return float("nan")
+        return max(-1.0, 1.0 - 0.5 * self.final_rel_l2 ** 2)
+
+
+def low_mask(p: Plan) -> np.ndarray:
+    return np.fromiter((x in LOW for x in p.precision_list), dtype=bool, count=len(p.precision_list))
+
+
+class ErrorModel:
+    """Predicts the final error of any plan of the compiled graph from the evidence."""
+
+    def __init__(self, c: Compiled, ev: Evidence | None, times: TimeModel, low_dtype: str = "fp16",
+                 measured_plan: Plan | None = None, finals: Iterable[Hashable] | None = None,
+                 measured_final: float | None = None):
+        self.c, self.ev, self.times, self.low_dtype = c, ev, times, low_dtype
+        n = len(c)
+        kind = np.asarray(c.kind)
+        self.kind = kind
+        g = c.graph
+        idx = c.index
+        preds: list[list[int]] = [[] for _ in range(n)]
+        for u, v, d in g.edges(data=True):
+            if d.get("float", True):
+                preds[idx[v]].append(idx[u])
+        self.preds = preds
+        if finals is None:
+            finals = g.graph.get("outputs") or None
+        if finals:
+            fi = [idx[f] for f in finals if f in idx]
+        else:
+            fi = []
+        if not fi:  # sinks among float ops
+            has_succ = np.zeros(n, bool)
+            for u, v, d in g.edges(data=True):
+                if d.get("float", True):
+                    has_succ[idx[u]] = True
+            fi = [i for i in range(n) if not has_succ[i] and kind[i] in (_OP, _CAST, _FOLLOW)]
+        self.finals = np.asarray(sorted(fi), dtype=np.int64)
+        self.enabled = ev is not None and ev.usable
+        rnd = ROUNDING_REL.get(low_dtype, ROUNDING_REL["fp16"])
+        self.rounding = rnd
+        if not self.enabled:
+            self.own_low = np.zeros(n)
+            self.gain = np.ones(n)
+            self.calib = np.ones(n)
+            self.absorbs = np.zeros(n, bool)
+            self.local_nf = np.zeros(n, bool)
+            self.inrnd_nf = np.zeros(n, bool)
+            self.scale = 1.0
+            self.base_pred = None
+            self.measured_final = measured_final
+            return
+        assert ev is not None
+        is_float_op = (kind == _OP)
+        own = np.where(np.isnan(ev.local), rnd, ev.local)
+        own = np.where(is_float_op, own, 0.0)
+        own = np.where(kind == _CAST, rnd, own)  # a Cast to low rounds once
+        self.own_low = own
+        self.local_nf = ev.local_nf & is_float_op
+        self.inrnd_nf = ev.inrnd_nf & is_float_op
+        # gain from inrnd (op in fp32 on rounded inputs)
+        g_in = np.where(np.isnan(ev.inrnd), 1.0, ev.inrnd / rnd)
+        g_in = np.clip(g_in, 0.0, GAIN_MAX)
+        gain = np.where(is_float_op, g_in, 1.0)
+        calib = np.ones(n)
+        lowm = low_mask(measured_plan) if measured_plan is not None else np.zeros(n, bool)
+        if ev.have_measured:
+            own_base = np.where(lowm, own, 0.0)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                g_meas = (ev.out - own_base) / ev.inp
+            determined = (is_float_op & np.isfinite(g_meas) & (ev.inp > 2 * rnd)
+                          & ((ev.out - own_base) > 0.5 * ev.out))
+            gain = np.where(determined, np.clip(g_meas, 0.0, GAIN_MAX), gain)
+            # teacher-forced calibration: reproduce each measured output from its measured input
+            pred = own_base + gain * np.nan_to_num(ev.inp)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                cf = ev.out / pred
+            ok = is_float_op & np.isfinite(cf) & (pred > 0) & (ev.out > 0)
+            calib = np.where(ok, np.clip(cf, 0.25, 4.0), 1.0)
+            self.absorbs = ev.in_nf & ~ev.out_nf
+        else:
+            self.absorbs = np.zeros(n, bool)
+        self.gain = gain
+        self.calib = calib
+        self.scale = 1.0
+        self.base_pred = None
+        self.measured_final = measured_final
+        if measured_plan is not None:
+            e, nf = self._propagate(lowm)
+            raw = self._final(e)
+            self.base_pred = raw
+            meas = measured_final
+            if meas is None and ev.have_measured and len(self.finals):
+                fo = ev.out[self.finals]
+                if np.isfinite(fo).any():
+                    meas = float(np.nanmax(fo))
+            self.measured_final = meas
+            if meas is not None and math.isfinite(meas) and raw > 0 and math.isfinite(raw) and meas > 0:
+                self.scale = float(np.clip(meas / raw, 1e-3, 1e3))
+
+    # --------------------------------------------------------------
+    def _propagate(self, low: np.ndarray, start: int = 0, base: tuple[np.ndarray, np.ndarray] | None = None
+                   ) -> tuple[np.ndarray, np.ndarray]:
+        n = len(self.c)
+        own = np.where(low, self.own_low, 0.0)
+        # per-op terms as Python lists for a tight loop
+        own_l = own.tolist()
+        gain_l = (self.gain * self.calib).tolist()
+        cal_l = self.calib.tolist()
+        lnf = (self.local_nf & low).tolist()
+        inf_l = self.inrnd_nf.tolist()
+        absorbs = self.absorbs.tolist()
+        low_l = low.tolist()
+        if base is not None and start > 0:
+            e = base[0].tolist()
+            nf = base[1].tolist()
+        else:
+            e = [0.0] * n
+            nf = [False] * n
+            start = 0
+        preds = self.preds
+        for i in range(start, n):
+            ps = preds[i]
+            if ps:
+                r = 0.0
+                anf = False
+                anylow = False
+                for p in ps:
+                    ep = e[p]
+                    if ep > r:
+                        r = ep
+                    if nf[p]:
+                        anf = True
+                    if low_l[p]:
+                        anylow = True
+                e[i] = own_l[i] * cal_l[i] + gain_l[i] * r
+                nf[i] = lnf[i] or (anf and not absorbs[i]) or (anylow and inf_l[i])
+            else:
+                e[i] = own_l[i] * cal_l[i]
+                nf[i] = lnf[i]
+        return np.asarray(e), np.asarray(nf, dtype=bool)
+
+    def _final(self, e: np.ndarray) -> float:
+        if not len(self.finals):
+            return 0.0
+        return float(np.max(e[self.finals]))
+
+    def evaluate(self, p: Plan, keep_arrays: bool = False) -> Prediction:
+        low = low_mask(p)
+        t, ncast, share, lost = self.times.plan_time(low)
+        if not self.enabled:
+            return Prediction(float("nan"), False, t, ncast, share, lost)
+        e, nf = self._propagate(low)
+        e = e * self.scale
+        fin_nf = bool(nf[self.finals].any()) if len(self.finals) else False
+        return Prediction(self._final(e), fin_nf, t, ncast, share, lost,
+                          e if keep_arrays else None, nf if keep_arrays else None)
+
+    def contributions(self, p: Plan) -> np.ndarray:
+        """Each node's own error times its path gain to the final outputs under ``p`` (the share of
+        the final error it would remove if it ran in fp32), non-finite sources as +inf."""
+        low = low_mask(p)
+        n = len(self.c)
+        gam = np.zeros(n)
+        if len(self.finals):
+            gam[self.finals] = 1.0
+        gl = (self.gain * self.calib).tolist()
+        gam_l = gam.tolist()
+        preds = self.preds
+        for i in range(n - 1, -1, -1):
+            gi = gam_l[i]
+            if gi <= 0.0:
+                continue
+            v = gl[i] * gi
+            for p_ in preds[i]:
+                if v > gam_l[p_]:
+                    gam_l[p_] = v
+        gam = np.asarray(gam_l)
+        contrib = np.where(low, self.own_low * self.calib, 0.0) * gam * self.scale
+        reach = gam > 0
+        nf_src = (self.local_nf & low) & reach
+        contrib = np.where(nf_src, np.inf, contrib)
+        # an fp32 op whose low producer's rounding makes it non-finite: the producer is the source
+        for i in np.flatnonzero(self.inrnd_nf & reach):
+            for p_ in self.preds[i]:
+                if low[p_]:
+                    contrib[p_] = np.inf
+        return contrib

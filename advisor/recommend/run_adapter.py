@@ -1,0 +1,230 @@
+"""Thin adapter: a run (directory or ingest ``Run``) -> inputs of ``recommend_graph``.
+
+Uses ``advisor.ingest.load_run`` when it exists, else the compare stage's run-directory reader,
+else the profile alone (profile-only mode).  The op graph comes from the run (graph dump or
+emulator trace) or, failing that, is inferred from kernel_details.csv by ingest.
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, Iterable, Mapping
+
+import pandas as pd
+
+from .. import mixlist as mx
+from ..errors import InputError
+from ..oplists import DEFAULT_SOC, load_lists
+from ..semantics import DEFAULT_MODE
+from .core import Recommendation, recommend_graph
+
+
+def _has_dumps(run: Any) -> bool:
+    t, g = getattr(run, "target_dump", None), getattr(run, "golden_dump", None)
+    if t is None or g is None:
+        return False
+    try:
+        return len(t) > 0 and len(g) > 0  # {step: dump} mappings
+    except TypeError:
+        return True
+
+
+def _find_kernel_csv(p: Path) -> Path | None:
+    for pat in ("profile/*/ASCEND_PROFILER_OUTPUT/kernel_details.csv", "**/kernel_details.csv",
+                "**/op_summary*.csv"):
+        hits = sorted(p.glob(pat))
+        if hits:
+            return hits[0]
+    return None
+
+
+def load_any(run: Any, rank: int | None = None, step: int | None = None) -> Any:
+    """An ingest Run (or a compatible object) from a path or an already loaded run."""
+    if not isinstance(run, (str, Path)):
+        return run
+    p = Path(run)
+    if not p.exists():
+        raise InputError(p, "no such run directory")
+    if not p.is_dir():
+        raise InputError(p, "expected a run / profile directory")
+    try:
+        from ..ingest.run import load_run  # type: ignore[import-not-found]
+    except ImportError:
+        load_run = None
+    if load_run is not None:
+        r = load_run(p, rank=rank, step=step)
+        if getattr(r, "path", None) is None:
+            try:
+                r.path = p
+            except Exception:  # noqa: BLE001
+                pass
+        return r
+    # fallback while ingest.run is being written: compare's reader + profile
+    ns = SimpleNamespace(path=p, graph=None, kernels=None, target_dump=None, golden_dump=None, meta={},
+                         local_errors=None, mixlist=None)
+    if (p / "dump" / "mixed").is_dir() and (p / "dump" / "fp32").is_dir():
+        from ..compare.run import from_run_dir
+        cr = from_run_dir(p)
+        for k in ("graph", "target_dump", "golden_dump", "meta", "local_errors", "mixlist"):
+            setattr(ns, k, getattr(cr, k))
+    else:
+        rj = p / "run.json"
+        if rj.is_file():
+            try:
+                ns.meta = json.loads(rj.read_text(encoding="utf-8"))
+            except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
+                raise InputError(rj, f"cannot read run.json ({type(e).__name__})") from None
+        if (p / "mixlist.json").is_file():
+            ns.mixlist = mx.load(p / "mixlist.json")
+    kc = _find_kernel_csv(p)
+    if kc is not None:
+        from ..ingest import read_kernels
+        ns.kernels = read_kernels(kc)
+    if ns.graph is None:
+        gdir = p / "graph"
+        dumps = (sorted(gdir.glob("ge_onnx_*.pbtxt")) + sorted(gdir.glob("ge_proto_*.txt"))) if gdir.is_dir() else []
+        if dumps:
+            from ..ingest.ge_dump import read_ge_dump
+            ns.graph = read_ge_dump(dumps[-1])
+        elif ns.kernels is not None and len(ns.kernels):
+            from ..ingest import graph_from_kernels
+            steps = sorted(set(ns.kernels["step"].tolist())) if "step" in ns.kernels.columns else []
+            ns.graph = graph_from_kernels(ns.kernels, step=(step if step is not None else (steps[0] if steps else None)))
+    return ns
+
+
+def run_mixlist(run: Any) -> mx.Mixlist | None:
+    m = getattr(run, "mixlist", None)
+    meta = dict(getattr(run, "meta", None) or {})
+    if m is None:
+        m = meta.get("mixlist")
+    if m is None or isinstance(m, mx.Mixlist):
+        return m
+    if isinstance(m, Mapping):
+        return mx.parse_obj(dict(m), "run.json mixlist")
+    if isinstance(m, (str, Path)) and str(m):
+        q = Path(m)
+        base = getattr(run, "path", None)
+        if not q.is_absolute() and base is not None:
+            q = Path(base) / q
+        if q.is_file():
+            return mx.load(q)
+        if base is not None and (Path(base) / "mixlist.json").is_file():
+            return mx.load(Path(base) / "mixlist.json")
+    return None
+
+
+def _measured_final(att: Any) -> float | None:
+    vals = []
+    for f in getattr(att, "final", None) or []:
+        o = f.get("output") or {}
+        v = o.get("rel_l2")
+        if v is None:
+            v = o.get("norm_rel_diff")
+        try:
+            v = float(v)
+        except (TypeError, ValueError):
+            continue
+        if math.isfinite(v):
+            vals.append(v)
+    return max(vals) if vals else None
+
+
+def _saturation_findings(ops: pd.DataFrame | None) -> list[dict]:
+    if ops is None or ops.empty or "saturated" not in ops.columns:
+        return []
+    s = pd.to_numeric(ops["saturated"], errors="coerce").fillna(0)
+    hit = ops[s > 0]
+    if hit.empty:
+        return []
+    by = hit.groupby("type").size().sort_values(ascending=False)
+    return [{"kind": "saturation", "type": t, "instances": int(k),
+             "message": f"{k} {t} output(s) hold +-65504 in fp16: saturated overflow (proved by the values)",
+             "edit": f"black-list to-add {t}"} for t, k in by.items()]
+
+
+def _profile_findings(run: Any) -> list[dict]:
+    out = []
+    kf = getattr(run, "kernels", None)
+    if isinstance(kf, pd.DataFrame) and len(kf) and "type" in kf.columns:
+        casts = kf[(kf["type"] == "Cast") | kf["name"].astype(str).str.contains("trans_Cast", regex=False)]
+        if len(casts):
+            dur = pd.to_numeric(casts.get("duration_us"), errors="coerce").fillna(0).sum() if "duration_us" in casts else 0
+            tot = pd.to_numeric(kf.get("duration_us"), errors="coerce").fillna(0).sum() if "duration_us" in kf else 0
+            out.append({"kind": "profile-casts", "casts": int(len(casts)), "cast_time_us": round(float(dur), 3),
+                        "share_of_kernel_time": round(float(dur / tot), 6) if tot else None,
+                        "message": "Cast kernels measured in the profile"})
+    # saturation proved by a dump's statistics alone (no golden needed)
+    t = getattr(run, "target_dump", None)
+    if t is not None and not _has_dumps(run):
+        try:
+            from ..ingest.msprobe import saturation
+            dumps = t.values() if isinstance(t, Mapping) else [t]
+            for d in dumps:
+                f = saturation(d)
+                if len(f):
+                    out.append({"kind": "saturation", "records": int(len(f)),
+                                "message": "tensor statistics reach +-65504 (fp16 saturation)"})
+                    break
+        except Exception:  # noqa: BLE001 - statistics format not readable: skip the finding
+            pass
+    return out
+
+
+def recommend(run: Any, tolerance: Any = None, base_mixlist: mx.Mixlist | None = None, exclude: Iterable[str] = (),
+              max_edits: int = 4, *, attribution: Any = None, soc: str | None = None, ops_info: str | None = None,
+              mode: str | None = None, rank: int | None = None, step: int | None = None,
+              mixlist_path: str = "modify_mixlist.json", **kw: Any) -> Recommendation:
+    """Recommend mixlist edits for a run (path or ingest Run).  See ``recommend_graph`` for ``kw``."""
+    r = load_any(run, rank, step)
+    g = getattr(r, "graph", None)
+    src = getattr(r, "path", None) or run
+    if g is None or g.number_of_nodes() == 0:
+        raise InputError(src, "no op graph: the run has neither a GE graph dump nor kernel_details.csv")
+    meta = dict(getattr(r, "meta", None) or {})
+    soc = soc or meta.get("soc") or DEFAULT_SOC
+    ops_info = ops_info or meta.get("ops_info")
+    mode = mode or meta.get("mode") or DEFAULT_MODE
+    defaults = load_lists(soc, ops_info)
+    run_ml = run_mixlist(r)
+    if tolerance is None:
+        from .tolerance import default_tolerance
+        tolerance = default_tolerance()
+    att = attribution
+    ops = None
+    reason = None
+    if att is None and _has_dumps(r):
+        from ..compare.attribution import attribute
+        try:
+            att = attribute(r, tolerance)
+        except ValueError as e:
+            raise InputError(src, f"cannot compare the dumps: {e}") from None
+    local = getattr(r, "local_errors", None)
+    if not isinstance(local, pd.DataFrame):
+        local = None
+    findings = _profile_findings(r)
+    culprits: list[str] = []
+    measured_final = None
+    loss_scale = None
+    if att is not None:
+        ops = getattr(att, "ops", None)
+        if isinstance(ops, pd.DataFrame) and ops.empty:
+            ops = None
+        types = getattr(att, "types", None)
+        if isinstance(types, pd.DataFrame) and not types.empty:
+            culprits = [str(t) for t in types.index]
+        measured_final = _measured_final(att)
+        findings = _saturation_findings(ops) + findings
+        tr = getattr(att, "training", None)
+        if tr:
+            loss_scale = {k: v for k, v in tr.items() if k not in ("params",)} if isinstance(tr, Mapping) else tr
+    elif local is None:
+        reason = ("profile-only mode: the run has no precision dumps and no local errors, so op sensitivity is "
+                  "unknown; only what the profile proves is reported (fp32 time by inheritance, casts, saturation). "
+                  "Sensitivity needs msprobe dumps or an emulator capture (`advisor capture`).")
+    return recommend_graph(g, defaults, mode=mode, run_mixlist=run_ml, base_mixlist=base_mixlist, ops=ops,
+                           local=local, tolerance=tolerance, exclude=exclude, max_edits=max_edits,
+                           culprit_types=culprits, measured_final=measured_final, findings=findings,
+                           loss_scale=loss_scale, mixlist_path=mixlist_path, profile_only_reason=reason, **kw)

@@ -1,0 +1,312 @@
+"""Search over type-level list edits, judged with semantics what-if + the error model.
+
+See docs/recommend.md for the algorithm, the objective and the 1-minimality argument.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any, Hashable, Iterable, Sequence
+
+import numpy as np
+
+from ..mixlist import Mixlist, apply as apply_mixlist, compose, from_targets
+from ..oplists import BLACK, GRAY, WHITE, OpLists
+from ..semantics import LOW, Compiled, Plan, flips_between
+from . import tolerance as tolmod
+from .model import _CAST, _OP, ErrorModel, Evidence, Prediction, TimeModel, low_mask
+
+KINDS = ("black-add", "white-add", "black-remove", "white-remove")
+_TARGET = {"black-add": BLACK, "white-add": WHITE, "black-remove": GRAY, "white-remove": GRAY}
+REL_TIE = 1e-9
+
+
+@dataclass(frozen=True)
+class Edit:
+    """One type-level list edit: ``kind`` in black-add / white-add / black-remove / white-remove."""
+
+    kind: str
+    type: str
+
+    @property
+    def target(self) -> str:
+        return _TARGET[self.kind]
+
+    @property
+    def list(self) -> str:
+        return self.kind.split("-")[0]
+
+    @property
+    def action(self) -> str:
+        return "to-add" if self.kind.endswith("add") else "to-remove"
+
+    def __str__(self) -> str:
+        return f"{self.list}-list {self.action} {self.type}"
+
+
+def lists_with(base: OpLists, edits: Iterable[Edit]) -> OpLists:
+    white, black = set(base.white), set(base.black)
+    for e in edits:
+        white.discard(e.type)
+        black.discard(e.type)
+        if e.target == WHITE:
+            white.add(e.type)
+        elif e.target == BLACK:
+            black.add(e.type)
+    return base.with_lists(frozenset(white), frozenset(black))
+
+
+def edits_mixlist(base: OpLists, edits: Iterable[Edit]) -> Mixlist:
+    """The mixlist (relative to ``base``) realising ``edits``."""
+    return from_targets(base, {e.type: e.target for e in edits})
+
+
+@dataclass
+class Candidate:
+    edit: Edit
+    priority: float
+    reason: str
+    nodes: list[int] = field(default_factory=list)   # culprit instances that led to it
+
+
+@dataclass
+class Evaluated:
+    edits: frozenset
+    plan: Plan
+    pred: Prediction
+    ok: bool
+
+    @property
+    def size(self) -> int:
+        return len(self.edits)
+
+
+class Searcher:
+    """Holds the compiled graph, the base plan and the model; evaluates edit sets with caching."""
+
+    def __init__(self, c: Compiled, base_lists: OpLists, mode: str, model: ErrorModel, tol: Any,
+                 exclude: Iterable[str] = ()):
+        self.c, self.base_lists, self.mode, self.model, self.tol = c, base_lists, mode, model, tol
+        self.exclude = set(exclude)
+        self.base_plan = c.plan(base_lists, mode)
+        self.cache: dict[frozenset, Evaluated] = {}
+        self.evaluations = 0
+        self.base = self.evaluate(frozenset())
+
+    def evaluate(self, edits: frozenset) -> Evaluated:
+        ev = self.cache.get(edits)
+        if ev is not None:
+            return ev
+        if edits:
+            p = self.c.what_if(self.base_plan, lists_with(self.base_lists, edits))
+        else:
+            p = self.base_plan
+        pred = self.model.evaluate(p)
+        ok = tolmod.meets(self.tol, pred.final_rel_l2, pred.final_nonfinite) if self.model.enabled else True
+        ev = Evaluated(edits, p, pred, ok)
+        self.cache[edits] = ev
+        self.evaluations += 1
+        return ev
+
+    # ------------------------------------------------------------------ candidates
+    def fix_candidates(self, extra_types: Sequence[str] = (), max_candidates: int = 10,
+                       max_culprits: int = 60) -> list[Candidate]:
+        """Edits that can remove error: the culprit ops (top contributions to the final error under
+        the model), every op along their decision chain (via ... root), plus attribution's types."""
+        c, p, lists = self.c, self.base_plan, self.base_lists
+        contrib = self.model.contributions(p)
+        order = np.argsort(-np.nan_to_num(contrib, posinf=1e300))
+        top = [int(i) for i in order[:max_culprits] if contrib[i] > 0]
+        cands: dict[Edit, Candidate] = {}
+
+        def add(edit: Edit, prio: float, reason: str, node: int) -> None:
+            if edit.type in self.exclude or edit.type in ("", "Data", "Const"):
+                return
+            cur = cands.get(edit)
+            if cur is None:
+                cands[edit] = Candidate(edit, prio, reason, [node])
+            else:
+                cur.priority = max(cur.priority, prio)
+                if node not in cur.nodes:
+                    cur.nodes.append(node)
+
+        kind = c.kind
+        for rank, i in enumerate(top):
+            prio = float(min(contrib[i], 1e300))
+            # walk the decision chain from the culprit to its root: each op on it decides i
+            j, steps = i, 0
+            while j >= 0 and steps < 64:
+                if kind[j] == _OP and p.precision_list[j] in LOW:
+                    t = c.types[j]
+                    cls = lists.list_of(t)
+                    why = "culprit" if j == i else "decision chain of a culprit"
+                    if cls != BLACK:
+                        add(Edit("black-add", t), prio * (1.0 if j == i else 0.999), why, i)
+                    if cls == WHITE:
+                        add(Edit("white-remove", t), prio * 0.99, why + " (white root -> gray)", i)
+                nxt = p.vias[j]
+                if nxt == j:
+                    break
+                j = nxt
+                steps += 1
+        for k, t in enumerate(extra_types):
+            cls = lists.list_of(t)
+            if cls != BLACK:
+                add(Edit("black-add", t), 1e-12 * (len(extra_types) - k), "attribution culprit", -1)
+        ranked = sorted(cands.values(), key=lambda cd: (-cd.priority, cd.edit.kind, cd.edit.type))
+        return ranked[:max_candidates]
+
+    # ------------------------------------------------------------------ search
+    def better(self, a: Evaluated, b: Evaluated | None) -> bool:
+        """Objective: the largest low-precision share of compute (least savings forfeited), then
+        fewest edits, then fewest casts, then smallest error."""
+        if b is None:
+            return True
+        ta, tb = a.pred.lost_us, b.pred.lost_us
+        if abs(ta - tb) > REL_TIE * max(abs(ta), abs(tb), 1.0):
+            return ta < tb
+        if a.size != b.size:
+            return a.size < b.size
+        if a.pred.casts != b.pred.casts:
+            return a.pred.casts < b.pred.casts
+        return _err_key(a) < _err_key(b)
+
+    def search(self, cands: list[Candidate], max_edits: int = 4, max_evals: int = 2000,
+               time_budget_s: float | None = None) -> tuple[Evaluated | None, Evaluated | None, Evaluated, dict]:
+        """(best feasible, fewest-edit feasible, closest evaluated, stats)."""
+        t0 = time.perf_counter()
+        edits = [cd.edit for cd in cands]
+        singles = {e: self.evaluate(frozenset([e])) for e in edits}
+        feasible: list[Evaluated] = [ev for ev in singles.values() if ev.ok]
+        closest = min(list(singles.values()) + [self.base], key=_err_key)
+        # greedy upper bound (handles many hazards quickly)
+        cur = frozenset()
+        while not self.evaluate(cur).ok and len(cur) < max_edits:
+            opts = [cur | {e} for e in edits if e not in cur and all(x.type != e.type for x in cur)]
+            if not opts:
+                break
+            evs = [self.evaluate(o) for o in opts]
+            nxt = min(evs, key=lambda ev: (_err_key(ev), ev.pred.lost_us))
+            if _err_key(nxt) >= _err_key(self.evaluate(cur)):
+                break
+            cur = nxt.edits
+        g_ev = self.evaluate(cur)
+        if g_ev.ok and cur:
+            feasible.append(g_ev)
+        closest = min([closest, g_ev], key=_err_key)
+        best = None
+        for ev in feasible:
+            if self.better(ev, best):
+                best = ev
+        base_t = self.base.pred.lost_us
+        delta = {e: singles[e].pred.lost_us - base_t for e in edits}
+        truncated = False
+        for k in range(2, max_edits + 1):
+            for combo in itertools.combinations(edits, k):
+                if len({e.type for e in combo}) < k:
+                    continue
+                s = frozenset(combo)
+                if any(f.edits <= s for f in feasible):
+                    continue  # superset of a feasible set: more edits and no faster
+                if best is not None:
+                    lb = base_t + max(delta[e] for e in combo)
+                    if lb > best.pred.lost_us * (1 + REL_TIE) + 1e-9:
+                        continue
+                if self.evaluations >= max_evals or (
+                        time_budget_s is not None and time.perf_counter() - t0 > time_budget_s):
+                    truncated = True
+                    break
+                ev = self.evaluate(s)
+                if ev.ok:
+                    feasible.append(ev)
+                    if self.better(ev, best):
+                        best = ev
+                elif _err_key(ev) < _err_key(closest):
+                    closest = ev
+            if truncated:
+                break
+        fewest = None
+        for ev in feasible:
+            if fewest is None or (ev.size, ev.pred.lost_us, _err_key(ev)) < (fewest.size, fewest.pred.lost_us,
+                                                                             _err_key(fewest)):
+                fewest = ev
+        stats = {"candidates": len(edits), "evaluations": self.evaluations, "truncated": truncated,
+                 "seconds": round(time.perf_counter() - t0, 3)}
+        return best, fewest, closest, stats
+
+    def minimize(self, ev: Evaluated) -> tuple[Evaluated, list[dict]]:
+        """Drop edits the model does not need until every remaining one is necessary; returns the
+        reduced set and the proof (predicted error/time without each edit)."""
+        cur = ev
+        changed = True
+        while changed and cur.edits:
+            changed = False
+            for e in sorted(cur.edits, key=lambda x: (-self._single_lost(x), x.type)):
+                without = self.evaluate(cur.edits - {e})
+                if without.ok:
+                    cur = without
+                    changed = True
+                    break
+        proof = []
+        for e in sorted(cur.edits, key=lambda x: (x.kind, x.type)):
+            w = self.evaluate(cur.edits - {e})
+            proof.append({"edit": str(e), "without_it": _pred_dict(w.pred), "meets_tolerance_without_it": w.ok})
+        return cur, proof
+
+    def _single_lost(self, e: Edit) -> float:
+        return self.evaluate(frozenset([e])).pred.lost_us
+
+    # ------------------------------------------------------------------ performance edits
+    def perf_candidates(self, at: Evaluated, ev: Evidence | None, fixed_types: set[str],
+                        rel_tol: float, headroom: float = 0.1, min_share: float = 0.01) -> list[dict]:
+        """Types running in fp32 only because of black membership or inheritance, with measured
+        headroom (worst local error <= headroom * tolerance, never non-finite) and a predicted saving
+        of at least ``min_share`` of the step time."""
+        c, p = self.c, at.plan
+        tm = self.model.times
+        lists = lists_with(self.base_lists, at.edits)
+        n = len(c)
+        kind = np.asarray(c.kind)
+        types = np.asarray(c.types, dtype=object)
+        fp32_op = (kind == _OP) & ~low_mask(p)
+        rules = np.asarray(p.rules, dtype=object)
+        by_rule = np.isin(rules, ["black", "gray-inherit", "gray-skip-cast"])
+        sel = np.flatnonzero(fp32_op & by_rule)
+        if not len(sel):
+            return []
+        total = max(at.pred.time_us, 1e-9)
+        out = []
+        for t in sorted(set(types[sel].tolist())):
+            if t in self.exclude or t in fixed_types or t == "Cast":
+                continue
+            inst = sel[types[sel] == t]
+            saving = float((tm.t_fp32[inst] - tm.t_low[inst]).sum())
+            if saving < min_share * total:
+                continue
+            measured = ev is not None and ev.have_local and np.isfinite(ev.local[inst]).any()
+            worst_local = float(np.nanmax(ev.local[inst])) if measured else float("nan")
+            nonfinite = bool(ev.local_nf[inst].any()) if (ev is not None and ev.have_local) else False
+            cls = lists.list_of(t)
+            kind_e = "white-add"
+            reasons = sorted(set(rules[inst].tolist()))
+            out.append({"edit": Edit(kind_e, t), "instances": inst, "saving_us": saving, "current_list": cls,
+                        "rules": reasons, "measured": bool(measured), "worst_local_rel_l2": worst_local,
+                        "local_nonfinite": nonfinite,
+                        "headroom": bool(measured and not nonfinite and worst_local <= headroom * rel_tol)})
+        out.sort(key=lambda d: -d["saving_us"])
+        return out
+
+
+def _err_key(ev: Evaluated) -> tuple[int, float]:
+    e = ev.pred.final_rel_l2
+    return (1 if ev.pred.final_nonfinite else 0, e if math.isfinite(e) else math.inf)
+
+
+def _pred_dict(p: Prediction) -> dict:
+    e = p.final_rel_l2
+    return {"final_rel_l2": (e if math.isfinite(e) else None), "final_nonfinite": p.final_nonfinite,
+            "final_cosine": (p.final_cosine if math.isfinite(p.final_cosine) else None),
+            "time_us": round(p.time_us, 3), "casts": p.casts, "low_precision_share": round(p.low_share, 6),
+            "fp32_forfeited_us": round(p.lost_us, 3)}
