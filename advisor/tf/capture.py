@@ -1,0 +1,433 @@
+"""``capture_tf``: run a TensorFlow/Keras workload on the CPU the way GE (through the Ascend TF adapter)
+would under a mode and mixlist, and write the same run directory as the PyTorch capture.
+
+Pipeline: freeze the workload (``freeze``) -> op graph with GE types (``graph``) -> the semantics
+module's plan (``advisor.semantics.plan``, never decided here) -> GraphDef rewritten to execute the
+plan (``rewrite``) -> one FP32 and one mixed session run per batch, fetching every node's outputs
+-> ``advisor.rundir.RunWriter``: kernel_details.csv (dtypes as executed = the plan, cost-model
+durations), GE-style graph dump, msprobe-format dumps (``framework: tensorflow``, ``.npy`` tensor
+files) and local_error.csv (step 0).
+"""
+from __future__ import annotations
+
+import math
+import os
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .. import costmodel, semantics
+from .. import graph as G
+from ..errors import AdvisorError, InputError
+from ..mixlist import Mixlist, effective
+from ..mixlist import load as load_mixlist
+from ..oplists import DEFAULT_SOC, load_lists
+from ..rundir import RunWriter, tensor_record, versions
+from . import opmap, require_tf
+from .freeze import Frozen, freeze, quiet_tf, to_feed
+from .graph import FLOAT_TF, build, prune, split_tensor
+from .rewrite import DT_FLOAT, ENUM_NAME, LOW_ENUM, apply_plan, enum_name, local_graph
+
+SMALL_MODEL_PARAMS = 2_000_000   # default --dump tensors at or below this many parameters
+
+
+# ---------------------------------------------------------------------- numpy helpers
+def _low_np(dt: str):
+    if dt == "fp16":
+        return np.float16
+    if dt == "bf16":
+        import ml_dtypes  # ships with tensorflow  # noqa: PLC0415
+        return ml_dtypes.bfloat16
+    return np.float32
+
+
+def as_dtype(a: np.ndarray, dt: str) -> np.ndarray:
+    """``a`` rounded to the canonical float dtype ``dt`` (round-to-nearest-even, like TF's Cast)."""
+    if not np.issubdtype(np.asarray(a).dtype, np.floating) and str(np.asarray(a).dtype) != "bfloat16":
+        return a
+    if dt in ("fp16", "bf16", "fp32"):
+        return np.asarray(a).astype(_low_np(dt))
+    return a
+
+
+def _stats(a: np.ndarray) -> tuple[float, float, float, float]:
+    """Max, Min, Mean, Norm (msprobe statistics) in float64."""
+    x = np.asarray(a)
+    if x.size == 0:
+        return (math.nan,) * 4
+    if x.dtype == bool:
+        x = x.astype(np.float64)
+    elif not np.issubdtype(x.dtype, np.number):
+        x = x.astype(np.float32)
+    x = x.astype(np.float64, copy=False).ravel()
+    return float(x.max()), float(x.min()), float(x.mean()), float(np.sqrt(np.dot(x, x)))
+
+
+def _canon(a: np.ndarray) -> str:
+    s = str(np.asarray(a).dtype)
+    return G.normalize_dtype(s)
+
+
+def _file_array(a: np.ndarray) -> np.ndarray:
+    """What a .npy tensor file holds: fp16/fp32 as they are, bf16 widened to fp32 (exact) because
+    .npy has no bfloat16 type readable without pickle."""
+    x = np.asarray(a)
+    if str(x.dtype) == "bfloat16":
+        return x.astype(np.float32)
+    return x
+
+
+def metrics(a: np.ndarray, b: np.ndarray) -> tuple[float, float, float, int]:
+    """(rel_l2, cosine, max_abs, nonfinite count of a) of ``a`` against the reference ``b``."""
+    a64 = np.asarray(a).astype(np.float64).ravel()
+    b64 = np.asarray(b).astype(np.float64).ravel()
+    if a64.size == 0:
+        return 0.0, 1.0, 0.0, 0
+    nonfinite = int((~np.isfinite(a64)).sum())
+    fin = np.isfinite(a64) & np.isfinite(b64)
+    d = np.where(fin, a64 - b64, 0.0)
+    bb = np.where(fin, b64, 0.0)
+    aa = np.where(fin, a64, 0.0)
+    nb, nd, na = float(np.linalg.norm(bb)), float(np.linalg.norm(d)), float(np.linalg.norm(aa))
+    rel = math.inf if nonfinite else (nd / nb if nb > 0 else (0.0 if nd == 0 else math.inf))
+    cos = float(np.dot(aa, bb) / (na * nb)) if na > 0 and nb > 0 else (1.0 if na == nb else 0.0)
+    return rel, cos, float(np.abs(d).max()), nonfinite
+
+
+# ---------------------------------------------------------------------- workload
+def _workload(obj: Any):
+    from ..workload import Workload  # noqa: PLC0415
+    if isinstance(obj, Workload):
+        return obj
+    if isinstance(obj, tuple) and len(obj) in (2, 3):
+        bs = obj[1]
+        if isinstance(bs, tuple) and bs and not isinstance(bs[0], (tuple, list)):
+            bs = [bs]
+        bs = [tuple(b) if isinstance(b, (tuple, list)) else (b,) for b in bs]
+        return Workload(model=obj[0], batches=bs, loss_fn=obj[2] if len(obj) == 3 else None)
+    raise InputError(None, "a TensorFlow workload must return (model, batches) or (model, batches, loss_fn)")
+
+
+def _prepare_out(out: str | os.PathLike) -> tuple[Path, str | None]:
+    p = Path(out)
+    kept = None
+    if p.exists() and not p.is_dir():
+        raise InputError(p, "--out exists and is not a directory")
+    if p.is_dir() and any(p.iterdir()):
+        i, cand = 0, p.with_name(p.name + ".bak")
+        while cand.exists():
+            i += 1
+            cand = p.with_name(f"{p.name}.bak{i}")
+        shutil.move(str(p), str(cand))
+        kept = str(cand)
+    p.mkdir(parents=True, exist_ok=True)
+    return p, kept
+
+
+def _fix_seeds(graph_def, seed: int) -> None:
+    """Stateful random ops with no op seed would draw differently in the two runs: pin them."""
+    for k, n in enumerate(graph_def.node):
+        if n.op in opmap.RANDOM_OPS and "seed" in n.attr and n.attr["seed"].i == 0 and n.attr["seed2"].i == 0:
+            n.attr["seed"].i = seed + 1
+            n.attr["seed2"].i = k + 1
+
+
+class _Session:
+    """One tf.compat.v1 session over a GraphDef, fetching a fixed list of tensors."""
+
+    def __init__(self, tf, graph_def):
+        self.tf = tf
+        self.graph = tf.Graph()
+        with self.graph.as_default():
+            tf.graph_util.import_graph_def(graph_def, name="")
+        cfg = tf.compat.v1.ConfigProto(intra_op_parallelism_threads=2, inter_op_parallelism_threads=1)
+        # grappler would constant-fold, remap and auto-mix the graph: run it exactly as written
+        cfg.graph_options.rewrite_options.disable_meta_optimizer = True
+        self.sess = tf.compat.v1.Session(graph=self.graph, config=cfg)
+
+    def run(self, fetches: list[str], feed: dict[str, np.ndarray]) -> list[np.ndarray]:
+        return self.sess.run(fetches, feed_dict=feed)
+
+    def close(self) -> None:
+        self.sess.close()
+
+
+# ---------------------------------------------------------------------- capture
+def capture_tf(workload: Any, out: str | os.PathLike, mode: str = semantics.DEFAULT_MODE,
+               mixlist: str | os.PathLike | Mixlist | None = None, soc: str = DEFAULT_SOC,
+               ops_info: str | os.PathLike | None = None, seed: int = 0, dump: str | None = None,
+               batches: int | list | None = None, target: str | None = None, local: bool = True) -> Path:
+    """Capture a TF/Keras workload (a ``Workload`` or the ``(model, batches[, loss_fn])`` a TARGET
+    function returned) into ``out``: FP32 reference run + mixed run executing ``semantics.plan``
+    exactly.  ``batches``: an int keeps the first N, a list replaces them.  ``dump``: "tensors" |
+    "stats" (default: tensors for models with at most 2M parameters).  Returns the run directory."""
+    tf = require_tf(target)
+    quiet_tf()
+    wl = _workload(workload)
+    if isinstance(batches, int):
+        wl.batches = wl.batches[:max(1, batches)]
+    elif batches is not None:
+        wl.batches = _workload((wl.model, batches)).batches
+    if not wl.batches:
+        raise InputError(target, "batches is empty: give at least one batch (a tuple of arrays)")
+    try:
+        family, low = semantics.mode_info(mode)
+    except ValueError as e:
+        raise InputError(None, str(e)) from None
+    if dump not in (None, "tensors", "stats"):
+        raise InputError(None, f"--dump must be tensors or stats, not {dump!r}")
+    ml = load_mixlist(mixlist) if isinstance(mixlist, (str, os.PathLike)) else mixlist
+    base = load_lists(soc, ops_info)
+    lists = effective(base, ml) if semantics.uses_mixlist(mode) else base
+    notes: list[str] = []
+    if ml is not None and not semantics.uses_mixlist(mode):
+        notes.append(f"mode {mode} does not apply a mixlist (GE applies it only in the mixed modes): ignored")
+
+    tf.random.set_seed(seed)
+    try:
+        fr = freeze(wl.model, wl.batches, wl.loss_fn, wl.options or {})
+    except AdvisorError:
+        raise
+    except Exception as e:  # user model code
+        raise InputError(target, f"freezing the TensorFlow model failed: {e.__class__.__name__}: {e}") from None
+    fetch_nodes = [split_tensor(t)[0] for t in fr.outputs + ([fr.loss] if fr.loss else []) + [t for _, t in fr.grads]]
+    gd = prune(fr.graph_def, fetch_nodes + [split_tensor(t)[0] for t in fr.inputs])
+    _fix_seeds(gd, seed)
+    g, info = build(tf, gd, name=wl.name)
+    p = semantics.plan(g, lists, mode)
+    precision = p.precision
+    low_dtype = low or "fp16"
+    rw = apply_plan(tf, gd, info, precision, low_dtype, g)
+
+    n_params = sum(int(np.prod(g.nodes[n].get("out_shapes", [[0]])[0] or [0])) for n in g
+                   if g.nodes[n]["role"] == "const" and g.nodes[n].get("dtype") in ("fp32", "fp16", "bf16"))
+    dump = dump or ("tensors" if n_params <= SMALL_MODEL_PARAMS else "stats")
+    files_on = dump == "tensors"
+
+    out_dir, kept = _prepare_out(out)
+    if kept:
+        notes.append(f"previous contents of the output folder kept in {kept}")
+    vers = versions()
+    vers["tensorflow"] = tf.__version__
+    writer = RunWriter(out_dir, {"name": wl.name, "target": target, "mode": mode, "soc": soc,
+                                 "ops_info": str(ops_info) if ops_info else None,
+                                 "mixlist": ml.to_dict() if ml is not None else None, "seed": seed,
+                                 "framework": "tensorflow", "emulated": True, "versions": vers})
+    if ml is not None:
+        writer.write_mixlist(ml.to_json())
+
+    # every output of every op-graph node, in both runs
+    keys = [(n, k) for n in info.order for k in range(len(info.out_dtypes[n]))
+            if g.nodes[n]["role"] != "const" and info.out_dtypes[n][k] not in ("resource", "variant")]
+    fp32_fetch = [f"{n}:{k}" for n, k in keys]
+    mixed_fetch = [rw.tensor.get((n, k), f"{n}:{k}") for n, k in keys]
+    model_fetch = fr.outputs + ([fr.loss] if fr.loss else []) + [t for _, t in fr.grads]
+
+    def resolve(t: str) -> tuple[str, int]:
+        return info.source(t)
+    model_keys = [resolve(t) for t in model_fetch]
+    consts = {n: _const_value(tf, info.nodes[n]) for n in info.order if g.nodes[n]["role"] == "const"}
+
+    s32 = _Session(tf, gd)
+    smx = _Session(tf, rw.graph_def)
+    kernels: list[dict] = []
+    local_rows: list[dict] = []
+    try:
+        for step, batch in enumerate(wl.batches):
+            arrays = to_feed(batch)
+            feed = {t: arrays[i] for t, i in zip(fr.inputs, fr.input_indices)}
+            try:
+                v32 = s32.run(fp32_fetch, feed)
+            except Exception as e:
+                raise InputError(target, f"the model failed in the FP32 run (step {step}): "
+                                         f"{e.__class__.__name__}: {_first_line(e)}") from None
+            try:
+                vmx = smx.run(mixed_fetch, feed)
+            except Exception as e:
+                raise InputError(target, f"the model failed in the mixed run (step {step}): "
+                                         f"{e.__class__.__name__}: {_first_line(e)}") from None
+            val32 = dict(zip(keys, v32))
+            valmx = dict(zip(keys, vmx))
+            for n, c in consts.items():
+                val32[(n, 0)] = valmx[(n, 0)] = c
+            kernels.extend(_kernels(g, info, rw, p, valmx, step))
+            for which, vals in (("fp32", val32), ("mixed", valmx)):
+                data, files = _dump_data(g, info, rw if which == "mixed" else None, vals, fr, model_keys,
+                                         files_on)
+                writer.write_dump(which, step, data, files if files_on else None)
+            if local and step == 0:
+                local_rows = _local_errors(tf, gd, info, g, low_dtype, feed, val32)
+    finally:
+        s32.close()
+        smx.close()
+
+    writer.write_profile(kernels)
+    for n in g:
+        a = g.nodes[n]
+        if a["role"] == "op" and n in rw.out_dtypes:
+            a["in_dtypes"] = [_enum_canon(tf, e) for e in rw.in_dtypes[n]]
+            a["out_dtypes"] = [_enum_canon(tf, e) for e in rw.out_dtypes[n]]
+    semantics.annotate(g, p)
+    graph_path = None
+    try:
+        graph_path = writer.write_graph(g, p)
+    except Exception as e:  # the writer belongs to ingest; never lose the run for it
+        notes.append(f"GE graph dump not written: {e.__class__.__name__}: {e}")
+    if local:
+        writer.write_local_error(local_rows)
+    unknown = sorted({g.nodes[n]["type"] for n in G.op_nodes(g) if not lists.is_known(g.nodes[n]["type"])})
+    cube_style = sorted({g.nodes[n]["type"] for n, s in rw.style.items() if s == "cube-style"})
+    writer.write_run_json(steps=len(wl.batches), training=fr.training, dump=dump, low_dtype=low,
+                          lists_source=lists.source, unmapped_ops=unknown, notes=notes,
+                          graph=str(graph_path.relative_to(out_dir)) if graph_path else None,
+                          n_ops=sum(1 for _ in G.op_nodes(g)), options=wl.options or {},
+                          tf={"cube_style_types": cube_style, "inputs": fr.inputs})
+    return out_dir
+
+
+def _first_line(e: BaseException) -> str:
+    return (str(e).strip().splitlines() or [""])[0][:300]
+
+
+def _enum_canon(tf, e: int) -> str:
+    return ENUM_NAME.get(e) or G.normalize_dtype(tf.dtypes.as_dtype(e).name)
+
+
+def _const_value(tf, nd) -> np.ndarray:
+    try:
+        return tf.make_ndarray(nd.attr["value"].tensor)
+    except Exception:  # noqa: BLE001 - non-tensor const
+        return np.zeros((0,), np.float32)
+
+
+def _kernels(g, info, rw, p, vals, step: int) -> list[dict]:
+    """kernel_details rows of the mixed (target) run: one per op with a kernel, dtypes as executed."""
+    rows = []
+    tf_graph = info.tf_graph
+    for n in info.order:
+        a = g.nodes[n]
+        if a["role"] != "op" or not a.get("kernel", True):
+            continue
+        srcs = info.inputs[n]
+        in_shapes = [list(np.shape(vals[s])) if s in vals else None for s in srcs]
+        n_out = len(info.out_dtypes[n])
+        out_shapes = [list(np.shape(vals[(n, k)])) if (n, k) in vals else None for k in range(n_out)]
+        ind = [_enum_name_np(e) for e in rw.in_dtypes.get(n, [])]
+        outd = [_enum_name_np(e) for e in rw.out_dtypes.get(n, [])]
+        prec = p[n]
+        flops = costmodel.estimate_flops(a["type"], in_shapes, out_shapes)
+        nbytes = costmodel.estimate_bytes(in_shapes, out_shapes, ind, outd)
+        rows.append({"step": step, "name": n, "type": a["type"], "core": costmodel.core_type(a["type"]),
+                     "duration_us": costmodel.op_time_us(a["type"], flops, nbytes, prec),
+                     "in_shapes": in_shapes, "in_dtypes": ind, "out_shapes": out_shapes, "out_dtypes": outd})
+    _ = tf_graph
+    return rows
+
+
+_ENUM_CANON = {1: "fp32", 2: "fp64", 14: "bf16", 19: "fp16", 3: "int32", 9: "int64", 10: "bool", 4: "uint8",
+               6: "int8", 5: "int16", 7: "string", 17: "uint16", 22: "uint32", 23: "uint64"}
+
+
+def _enum_name_np(e: int) -> str:
+    return _ENUM_CANON.get(int(e), f"dt_{int(e)}")
+
+
+def _safe_file(name: str, taken: dict) -> str:
+    """A tensor file name without path separators (TF node names contain "/"), unique in the dump."""
+    base = re.sub(r"[^A-Za-z0-9_.-]", "_", name)
+    out, k = base, 1
+    while out in taken:
+        stem, dot, ext = base.rpartition(".")
+        out = f"{stem}_{k}.{ext}" if dot else f"{base}_{k}"
+        k += 1
+    return out
+
+
+def _dump_data(g, info, rw, vals, fr: Frozen, model_keys, files_on: bool) -> tuple[dict, dict]:
+    """dump.json data of one run of one step.  ``rw`` None = the FP32 run (tensors as fetched)."""
+    data: dict = {}
+    files: dict = {}
+
+    def rec(arr, fname):
+        arr = np.asarray(arr)
+        fname = _safe_file(fname, files)
+        if files_on:
+            files[fname] = _file_array(arr)
+        return tensor_record(_canon(arr), list(arr.shape), _stats(arr), False, fname if files_on else None,
+                             "tensorflow")
+
+    for n in info.order:
+        a = g.nodes[n]
+        if a["role"] != "op":
+            continue
+        name = f"{n}.forward"
+        args = []
+        consumed = rw.in_dtypes.get(n, []) if rw is not None else []
+        for i, s in enumerate(info.inputs[n]):
+            v = vals.get(s)
+            if v is None:
+                args.append(None)
+                continue
+            if i < len(consumed):
+                v = as_dtype(v, _enum_name_np(consumed[i]))
+            args.append(rec(v, f"{name}.input.{i}.npy"))
+        outs = []
+        for k in range(len(info.out_dtypes[n])):
+            v = vals.get((n, k))
+            outs.append(None if v is None else rec(v, f"{name}.output.{k}.npy"))
+        data[name] = {"input_args": args, "input_kwargs": {}, "output": outs}
+    n_out = len(fr.outputs)
+    data["Model.output.0.forward"] = {"input_args": [], "input_kwargs": {}, "output": [
+        rec(vals[k], f"Model.output.0.forward.output.{j}.npy") for j, k in enumerate(model_keys[:n_out]) if k in vals]}
+    rest = model_keys[n_out:]
+    if fr.loss is not None and rest:
+        k = rest[0]
+        if k in vals:
+            data["Model.loss.0.forward"] = {"input_args": [], "input_kwargs": {}, "output": [
+                rec(vals[k], "Model.loss.0.forward.output.0.npy")]}
+        for (pname, _), k in zip(fr.grads, rest[1:]):
+            if k in vals:
+                data[f"Grad.{pname}"] = {"input_args": [], "input_kwargs": {}, "output": [
+                    rec(vals[k], f"Grad.{pname}.output.0.npy")]}
+    return data, files
+
+
+def _local_errors(tf, gd, info, g, low_dtype: str, feed, val32) -> list[dict]:
+    """local_error.csv rows: every float kernel op re-executed in the low dtype (and in fp32 on rounded
+    inputs) on the FP32 run's exact inputs, all clones in one session run."""
+    lgd, clones = local_graph(tf, gd, info, g, low_dtype)
+    if not clones:
+        return []
+    names, fetch = [], []
+    for n, (lo, ir) in clones.items():
+        k = next((k for k, d in enumerate(info.out_dtypes[n]) if d in FLOAT_TF), None)
+        if k is None or k >= len(lo) or (n, k) not in val32:
+            continue
+        names.append((n, k))
+        fetch.extend([lo[k], ir[k]])
+    if not fetch:
+        return []
+    s = _Session(tf, lgd)
+    try:
+        vals = s.run(fetch, feed)
+    except Exception:  # noqa: BLE001 - an op that cannot be cloned: no local errors rather than no run
+        return []
+    finally:
+        s.close()
+    rows = []
+    for j, (n, k) in enumerate(names):
+        ref = val32[(n, k)]
+        lo, ir = vals[2 * j], vals[2 * j + 1]
+        r1, c1, m1, nf1 = metrics(lo, ref)
+        r2, _, _, nf2 = metrics(ir, ref)
+        rows.append({"name": n, "type": g.nodes[n]["type"], "low_dtype": low_dtype, "local_rel_l2": r1,
+                     "local_cosine": c1, "local_max_abs": m1, "local_nonfinite": nf1,
+                     "inrnd_rel_l2": r2, "inrnd_nonfinite": nf2})
+    return rows
+
+
+__all__ = ["capture_tf", "metrics", "as_dtype"]
+_ = (DT_FLOAT, LOW_ENUM, enum_name)

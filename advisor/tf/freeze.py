@@ -1,0 +1,186 @@
+"""A TF/Keras workload -> one frozen GraphDef per capture (variables folded into constants).
+
+Inference: ``fn(*inputs)`` (Keras models are called with ``training=False``).  Training (the
+workload has a ``loss_fn``): one step ``out = model(*inputs, training=True); loss = loss_fn(out,
+batch); grads = d loss / d trainable variables`` traced into the same graph, so the forward and the
+backward ops (ReluGrad, BiasAddGrad, Conv2DBackprop*, MaxPoolGrad, ...) are all in the op graph.
+Variable updates (BatchNormalization moving statistics, RNG seed counters) are dropped: a capture
+records one step at fixed weights.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from ..errors import InputError
+from . import require_tf
+
+_STATEFUL_DROP = ("AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp", "Assign", "AssignAdd",
+                  "AssignSub", "NoOp")
+
+
+@dataclass
+class Frozen:
+    graph_def: Any                      # tf.compat.v1.GraphDef
+    inputs: list[str]                   # placeholder tensor names, batch element order ("x:0")
+    input_indices: list[int]            # which element of a batch feeds each placeholder
+    outputs: list[str]                  # model output tensor names (flattened structure)
+    loss: str | None = None             # training: the loss tensor
+    grads: list[tuple[str, str]] = field(default_factory=list)  # training: (parameter name, tensor)
+    training: bool = False
+
+
+def quiet_tf() -> None:
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "3")
+
+
+def _is_keras_model(obj: Any) -> bool:
+    return any(c.__name__ in ("Model", "Layer") and (c.__module__ or "").startswith(("keras", "tf_keras"))
+               for c in type(obj).__mro__)
+
+
+def n_model_inputs(model: Any, batch_len: int, options: dict) -> int:
+    """How many leading batch elements are model inputs: ``options['inputs']``, else a built Keras
+    functional/Sequential model's input count, else all of them (``model(*batch)``)."""
+    n = options.get("inputs")
+    if isinstance(n, int) and 1 <= n <= batch_len:
+        return n
+    if _is_keras_model(model):
+        try:
+            ins = model.inputs
+            if ins:
+                return min(len(ins), batch_len)
+        except Exception:  # noqa: BLE001 - subclassed models have no .inputs
+            pass
+    return batch_len
+
+
+def input_specs(tf, batches: Sequence[tuple]) -> list:
+    """One TensorSpec per batch element: the shape shared by all batches (differing dims -> None)."""
+    first = batches[0]
+    specs = []
+    for i, x in enumerate(first):
+        a = np.asarray(x)
+        shape = list(a.shape)
+        for b in batches[1:]:
+            if len(b) != len(first):
+                raise InputError(None, "all batches must have the same number of elements")
+            s = np.asarray(b[i]).shape
+            if len(s) != len(shape):
+                raise InputError(None, f"batch element {i} changes rank between batches")
+            shape = [d if d == e else None for d, e in zip(shape, s)]
+        dtype = tf.as_dtype(a.dtype) if a.dtype != np.float64 else tf.float32
+        specs.append(tf.TensorSpec(shape, dtype, name=f"input_{i}"))
+    return specs
+
+
+def to_feed(batch: tuple) -> list[np.ndarray]:
+    out = []
+    for x in batch:
+        a = np.asarray(x)
+        if a.dtype == np.float64:
+            a = a.astype(np.float32)
+        out.append(a)
+    return out
+
+
+def _call(model: Any, xs: Sequence, training: bool):
+    if _is_keras_model(model):
+        return model(*xs, training=training)
+    return model(*xs)
+
+
+def _param_name(v: Any, i: int) -> str:
+    for attr in ("path", "name"):
+        n = getattr(v, attr, None)
+        if isinstance(n, str) and n:
+            return n.split(":")[0]
+    return f"param_{i}"
+
+
+def _trainable(model: Any) -> list:
+    vs = getattr(model, "trainable_variables", None)
+    if vs is None:
+        raise InputError(None, "a training capture (loss_fn given) needs a model with trainable_variables "
+                               "(a Keras model or tf.Module)")
+    return list(vs)
+
+
+def freeze(model: Any, batches: Sequence[tuple], loss_fn: Callable | None = None,
+           options: dict | None = None) -> Frozen:
+    """Trace the workload once and fold its variables into constants."""
+    quiet_tf()
+    tf = require_tf()
+    from tensorflow.python.framework import convert_to_constants as c2c  # noqa: PLC0415
+
+    options = options or {}
+    specs = input_specs(tf, batches)
+    n_in = n_model_inputs(model, len(specs), options)
+    training = loss_fn is not None
+    params = _trainable(model) if training else []
+
+    if training:
+        def step(*xs):
+            with tf.GradientTape() as tape:
+                out = _call(model, xs[:n_in], True)
+                loss = loss_fn(out, xs)
+            grads = tape.gradient(loss, params)
+            return {"output": out, "loss": tf.cast(tf.reduce_sum(loss), tf.float32) if loss.shape.rank else loss,
+                    "grads": [tf.zeros_like(p) if g is None else tf.convert_to_tensor(g) for g, p in zip(grads, params)]}
+        used = specs
+    else:
+        def step(*xs):
+            return {"output": _call(model, xs, False)}
+        used = specs[:n_in]
+
+    if hasattr(model, "get_concrete_function") and not training and not _is_keras_model(model):
+        fn = tf.function(lambda *xs: {"output": model(*xs)})
+    else:
+        fn = tf.function(step)
+    try:
+        cf = fn.get_concrete_function(*used)
+    except InputError:
+        raise
+    except Exception as e:  # user model code: one line
+        raise InputError(None, f"tracing the TensorFlow model failed: {e.__class__.__name__}: {e}") from None
+
+    n_user = len(used)
+    try:
+        data = c2c._FunctionConverterDataInEager(func=cf, lower_control_flow=False, aggressive_inlining=True)
+        gd, converted = c2c._replace_variables_by_constants(converter_data=data)
+    except Exception:  # private API moved: the public converter (inference graphs)
+        frozen = c2c.convert_variables_to_constants_v2(cf)
+        gd = frozen.graph.as_graph_def()
+    gd = _strip_state(tf, gd)
+
+    flat = tf.nest.flatten(cf.structured_outputs, expand_composites=True)
+    names = [t.name for t in flat]
+    out_struct = cf.structured_outputs
+    n_out = len(tf.nest.flatten(out_struct["output"], expand_composites=True))
+    fr = Frozen(gd, [t.name for t in cf.inputs[:n_user]], list(range(n_user)), names[:n_out], training=training)
+    if training:
+        # flatten order of a dict is sorted by key: grads, loss, output
+        n_g = len(params)
+        fr.grads = [(_param_name(p, i), names[i]) for i, p in enumerate(params)]
+        fr.loss = names[n_g]
+        fr.outputs = names[n_g + 1:]
+    return fr
+
+
+def _strip_state(tf, gd):
+    """Drop variable updates and control edges (meaningless once weights are constants) and keep only
+    what the fetched outputs need."""
+    out = tf.compat.v1.GraphDef()
+    out.versions.CopyFrom(gd.versions)
+    out.library.CopyFrom(gd.library)
+    for n in gd.node:
+        if n.op in _STATEFUL_DROP:
+            continue
+        m = out.node.add()
+        m.CopyFrom(n)
+        del m.input[:]
+        m.input.extend(i for i in n.input if not i.startswith("^"))
+    return out
