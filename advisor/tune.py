@@ -86,9 +86,11 @@ class Proposal:
     """What recommend proposed for the next run (normalised from its Recommendation)."""
 
     mixlist: Mixlist | None
-    predicted: dict = field(default_factory=dict)   # {"rel_l2", "nonfinite", "low_share", "ok"}
+    predicted: dict = field(default_factory=dict)   # {"rel_l2", "nonfinite", "cosine", "low_share"}
     ok: bool = True
     raw: Any = None
+    perf_mixlist: Mixlist | None = None             # the list with performance edits too (if any)
+    perf_predicted: dict = field(default_factory=dict)
 
     @property
     def edits(self) -> frozenset[Edit]:
@@ -104,70 +106,92 @@ class Stages:
         self.tolerance = tolerance or Tolerance()
         self.soc, self.ops_info, self.mode = soc, ops_info, mode
 
-    # --- ingest
+    # --- ingest (through compare's run reader, which uses ingest.load_run when present)
     def load(self, run_dir: Path) -> Any:
-        from .ingest import load_run
-        return load_run(run_dir)
+        from .compare.run import from_run_dir
+        return from_run_dir(run_dir)
 
     # --- compare
     def final_metrics(self, run: Any) -> list[dict]:
         """Per-step final-output metrics, each {"step": i, "output": {cosine, rel_l2, finite, ...},
-        "loss": ..., "grad_min_cosine": ...} as Tolerance.judge takes them."""
-        from . import compare
-        fn = getattr(compare, "final_metrics", None)
-        if fn is None:
-            from .compare import final as _final  # type: ignore[attr-defined]
-            fn = _final.final_metrics
-        out = fn(run)
-        if hasattr(out, "to_dict") and hasattr(out, "columns"):
-            out = out.to_dict("records")
-        return [dict(x) for x in out]
+        "loss": ...} as Tolerance.judge takes them."""
+        from .compare import final_metrics
+        steps = sorted(set(run.target_dump) & set(run.golden_dump))
+        if not steps:
+            raise InputError(getattr(run, "path", None), "the mixed and FP32 dumps share no step")
+        return [dict(x) for x in final_metrics(run.target_dump, run.golden_dump, steps)]
 
     def judge(self, per_step: list[dict]) -> dict:
         return self.tolerance.judge(per_step).to_dict()
 
     def write_comparison(self, run: Any, out_dir: Path) -> None:
+        """The iteration's comparison: attribution (per-op errors, culprit ranking) as JSON."""
+        from .compare import attribute
         try:
-            from .compare import write_outputs  # type: ignore[attr-defined]
-        except ImportError:
-            return
-        write_outputs(run, out_dir, tolerance=self.tolerance)
+            att = attribute(run, self.tolerance)
+        except ValueError as e:
+            raise InputError(getattr(run, "path", None), f"attribution failed: {e}") from None
+        atomic_write_json(Path(out_dir) / "comparison.json", att.to_dict())
 
     # --- recommend
-    def recommend(self, run: Any, base: Mixlist | None, exclude: Sequence[frozenset[Edit]],
+    def recommend(self, run: Any, base: Mixlist | None, exclude_types: Sequence[str],
                   steps: Sequence[int] | None = None) -> Proposal:
+        """recommend on a measured run, starting from ``base`` (the list that run used), never
+        editing ``exclude_types``."""
+        import inspect
+
         from .recommend import recommend
-        kw: dict[str, Any] = {"tolerance": self.tolerance, "base_mixlist": base,
-                              "exclude": [mixlist_from_edits(e) for e in exclude]}
+        kw: dict[str, Any] = {"tolerance": self.tolerance, "base_mixlist": base, "exclude": tuple(exclude_types)}
+        params = inspect.signature(recommend).parameters
+        if steps is not None and "steps" in params:
+            kw["steps"] = list(steps)
+        for k, v in (("soc", self.soc), ("ops_info", self.ops_info), ("mode", self.mode)):
+            if v is not None and k in params:
+                kw[k] = v
         rec = recommend(run, **kw)
-        m = rec.mixlist
-        if isinstance(m, dict):
-            m = parse_obj(m)
-        pred = rec.predicted if isinstance(rec.predicted, dict) else getattr(rec.predicted, "__dict__", {})
-        return Proposal(m if m is not None and not m.is_empty() else None, dict(pred or {}), bool(rec.ok), rec)
+        pred = (rec.predicted or {}).get("recommended") or {}
+        m = rec.mixlist if rec.mixlist is not None and not rec.mixlist.is_empty() else None
+        perf = getattr(rec, "perf_mixlist", None)
+        pp = (rec.predicted or {}).get("with_performance_edits") or {}
+        return Proposal(m, _norm_pred(pred), bool(rec.ok), rec,
+                        perf if perf is not None and not perf.is_empty() else None, _norm_pred(pp) if pp else {})
 
     def write_recommendation(self, proposal: Proposal, out_dir: Path) -> None:
         if proposal.raw is None:
-            atomic_write_json(out_dir / "proposal.json", {"mixlist": (proposal.mixlist or Mixlist()).to_dict(),
-                                                          "predicted": proposal.predicted, "ok": proposal.ok})
+            atomic_write_json(Path(out_dir) / "proposal.json", {"mixlist": (proposal.mixlist or Mixlist()).to_dict(),
+                                                                "predicted": proposal.predicted, "ok": proposal.ok})
             return
         from .recommend import write_outputs
         write_outputs(proposal.raw, out_dir)
 
     # --- profile figures
     def low_precision_time_share(self, run: Any) -> float | None:
-        """Share of kernel time spent in fp16/bf16 kernels (from the profile's output dtypes)."""
-        k = getattr(run, "kernels", None)
-        if k is None or len(k) == 0 or "duration_us" not in k or "out_dtypes" not in k:
+        """Share of kernel time spent in fp16/bf16 kernels (kernel_details.csv, first step)."""
+        root = getattr(run, "path", None)
+        if root is None:
             return None
-        import pandas as pd
-        steps = k["step"] if "step" in k else None
-        if steps is not None and (steps >= 0).any():
-            k = k[steps == steps[steps >= 0].min()]
-        dur = pd.to_numeric(k["duration_us"], errors="coerce").fillna(0.0)
-        low = k["out_dtypes"].astype(str).str.upper().str.contains(r"FLOAT16|BF16|BFLOAT16", regex=True)
+        files = sorted(Path(root).glob("profile/**/kernel_details.csv"))
+        if not files:
+            return None
+        from .ingest import read_kernels
+        k = read_kernels(files[0])
+        if len(k) == 0:
+            return None
+        if (k["step"] >= 0).any():
+            k = k[k["step"] == k.loc[k["step"] >= 0, "step"].min()]
+        dur = k["duration_us"].fillna(0.0).astype(float)
         tot = float(dur.sum())
-        return float(dur[low].sum() / tot) if tot > 0 else None
+        if tot <= 0:
+            return None
+        return float(dur[k["precision"].isin(["fp16", "bf16"])].sum() / tot)
+
+
+def _norm_pred(p: dict) -> dict:
+    """recommend's prediction dict -> {"rel_l2", "nonfinite", "cosine", "low_share"}."""
+    if not p:
+        return {}
+    return {"rel_l2": p.get("final_rel_l2", p.get("rel_l2")), "nonfinite": p.get("final_nonfinite", p.get("nonfinite")),
+            "cosine": p.get("final_cosine"), "low_share": p.get("low_precision_share", p.get("low_share"))}
 
 
 # ====================================================================== learning across runs
@@ -268,6 +292,7 @@ class TuneConfig:
     max_runs: int = 6
     holdout: int | None = None       # None = 1 when the workload has >= 2 batches, else 0
     learn: bool = True
+    perf: bool = True                # after a pass, try recommend's performance edits if budget allows
     base_mixlist: Mixlist | None = None
     identity: dict = field(default_factory=dict)   # runner/target description checked on resume
 
@@ -286,7 +311,7 @@ class Tuner:
         return self.out / STATE_FILE
 
     def _identity(self) -> dict:
-        return {"mode": self.cfg.mode, "holdout": self.cfg.holdout, "learn": self.cfg.learn,
+        return {"mode": self.cfg.mode, "holdout": self.cfg.holdout, "learn": self.cfg.learn, "perf": self.cfg.perf,
                 "base_mixlist": (self.cfg.base_mixlist or Mixlist()).to_dict(), "runner": self.runner.describe(),
                 **self.cfg.identity}
 
@@ -507,15 +532,18 @@ class Tuner:
             trimmed = self.surrogate.trim(edits, Surrogate.capped(it["measured"]["rel_l2"], it["measured"]["finite"]),
                                           tol.max_rel_l2)
             if trimmed is not None and trimmed not in self._tried() and trimmed not in self._excluded():
-                return (mixlist_from_edits(trimmed), f"trim over-fix: drop {', '.join(edit_key(e) for e in sorted(edits - trimmed))}"
-                        " (measured effect negligible)", {}), None
-        # a passing list: ask recommend whether more can run in low precision (performance edits)
+                dropped = ", ".join(edit_key(e) for e in sorted(edits - trimmed))
+                return (mixlist_from_edits(trimmed), f"trim over-fix: drop {dropped} (measured effect negligible)",
+                        {}), None
+        if not self.cfg.perf:
+            return None, "confirmed"
+        # a passing list: does recommend see more that can run in low precision (performance edits)?
         best_share = max((p.get("low_precision_time_share") or 0.0) for p in self._passing())
-        prop = self._propose(it, d)
-        if prop is None or prop.mixlist is None or prop.edits == edits:
+        prop = self._propose(it, d, want_perf=True)
+        if prop is None:
             return None, "confirmed: recommend proposes no further edit"
         ps = prop.predicted.get("low_share")
-        if ps is not None and ps <= best_share + 1e-9:
+        if ps is not None and it.get("low_precision_time_share") is not None and ps <= best_share + 1e-9:
             return None, "confirmed: no proposal with more low-precision time"
         return (prop.mixlist, "performance edits on a passing list", prop.predicted), None
 
@@ -525,8 +553,8 @@ class Tuner:
         if src is None:
             return None, "no measured run to recommend from"
         prop = self._propose(src, d)
-        if prop is None or prop.mixlist is None:
-            return None, "recommend found no further edit set within limits"
+        if prop is None:
+            return None, "recommend found no further untried edit set within limits"
         return (prop.mixlist, "fix: recommended on the measurements of " + src["dir"], prop.predicted), None
 
     def _measured_ancestor(self, it: dict) -> dict | None:
@@ -538,38 +566,51 @@ class Tuner:
             p = cand.get("parent")
         return None
 
-    def _propose(self, src: dict, d: Path) -> Proposal | None:
-        """Recommend on ``src``'s run; the surrogate rejects proposals it predicts to fail (they are
-        excluded without a run) -- at most MAX_SCREEN times."""
+    def _propose(self, src: dict, d: Path, want_perf: bool = False) -> Proposal | None:
+        """Recommend on ``src``'s run (starting from the list it used).  A proposal already tried or
+        excluded, or one the surrogate predicts to fail (excluded without a run), is answered by
+        asking again with its new edit types excluded from recommend's search -- at most
+        MAX_SCREEN times.  Returns a proposal whose ``mixlist`` is the full list to run next."""
         run = self._load(src)
         base = _mixlist_or_none(src["mixlist"])
-        screened = []
+        base_edits = edits_of(base)
         steps = None
         hold = set(self.state.get("holdout_steps") or [])
         if hold and src.get("measured"):
             steps = [s for s in range(src["measured"]["steps"]) if s not in hold]
+        exclude_types: set[str] = set()
+        log: list[dict] = []
+        out = None
         for attempt in range(MAX_SCREEN + 1):
-            excluded = self._excluded()
-            prop = self.stages.recommend(run, base, excluded, steps)
+            rec = self.stages.recommend(run, base, sorted(exclude_types), steps)
             if attempt == 0:
-                self.stages.write_recommendation(prop, d / "recommendation")
-            if prop.mixlist is None or prop.edits in self._tried():
-                d_info = {"attempts": attempt + 1, "screened": screened}
-                src.setdefault("proposals", []).append(d_info)
-                return None if prop.mixlist is None or prop.edits in self._tried() else prop
-            if not self.cfg.learn:
-                return prop
-            ok, corrected = self.surrogate.screen(prop.edits, self.stages.tolerance.max_rel_l2)
-            if ok:
-                if corrected is not None:
-                    prop.predicted = {**prop.predicted, "surrogate_rel_l2": corrected}
-                if screened:
-                    src.setdefault("proposals", []).append({"attempts": attempt + 1, "screened": screened})
-                return prop
-            screened.append({"edits": edits_to_json(prop.edits), "corrected_rel_l2": corrected})
-            self._exclude(prop.edits, f"surrogate: measured effects of these edits predict rel_l2 {corrected:.3g}", None)
-        src.setdefault("proposals", []).append({"attempts": MAX_SCREEN + 1, "screened": screened})
-        return None
+                self.stages.write_recommendation(rec, d / "recommendation")
+            if want_perf and rec.perf_mixlist is not None:
+                prop = Proposal(rec.perf_mixlist, rec.perf_predicted or rec.predicted, rec.ok, rec.raw)
+            else:
+                prop = rec
+            if prop.edits == base_edits:
+                log.append({"attempt": attempt, "result": "no new edit"})
+                break
+            new_types = {e[2] for e in (prop.edits - base_edits) or (base_edits - prop.edits)}
+            if prop.edits in self._tried() or prop.edits in self._excluded():
+                log.append({"attempt": attempt, "edits": edits_to_json(prop.edits), "result": "already tried"})
+            elif self.cfg.learn and not (ok := self.surrogate.screen(prop.edits, self.stages.tolerance.max_rel_l2))[0]:
+                self._exclude(prop.edits, f"surrogate: measured effects of these edits predict rel_l2 {ok[1]:.3g}",
+                              None)
+                log.append({"attempt": attempt, "edits": edits_to_json(prop.edits), "result": "surrogate rejected",
+                            "predicted_rel_l2": ok[1]})
+            else:
+                if self.cfg.learn and ok[1] is not None:
+                    prop.predicted = {**prop.predicted, "surrogate_rel_l2": ok[1]}
+                log.append({"attempt": attempt, "edits": edits_to_json(prop.edits), "result": "proposed"})
+                out = prop
+                break
+            if not new_types - exclude_types:
+                break
+            exclude_types |= new_types
+        src.setdefault("proposals", []).append({"from": src["dir"], "perf": want_perf, "log": log})
+        return out
 
     # ------------------------------------------------------------------ outputs
     def best(self) -> dict | None:
@@ -714,7 +755,7 @@ low-precision time share {fmt(s['low_precision_time_share'], '.1%')} (iteration 
 def tune(runner: Runner, out: str | os.PathLike, mode: str = "mixed_float16", max_runs: int = 6,
          holdout: int | None = None, resume: bool = False, tolerance=None, learn: bool = True,
          base_mixlist: Mixlist | None = None, stages: Stages | None = None, soc: str | None = None,
-         ops_info: str | None = None) -> dict:
+         ops_info: str | None = None, perf: bool = True) -> dict:
     """Run the tuning loop; returns the summary (also written to ``out/summary.json``)."""
     from .semantics import mode_info, uses_mixlist
     try:
@@ -728,6 +769,6 @@ def tune(runner: Runner, out: str | os.PathLike, mode: str = "mixed_float16", ma
     if holdout is not None and holdout < 0:
         raise InputError("--holdout", "must be >= 0")
     st = stages or Stages(tolerance, soc=soc, ops_info=ops_info, mode=mode)
-    t = Tuner(runner, st, TuneConfig(Path(out), mode, max_runs, holdout, learn, base_mixlist))
+    t = Tuner(runner, st, TuneConfig(Path(out), mode, max_runs, holdout, learn, perf, base_mixlist))
     t.start(resume=resume)
     return t.run()

@@ -77,12 +77,14 @@ class FakeRunner(Runner):
 
 
 class FakeStages(Stages):
-    """Scripted recommender: the first candidate (full edit set, predicted rel_l2) not excluded
-    and not equal to the base list."""
+    """Scripted recommender.  additive: proposes base + the first candidate set with a type not in
+    the base and none excluded (like recommend searching from the measured list); queue: returns
+    the candidates in order, one per call, whatever the base (to script odd proposals)."""
 
-    def __init__(self, candidates, tolerance=None):
+    def __init__(self, candidates, tolerance=None, queue: bool = False):
         super().__init__(tolerance or Tolerance())
-        self.candidates = [(frozenset(("black", "to-add", t) for t in c), p) for c, p in candidates]
+        self.candidates = [frozenset(("black", "to-add", t) for t in c) for c in candidates]
+        self.queue = queue
         self.recommend_calls = 0
 
     def load(self, run_dir):
@@ -98,19 +100,24 @@ class FakeStages(Stages):
     def low_precision_time_share(self, run):
         return run["low_share"]
 
-    def recommend(self, run, base, exclude, steps=None):
+    def _proposal(self, edits):
+        return Proposal(mixlist_from_edits(edits), {"rel_l2": 1e-4, "nonfinite": False,
+                                                    "low_share": 0.9 - 0.1 * len(edits)}, True)
+
+    def recommend(self, run, base, exclude_types, steps=None):
         self.recommend_calls += 1
         cur = edits_of(base)
-        for edits, pred in self.candidates:
-            if edits in exclude or edits == cur:
-                continue
-            return Proposal(mixlist_from_edits(edits), {"rel_l2": pred, "nonfinite": False,
-                                                         "low_share": 0.9 - 0.1 * len(edits)}, True)
-        return Proposal(None, {}, False)
+        if self.queue:
+            return self._proposal(self.candidates.pop(0)) if self.candidates else Proposal(None, {}, False)
+        for c in self.candidates:
+            new = c - cur
+            if new and not {e[2] for e in new} & set(exclude_types):
+                return self._proposal(cur | c)
+        return Proposal(base, {}, False)
 
 
 def run_tune(tmp_path, world, candidates, **kw):
-    stages = FakeStages(candidates, kw.pop("tolerance", None))
+    stages = FakeStages(candidates, kw.pop("tolerance", None), kw.pop("queue", False))
     runner = kw.pop("runner", None) or FakeRunner(world)
     s = tune(runner, tmp_path / "out", stages=stages, **kw)
     return s, stages, runner
@@ -128,7 +135,7 @@ def test_control_confirms_with_default_lists(tmp_path):
 
 
 def test_planted_hazard_confirmed_after_one_fix(tmp_path):
-    s, _, runner = run_tune(tmp_path, World({"Exp": (math.inf, None)}), [({"Exp"}, 1e-4)])
+    s, _, runner = run_tune(tmp_path, World({"Exp": (math.inf, None)}), [{"Exp"}])
     assert s["confirmed"]
     assert s["runs"] == 3 and runner.calls == 2          # reference + default + fixed
     assert s["edits"]["black-list"]["to-add"] == ["Exp"]
@@ -147,8 +154,7 @@ def test_failed_edit_set_is_excluded_and_overfix_trimmed(tmp_path):
     # recommend first blames Exp (wrong), then proposes Exp+Sigmoid; the loop learns that Exp
     # changed nothing and trims it
     world = World({"Sigmoid": (0.5, None)})
-    s, stages, _ = run_tune(tmp_path, world, [({"Exp"}, 1e-4), ({"Exp", "Sigmoid"}, 1e-4), ({"Sigmoid"}, 1e-4)],
-                            max_runs=8)
+    s, stages, _ = run_tune(tmp_path, world, [{"Exp"}, {"Sigmoid"}], max_runs=8)
     hist = s["history"]
     assert hist[1]["edits"]["black-list"]["to-add"] == ["Exp"] and hist[1]["ok"] is False
     assert [["black", "to-add", "Exp"]] in [x["edits"] for x in s["excluded"]]
@@ -161,7 +167,7 @@ def test_failed_edit_set_is_excluded_and_overfix_trimmed(tmp_path):
 def test_holdout_batch_catches_what_calibration_misses(tmp_path):
     # Exp only hurts on the last batch (held out); Sigmoid hurts everywhere
     world = World({"Sigmoid": (0.5, None), "Exp": (0.3, {2})})
-    s, _, _ = run_tune(tmp_path, world, [({"Sigmoid"}, 1e-4), ({"Exp", "Sigmoid"}, 1e-4)])
+    s, _, _ = run_tune(tmp_path, world, [{"Sigmoid"}, {"Exp"}])
     h1 = s["history"][1]
     assert h1["calibration_ok"] is True and h1["holdout_ok"] is False and h1["ok"] is False
     assert s["holdout_steps"] == [2]
@@ -170,7 +176,7 @@ def test_holdout_batch_catches_what_calibration_misses(tmp_path):
 
 def test_budget_exhausted_reports_best_unconfirmed(tmp_path):
     world = World({"Sigmoid": (0.5, None), "Exp": (0.05, None)})
-    s, _, _ = run_tune(tmp_path, world, [({"Sigmoid"}, 1e-4), ({"Exp", "Sigmoid"}, 1e-4)], max_runs=3)
+    s, _, _ = run_tune(tmp_path, world, [{"Sigmoid"}, {"Exp"}], max_runs=3)
     assert not s["confirmed"] and s["runs"] == 3 and s["status"] == "exhausted"
     assert "budget" in s["stop_reason"]
     assert s["edits"]["black-list"]["to-add"] == ["Sigmoid"]      # the closest run
@@ -179,9 +185,9 @@ def test_budget_exhausted_reports_best_unconfirmed(tmp_path):
 
 def test_failed_run_is_recorded_and_loop_goes_on(tmp_path):
     world = World({"Exp": (math.inf, None)})
-    bad = frozenset({("black", "to-add", "Exp")})
+    bad = frozenset({("black", "to-add", "Add")})
     runner = FakeRunner(world, fail_on=frozenset({bad}))
-    s, _, _ = run_tune(tmp_path, world, [({"Exp"}, 1e-4), ({"Exp", "Add"}, 1e-4)], runner=runner)
+    s, _, _ = run_tune(tmp_path, world, [{"Add"}, {"Exp"}], runner=runner)
     h = s["history"]
     assert h[1]["status"] == "failed" and "code 3" in h[1]["reasons"][0]
     assert h[2]["ok"] and s["confirmed"] and s["runs"] == 4
@@ -191,12 +197,12 @@ def test_surrogate_rejects_proposal_predicted_to_fail(tmp_path):
     # recommend keeps blaming Exp and Add; once both were measured useless, the learned model
     # rejects Exp+Add without running it
     world = World({"Sigmoid": (0.5, None)})
-    cands = [({"Exp"}, 1e-4), ({"Add"}, 1e-4), ({"Exp", "Add"}, 1e-4), ({"Sigmoid"}, 1e-4)]
-    s, _, runner = run_tune(tmp_path, world, cands, max_runs=8)
+    cands = [{"Exp"}, {"Add"}, {"Exp", "Add"}, {"Sigmoid"}]
+    s, _, runner = run_tune(tmp_path, world, cands, max_runs=8, queue=True)
     assert s["confirmed"] and runner.calls == 4              # default, Exp, Add, Sigmoid
     assert any(x["why"].startswith("surrogate") and x["edits"] == [["black", "to-add", "Add"],
                                                                    ["black", "to-add", "Exp"]] for x in s["excluded"])
-    s2, _, runner2 = run_tune(tmp_path / "nolearn", world, cands, learn=False, max_runs=8)
+    s2, _, runner2 = run_tune(tmp_path / "nolearn", world, cands, learn=False, max_runs=8, queue=True)
     assert s2["confirmed"] and runner2.calls == 5 and s2["runs"] == s["runs"] + 1
 
 
@@ -223,9 +229,9 @@ def test_existing_out_without_resume_is_refused(tmp_path):
 
 def test_resume_of_finished_journal_redoes_nothing(tmp_path):
     world = World({"Exp": (math.inf, None)})
-    s, _, _ = run_tune(tmp_path, world, [({"Exp"}, 1e-4)])
+    s, _, _ = run_tune(tmp_path, world, [{"Exp"}])
     runner = FakeRunner(world)
-    s2 = tune(runner, tmp_path / "out", stages=FakeStages([({"Exp"}, 1e-4)]), resume=True)
+    s2 = tune(runner, tmp_path / "out", stages=FakeStages([{"Exp"}]), resume=True)
     assert runner.calls == 0 and s2["runs"] == s["runs"] and s2["confirmed"]
 
 
@@ -243,7 +249,7 @@ sys.path.insert(0, {tests!r})
 from test_tune_loop import World, FakeRunner, FakeStages
 from advisor.tune import tune
 world = World({{"Sigmoid": (0.5, None)}})
-cands = [({{"Exp"}}, 1e-4), ({{"Exp", "Sigmoid"}}, 1e-4), ({{"Sigmoid"}}, 1e-4)]
+cands = [{{"Exp"}}, {{"Sigmoid"}}]
 tune(FakeRunner(world, block_file={block!r}), {out!r}, stages=FakeStages(cands), max_runs=8,
      resume={resume})
 """
