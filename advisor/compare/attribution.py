@@ -347,19 +347,38 @@ def attribute(run: Any, tolerance: Tolerance | None = None, steps: Iterable[int]
             row["inrnd_nonfinite"] = lrow.get("inrnd_nonfinite", math.nan)
             own = _bad(row["local_rel_l2"], row["local_nonfinite"]) if own_low else 0.0
             rnd = _bad(row["inrnd_rel_l2"], lrow.get("inrnd_nonfinite", 0)) if prod is not None else 0.0
+            co = None
             if prod is not None and (not own_low or inherited) and rnd > 0 and rnd >= DOMINANT * own:
                 blamed, introduced, basis = prod, rnd, "input rounding (inrnd)"
             else:
                 blamed, introduced, basis = n, own, "local"
+                if prod is not None and own_low and rnd > 0 and rnd >= DOMINANT * own:
+                    # the op rounds its inputs itself (white/own decision) AND its producer already
+                    # rounds its output: both decisions must change; the producer is co-blamed
+                    co = prod
         else:
-            excess = math.inf if (not h["finite"] and in_finite) else max(out_v - in_v, 0.0)
-            amplifies = h["finite"] and growth > AMPLIFY_GROWTH and in_v > 0
-            if prod is not None and (not own_low or inherited) and amplifies:
+            if not h["finite"] and in_finite:
+                excess = math.inf
+            elif not h["finite"]:
+                excess = 0.0          # non-finite received and passed on: introduced upstream
+            else:
+                excess = max(out_v - in_v, 0.0)
+            # an FP32 op turning finite, slightly perturbed inputs into large (or non-finite) error
+            # amplifies its low producer's rounding; so does an op that inherited low precision
+            # (but a non-finite output of a low op is its own overflow)
+            amp_fp32 = not own_low and in_v > 0 and (growth > AMPLIFY_GROWTH or not h["finite"])
+            amp_inh = own_low and inherited and h["finite"] and growth > AMPLIFY_GROWTH and in_v > 0
+            co = None
+            if prod is not None and (amp_fp32 or amp_inh):
                 blamed, introduced, basis = prod, excess, "amplified input error"
             else:
                 blamed, introduced, basis = n, (excess if own_low else 0.0), "received/produced"
+        if isinstance(introduced, float) and math.isnan(introduced):
+            introduced = math.inf if not h["finite"] else 0.0
         row["introduced"] = introduced
         row["blamed_on"] = str(blamed)
+        row["co_blamed"] = None if co is None else str(co)
+        row["co_blamed_type"] = None if co is None else (g.nodes[co].get("type", "") if g is not None else _entry_type(co))
         row["blamed_type"] = g.nodes[blamed].get("type", "") if g is not None else _entry_type(blamed)
         row["blamed_precision"] = precision(blamed)
         row["basis"] = basis
@@ -456,6 +475,12 @@ def rank_types(ops: pd.DataFrame) -> pd.DataFrame:
     if d.empty:
         return pd.DataFrame(columns=cols).rename_axis("type")
     d["observed_at"] = d.index.astype(str)
+    if "co_blamed" in d.columns:
+        co = d[d["co_blamed"].notna()].copy()
+        if not co.empty:
+            co["blamed_on"] = co["co_blamed"]
+            co["blamed_type"] = co["co_blamed_type"]
+            d = pd.concat([d, co])
     d = d.sort_values("introduced", ascending=False, kind="stable")
     agg = d.groupby("blamed_type", sort=False).agg(
         introduced_max=("introduced", "max"), introduced_sum=("introduced", lambda s: float(np.sum(s))),

@@ -3,8 +3,9 @@
 Every metric is computed in one vectorised pass over the tensors (numpy, float64).  Definitions
 (docs/compare.md has the full table):
 
-``cosine``        <t, g> / (|t| |g|) over elements finite in both; 1.0 when both are all-zero,
-                  0.0 when exactly one is.
+``cosine``        <t, g> / (|t| |g|); 1.0 when both are all-zero, 0.0 when exactly one is; NaN
+                  when the target is non-finite where the golden is finite (``cosine_finite`` then
+                  holds the value over the elements finite in both).
 ``rel_l2``        |t - g|_2 / |g|_2 over elements where the golden is finite; ``inf`` when the
                   target is non-finite where the golden is finite (0 when both are zero).
 ``sqnr_db``       10 log10(|g|^2 / |t - g|^2) = -20 log10(rel_l2).
@@ -106,7 +107,8 @@ def tensor_metrics(target: Any, golden: Any, low_dtype: str | None = None) -> di
     else:
         cos = float(np.dot(tb, gb) / (nt * ng))
         cos = max(-1.0, min(1.0, cos))
-    out["cosine"] = cos
+    out["cosine_finite"] = cos          # over the elements finite in both
+    out["cosine"] = math.nan if g_only.any() else cos
     nd = float(np.linalg.norm(diff))
     if g_only.any():
         rel = math.inf
