@@ -173,11 +173,11 @@ def _profile_findings(run: Any) -> list[dict]:
     return out
 
 
-def recommend(run: Any, tolerance: Any = None, base_mixlist: mx.Mixlist | None = None, exclude: Iterable[str] = (),
-              max_edits: int = 4, *, attribution: Any = None, soc: str | None = None, ops_info: str | None = None,
-              mode: str | None = None, rank: int | None = None, step: int | None = None,
-              mixlist_path: str = "modify_mixlist.json", **kw: Any) -> Recommendation:
-    """Recommend mixlist edits for a run (path or ingest Run).  See ``recommend_graph`` for ``kw``."""
+def gather(run: Any, tolerance: Any = None, *, attribution: Any = None, soc: str | None = None,
+           ops_info: str | None = None, mode: str | None = None, rank: int | None = None,
+           step: int | None = None) -> dict:
+    """Everything the search needs from a run: graph, chip defaults, mode, the run's mixlist, the
+    attribution frame, local errors, culprit types, measured final error, findings, loss scale."""
     r = load_any(run, rank, step)
     g = getattr(r, "graph", None)
     src = getattr(r, "path", None) or run
@@ -224,7 +224,21 @@ def recommend(run: Any, tolerance: Any = None, base_mixlist: mx.Mixlist | None =
         reason = ("profile-only mode: the run has no precision dumps and no local errors, so op sensitivity is "
                   "unknown; only what the profile proves is reported (fp32 time by inheritance, casts, saturation). "
                   "Sensitivity needs msprobe dumps or an emulator capture (`advisor capture`).")
-    return recommend_graph(g, defaults, mode=mode, run_mixlist=run_ml, base_mixlist=base_mixlist, ops=ops,
-                           local=local, tolerance=tolerance, exclude=exclude, max_edits=max_edits,
-                           culprit_types=culprits, measured_final=measured_final, findings=findings,
-                           loss_scale=loss_scale, mixlist_path=mixlist_path, profile_only_reason=reason, **kw)
+    return dict(run=r, graph=g, defaults=defaults, mode=mode, run_mixlist=run_ml, ops=ops, local=local,
+                tolerance=tolerance, culprit_types=culprits, measured_final=measured_final, findings=findings,
+                loss_scale=loss_scale, profile_only_reason=reason, attribution=att)
+
+
+def recommend(run: Any, tolerance: Any = None, base_mixlist: mx.Mixlist | None = None, exclude: Iterable[str] = (),
+              max_edits: int = 4, *, attribution: Any = None, soc: str | None = None, ops_info: str | None = None,
+              mode: str | None = None, rank: int | None = None, step: int | None = None,
+              mixlist_path: str = "modify_mixlist.json", **kw: Any) -> Recommendation:
+    """Recommend mixlist edits for a run (path or ingest Run).  ``base_mixlist`` = where the search
+    starts (default: the run's own mixlist); the result's ``mixlist`` is relative to the chip
+    defaults.  See ``recommend_graph`` for ``kw`` (max_candidates, max_evals, perf, ...)."""
+    d = gather(run, tolerance, attribution=attribution, soc=soc, ops_info=ops_info, mode=mode, rank=rank, step=step)
+    return recommend_graph(d["graph"], d["defaults"], mode=d["mode"], run_mixlist=d["run_mixlist"],
+                           base_mixlist=base_mixlist, ops=d["ops"], local=d["local"], tolerance=d["tolerance"],
+                           exclude=exclude, max_edits=max_edits, culprit_types=d["culprit_types"],
+                           measured_final=d["measured_final"], findings=d["findings"], loss_scale=d["loss_scale"],
+                           mixlist_path=mixlist_path, profile_only_reason=d["profile_only_reason"], **kw)

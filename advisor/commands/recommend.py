@@ -1,0 +1,77 @@
+"""advisor recommend: the smallest mixlist edits that bring a run within tolerance.
+Exit 0 recommendation exists (or nothing needed), 1 no edit set within limits meets tolerance, 2 bad input."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+
+from ..errors import AdvisorError, InputError
+
+
+def _tolerance(min_cosine, max_rel_l2, allow_nonfinite, max_loss_rel, min_grad_cosine):
+    try:
+        from ..compare.tolerance import tolerance_from_options
+    except ImportError:  # compare stage missing: the documented defaults
+        from ..recommend.tolerance import FallbackTolerance
+        return FallbackTolerance(max_rel_l2, min_cosine, not allow_nonfinite)
+    try:
+        return tolerance_from_options(min_cosine, max_rel_l2, allow_nonfinite, max_loss_rel, min_grad_cosine)
+    except ValueError as e:
+        raise InputError("", str(e)) from None
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("recommend")
+    def recommend_cmd(
+        profile: str = typer.Option(..., "--profile", help="run directory (emulator capture, tune run, or a real "
+                                    "NPU run with a profile and optionally msprobe dumps)"),
+        out: Optional[str] = typer.Option(None, "--out", help="output folder (default: <profile>/advice)"),
+        as_json: bool = typer.Option(False, "--json", help="print recommendation.json to stdout"),
+        mixlist: Optional[str] = typer.Option(None, "--mixlist", help="start from this mixlist instead of the run's"),
+        exclude: Optional[List[str]] = typer.Option(None, "--exclude", help="never edit this op type (repeatable)"),
+        max_edits: int = typer.Option(4, "--max-edits", min=1, help="largest edit set searched"),
+        soc: Optional[str] = typer.Option(None, "--soc", help="chip (default: run.json's, else ascend910b)"),
+        ops_info: Optional[str] = typer.Option(None, "--ops-info", help="a real CANN aic-<soc>-ops-info.json"),
+        mode: Optional[str] = typer.Option(None, "--mode", help="precision mode (default: run.json's)"),
+        rank: Optional[int] = typer.Option(None, "--rank", help="rank of a multi-rank run"),
+        step: Optional[int] = typer.Option(None, "--step", help="profile step to build the graph from"),
+        no_perf: bool = typer.Option(False, "--no-perf", help="do not look for performance edits"),
+        min_cosine: float = typer.Option(0.999, "--min-cosine", help="final outputs: minimum cosine vs FP32"),
+        max_rel_l2: float = typer.Option(1e-2, "--max-rel-l2", help="final outputs: maximum relative L2 vs FP32"),
+        allow_nonfinite: bool = typer.Option(False, "--allow-nonfinite", help="do not require finite outputs"),
+        max_loss_rel: float = typer.Option(1e-2, "--max-loss-rel", help="training: maximum loss relative difference"),
+        min_grad_cosine: float = typer.Option(0.99, "--min-grad-cosine", help="training: minimum gradient cosine"),
+    ) -> None:
+        """Recommend the smallest op-type list edits (modify_mixlist.json) that keep the run within tolerance
+        while keeping the most compute in low precision; writes modify_mixlist.json, recommendation.json and
+        report.html.  Exit 0 recommendation (or nothing needed), 1 nothing within limits meets the tolerance,
+        2 bad input."""
+        from rich.console import Console
+
+        from .. import mixlist as mx
+        from ..recommend import recommend, write_outputs
+        from ..report import print_recommendation
+        try:
+            tol = _tolerance(min_cosine, max_rel_l2, allow_nonfinite, max_loss_rel, min_grad_cosine)
+            base = mx.load(mixlist) if mixlist else None
+            out_dir = Path(out) if out else Path(profile) / "advice"
+            rec = recommend(profile, tol, base_mixlist=base, exclude=tuple(exclude or ()), max_edits=max_edits,
+                            soc=soc, ops_info=ops_info, mode=mode, rank=rank, step=step, perf=not no_perf)
+            paths = write_outputs(rec, out_dir)
+        except AdvisorError as e:
+            typer.echo(f"advisor: error: {e}", err=True)
+            raise typer.Exit(e.exit_code)
+        for k, p in paths.items():
+            if k.startswith("kept:"):
+                typer.echo(f"kept the previous {k[5:]} as {p}", err=True)
+        if as_json:
+            typer.echo(Path(paths["recommendation"]).read_text(encoding="utf-8"), nl=False)
+            print_recommendation(rec.to_dict(), Console(stderr=True),
+                                 {k: v for k, v in paths.items() if not k.startswith("kept:")})
+        else:
+            print_recommendation(rec.to_dict(), Console(),
+                                 {k: v for k, v in paths.items() if not k.startswith("kept:")})
+        raise typer.Exit(rec.exit_code)

@@ -1,0 +1,100 @@
+"""Terminal summaries (rich) for recommend and diff."""
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping
+
+from rich.console import Console
+from rich.table import Table
+
+
+def _f(x: Any) -> str:
+    if x is None:
+        return "n/a"
+    if isinstance(x, bool):
+        return "yes" if x else "no"
+    if isinstance(x, float):
+        if math.isnan(x):
+            return "n/a"
+        return f"{x:.3g}"
+    return str(x)
+
+
+def _pred_table(pred: Mapping, keys=("base", "recommended", "with_performance_edits", "a", "b")) -> Table:
+    t = Table(title="prediction (error model + cost model)")
+    for c in ("plan", "final rel-L2", "non-finite", "time us", "casts", "low-prec share"):
+        t.add_column(c)
+    for k in keys:
+        p = pred.get(k)
+        if isinstance(p, Mapping):
+            t.add_row(k, _f(p.get("final_rel_l2")), _f(p.get("final_nonfinite")), _f(p.get("time_us")),
+                      _f(p.get("casts")), _f(p.get("low_precision_share")))
+    return t
+
+
+def print_recommendation(d: Mapping, console: Console | None = None, paths: Mapping | None = None) -> None:
+    con = console or Console(stderr=False)
+    status = d.get("status")
+    style = "green" if d.get("ok") else ("yellow" if status == "profile-only" else "red")
+    con.print(f"[bold]advisor recommend[/bold]: [{style}]{status}[/{style}] "
+              f"(mode {d.get('mode')}, soc {d.get('soc')}; unconfirmed until a re-run)")
+    con.print(_pred_table(d.get("predicted") or {}))
+    edits = d.get("edits") or []
+    if edits:
+        t = Table(title="edits")
+        for c in ("edit", "flips", "time change us", "why"):
+            t.add_column(c, overflow="fold")
+        for e in edits:
+            t.add_row(e["edit"], str(e.get("predicted_flip_count")), _f(e.get("predicted_time_change_us")),
+                      e.get("explanation", ""))
+        con.print(t)
+    elif status == "no-change-needed":
+        con.print("no accuracy edit needed: the model predicts the run meets the tolerance")
+    for e in d.get("performance_edits") or []:
+        con.print(f"performance: [cyan]{e['edit']}[/cyan] ({_f(e.get('predicted_time_change_us'))} us)")
+    m = d.get("minimality") or {}
+    if m.get("statement") and edits:
+        con.print(f"minimality: {m['statement']}")
+    a = d.get("fewest_edit_alternative")
+    if a:
+        con.print(f"fewest-edit alternative: {', '.join(a['edits'])}")
+    c = d.get("closest")
+    if c:
+        con.print(f"[red]no edit set within limits meets the tolerance[/red]; closest: "
+                  f"{', '.join(c['edits']) or '(no edit)'} -> rel-L2 {_f(c['predicted'].get('final_rel_l2'))}"
+                  f"{' (non-finite)' if c['predicted'].get('final_nonfinite') else ''}")
+    for n in d.get("notes") or []:
+        con.print(f"[yellow]note[/yellow]: {n}")
+    if paths:
+        for k, p in paths.items():
+            con.print(f"{k}: {p}")
+
+
+def print_diff(d: Mapping, console: Console | None = None, paths: Mapping | None = None) -> None:
+    con = console or Console()
+    con.print(f"[bold]advisor diff[/bold]: {d.get('a')} -> {d.get('b')}")
+    ch = d.get("list_changes") or {}
+    if ch:
+        t = Table(title="effective list changes")
+        for c in ("type", "A", "B"):
+            t.add_column(c)
+        for ty, (x, y) in ch.items():
+            t.add_row(ty, x, y)
+        con.print(t)
+    else:
+        con.print("no effective list change")
+    fl = d.get("flips") or []
+    t = Table(title=f"{d.get('flip_count', len(fl))} flipped instance(s)")
+    for c in ("instance", "type", "A", "B", "rule in B", "via", "root"):
+        t.add_column(c, overflow="fold")
+    for f in fl[:40]:
+        wa = f.get("why_after") or {}
+        t.add_row(f["node"], f["type"], f["before"], f["after"], str(wa.get("rule")), str(wa.get("via")),
+                  str(wa.get("root")))
+    con.print(t)
+    con.print(_pred_table(d.get("predicted") or {}, keys=("a", "b")))
+    for n in d.get("notes") or []:
+        con.print(f"[yellow]note[/yellow]: {n}")
+    if paths:
+        for k, p in paths.items():
+            con.print(f"{k}: {p}")
