@@ -4,8 +4,9 @@ The command gets, in its environment:
 
 ``ADVISOR_MIXLIST``   absolute path of the modify_mixlist JSON to use ("" = the default lists)
 ``ADVISOR_MODE``      precision mode (``mixed_float16``, ``mixed_bfloat16``, ``must_keep_origin_dtype``, ...)
-``ADVISOR_RUN_DIR``   the run directory it must write (profile under ``profile/``, msprobe dumps
-                      under ``dump/mixed/`` -- or ``dump/fp32/`` as well if it computes its own golden)
+``ADVISOR_RUN_DIR``   the run directory it must write (it does not exist yet; profile under
+                      ``profile/``, msprobe dumps under ``dump/mixed/`` -- and ``dump/fp32/`` too if it
+                      computes its own golden; otherwise tune runs the command once as the reference)
 ``ADVISOR_DUMP_DIR``  convenience: ``$ADVISOR_RUN_DIR/dump/mixed``
 ``ADVISOR_PROFILE_DIR`` convenience: ``$ADVISOR_RUN_DIR/profile``
 ``ADVISOR_REFERENCE`` "1" for the FP32 reference run, else "0"
@@ -18,6 +19,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -70,9 +72,11 @@ class CommandRunner(Runner):
     # ------------------------------------------------------------------
     def _execute(self, mixlist: Mixlist | None, mode: str, run_dir: Path, reference: bool) -> RunResult:
         run_dir = Path(run_dir).resolve()
-        run_dir.mkdir(parents=True, exist_ok=True)
-        ml_path = write_mixlist_file(mixlist, run_dir / "mixlist.json")
         logs = run_dir.parent
+        logs.mkdir(parents=True, exist_ok=True)
+        if run_dir.exists():  # a partial run of an interrupted tune: ours to replace
+            shutil.rmtree(run_dir)
+        ml_path = write_mixlist_file(mixlist, logs / ("reference_mixlist.json" if reference else "mixlist_used.json"))
         out_path = logs / ("reference_stdout.txt" if reference else "stdout.txt")
         err_path = logs / ("reference_stderr.txt" if reference else "stderr.txt")
         env = dict(os.environ)

@@ -1,0 +1,78 @@
+"""advisor tune TARGET --out DIR: capture -> compare -> recommend -> re-capture until confirmed."""
+from __future__ import annotations
+
+from typing import Optional
+
+import typer
+
+from ..errors import AdvisorError, InputError
+from .common import OpsInfoOption, SocOption
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("tune")
+    def tune(target: Optional[str] = typer.Argument(None, help="Workload path/to/file.py:function (emulator runner); "
+                                                               "optional with --runner command."),
+             out: str = typer.Option(..., "--out", help="Directory for the iterations, journal and final outputs."),
+             mode: str = typer.Option("mixed_float16", "--mode", help="mixed_float16 or mixed_bfloat16 (the modes "
+                                                                      "GE applies a mixlist in)."),
+             max_runs: int = typer.Option(6, "--max-runs", help="Budget: FP32 reference + mixed runs, failed ones "
+                                                                "included."),
+             holdout: Optional[int] = typer.Option(None, "--holdout", help="Judge the last K batches as held out "
+                                                                          "(default 1 when there are >= 2)."),
+             resume: bool = typer.Option(False, "--resume", help="Continue an interrupted tune in --out."),
+             runner: str = typer.Option("emulator", "--runner", help="emulator | command"),
+             cmd: Optional[str] = typer.Option(None, "--cmd", help="Command for --runner command, e.g. "
+                                                                  "\"python train.py\" (gets ADVISOR_MIXLIST, "
+                                                                  "ADVISOR_MODE, ADVISOR_RUN_DIR)."),
+             timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds before a command run is "
+                                                                            "killed and recorded as timed out."),
+             soc: str = SocOption, ops_info: Optional[str] = OpsInfoOption,
+             mixlist: Optional[str] = typer.Option(None, "--mixlist", help="Start from this modify_mixlist "
+                                                                          "instead of the default lists."),
+             seed: int = typer.Option(0, "--seed", help="Emulator seed."),
+             no_learn: bool = typer.Option(False, "--no-learn", help="Do not use the learned edit-effect model."),
+             no_perf: bool = typer.Option(False, "--no-perf", help="Do not try performance edits after a pass."),
+             min_cosine: float = typer.Option(0.999, "--min-cosine", help="Tolerance: minimum final cosine."),
+             max_rel_l2: float = typer.Option(1e-2, "--max-rel-l2", help="Tolerance: maximum final relative L2."),
+             as_json: bool = typer.Option(False, "--json", help="Print summary.json to stdout.")) -> None:
+        """Tune the mixlist with re-run confirmation on calibration and held-out batches."""
+        import json
+
+        from ..compare.tolerance import Tolerance
+        from ..mixlist import load
+        from ..runners import make_runner
+        from ..tune import tune as do_tune
+        try:
+            if runner == "emulator" and not target:
+                raise InputError("TARGET", "the emulator runner needs a workload, e.g. examples/mlp_exp.py:workload")
+            r = make_runner(runner, target=target, cmd=cmd, timeout=timeout, soc=soc, ops_info=ops_info, seed=seed)
+            if not (-1 <= min_cosine <= 1) or max_rel_l2 < 0:
+                raise InputError("--min-cosine/--max-rel-l2", "cosine must be in [-1, 1] and relative L2 >= 0")
+            tol = Tolerance(min_cosine=min_cosine, max_rel_l2=max_rel_l2)
+            base = load(mixlist) if mixlist else None
+            s = do_tune(r, out, mode=mode, max_runs=max_runs, holdout=holdout, resume=resume, tolerance=tol,
+                        learn=not no_learn, perf=not no_perf, base_mixlist=base, soc=soc, ops_info=ops_info)
+        except AdvisorError as e:
+            typer.echo(f"advisor: error: {e}", err=True)
+            raise typer.Exit(e.exit_code)
+        if as_json:
+            typer.echo(json.dumps(s, indent=2, default=str))
+        else:
+            _print(s, out)
+        raise typer.Exit(0 if s["confirmed"] else 1)
+
+
+def _print(s: dict, out: str) -> None:
+    def f(x, spec=".4g"):
+        return "-" if x is None else format(x, spec) if isinstance(x, float) else str(x)
+
+    for h in s["history"]:
+        ed = [f"{lst[:5]} {a} {t}" for lst, v in h["edits"].items() for a in ("to-add", "to-remove") for t in v[a]]
+        mark = "PASS" if h["ok"] else ("----" if h["ok"] is None else "fail")
+        typer.echo(f"  {h['dir']}  {mark}  cos {f(h['cosine'], '.6f')}  relL2 {f(h['rel_l2'])}  "
+                   f"low-prec time {f(h['low_precision_time_share'], '.1%')}  [{', '.join(ed) or 'default lists'}]"
+                   f"  ({h['reason']})")
+    verdict = "confirmed" if s["confirmed"] else "NOT confirmed"
+    typer.echo(f"{verdict} after {s['runs']} runs (FP32 reference included): {s['stop_reason']}")
+    typer.echo(f"wrote {out}/modify_mixlist.json, {out}/summary.json, {out}/report.html")

@@ -1,0 +1,66 @@
+"""An "NPU script" for ``advisor tune --runner command``: what a user's torch_npu / TF script does,
+with the CPU emulator standing in for the NPU (there is none here).
+
+    advisor tune --runner command --cmd "python examples/npu_script.py examples/mlp_exp.py:workload" --out out/cmd
+
+A real script would, at the top::
+
+    import advisor.npu
+    cfg = advisor.npu.apply()      # TF: npu_device.global_options(); torch: cfg.ge_options / cfg.autocast()
+
+then train/infer with the torch_npu profiler writing under ``$ADVISOR_RUN_DIR/profile`` and msprobe
+dumping to ``$ADVISOR_RUN_DIR/dump/mixed``.  Here ``apply()`` finds neither framework and configures
+nothing; the emulator writes the same files.
+
+Options (for tests): ``--no-golden`` writes only what a real NPU run has (no ``dump/fp32``: tune then
+runs this script once more as the FP32 reference); ``--fail-if-edit TYPE`` exits 3 when the mixlist
+black-lists TYPE (a crashing job); ``--sleep S`` sleeps first (a hanging job).
+"""
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("workload", help="path/to/file.py:function")
+    ap.add_argument("--no-golden", action="store_true")
+    ap.add_argument("--fail-if-edit", default=None)
+    ap.add_argument("--sleep", type=float, default=0.0)
+    args = ap.parse_args(argv)
+
+    import advisor.npu
+    cfg = advisor.npu.apply()                      # reads ADVISOR_MIXLIST / ADVISOR_MODE / ADVISOR_RUN_DIR
+    s = cfg.settings
+    print(f"framework={cfg.framework} mode={s.mode} mixlist={s.mixlist} run_dir={s.run_dir} reference={s.reference}")
+    if s.run_dir is None:
+        print("ADVISOR_RUN_DIR is not set: run me through advisor tune --runner command", file=sys.stderr)
+        return 2
+    if args.sleep:
+        time.sleep(args.sleep)
+    if args.fail_if_edit and s.mixlist is not None:
+        from advisor.mixlist import load
+        if args.fail_if_edit in load(s.mixlist).black_add:
+            print(f"simulated device error with {args.fail_if_edit} black-listed", file=sys.stderr)
+            return 3
+
+    from advisor.emulator import capture
+    if not args.no_golden:
+        capture(args.workload, s.run_dir, mode=s.mode, mixlist=s.mixlist)
+        return 0
+    # a real NPU run has only its own dump: keep the mixed side of the capture
+    with tempfile.TemporaryDirectory() as tmp:
+        run = capture(args.workload, Path(tmp) / "run", mode=s.mode, mixlist=s.mixlist)
+        shutil.rmtree(run / "dump" / "fp32")
+        (run / "local_error.csv").unlink(missing_ok=True)   # needs the FP32 inputs: emulator only
+        shutil.copytree(run, s.run_dir)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
