@@ -1,0 +1,199 @@
+"""TensorFlow/Keras capture: the run directory executes exactly the semantics module's plan.
+
+The plan is recomputed independently from the GE graph dump the capture wrote (ingest reader ->
+advisor.semantics.plan) and compared with the executed dtypes in kernel_details.csv, for every
+kernel of every step.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+tf = pytest.importorskip("tensorflow")
+keras = pytest.importorskip("keras")
+
+from advisor import semantics  # noqa: E402
+from advisor.graph import normalize_dtype  # noqa: E402
+from advisor.ingest.ge_dump import read_ge_dump  # noqa: E402
+from advisor.mixlist import effective, parse_obj  # noqa: E402
+from advisor.oplists import load_lists  # noqa: E402
+from advisor.tf.capture import capture_tf  # noqa: E402
+
+pytestmark = pytest.mark.tf
+
+REPO = Path(__file__).resolve().parents[1]
+FLOATS = ("fp32", "fp16", "bf16")
+
+
+def mlp():
+    keras.utils.set_random_seed(0)
+    m = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="relu"),
+                          keras.layers.LayerNormalization(), keras.layers.Dense(4, activation="tanh"),
+                          keras.layers.Softmax()])
+    rng = np.random.default_rng(0)
+    return m, [(rng.standard_normal((4, 8)).astype("float32"),) for _ in range(2)]
+
+
+def cnn_train():
+    keras.utils.set_random_seed(0)
+    m = keras.Sequential([keras.Input((8, 8, 3)), keras.layers.Conv2D(4, 3, activation="relu"),
+                          keras.layers.BatchNormalization(), keras.layers.MaxPooling2D(), keras.layers.Flatten(),
+                          keras.layers.Dropout(0.3), keras.layers.Dense(4)])
+    rng = np.random.default_rng(0)
+
+    def loss_fn(out, batch):
+        return tf.reduce_mean(tf.nn.sparse_softmax_cross_entropy_with_logits(batch[1], out))
+    batches = [(rng.standard_normal((2, 8, 8, 3)).astype("float32"), np.array([1, 3])) for _ in range(2)]
+    return m, batches, loss_fn
+
+
+def kernel_frame(run: Path) -> pd.DataFrame:
+    (kd,) = run.glob("profile/*_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv")
+    return pd.read_csv(kd, dtype=str, keep_default_na=False)
+
+
+def planned(run: Path):
+    meta = json.loads((run / "run.json").read_text())
+    g = read_ge_dump(next((run / "graph").glob("ge_onnx_*.pbtxt")))
+    base = load_lists(meta["soc"])
+    ml = parse_obj(meta["mixlist"]) if meta.get("mixlist") else None
+    lists = effective(base, ml) if semantics.uses_mixlist(meta["mode"]) else base
+    return g, semantics.plan(g, lists, meta["mode"])
+
+
+def assert_kernels_follow_plan(run: Path) -> int:
+    g, p = planned(run)
+    kd = kernel_frame(run)
+    assert len(kd) > 0
+    mismatches = []
+    for _, r in kd.iterrows():
+        name = r["Name"]
+        want = p[name]
+        outs = [normalize_dtype(x) for x in r["Output Data Types"].split(";")]
+        ins = [normalize_dtype(x) for x in r["Input Data Types"].split(";") if x]
+        if want in FLOATS:
+            # the main output, and every float input, run in the planned precision
+            # (an op with only non-float outputs, e.g. GreaterEqual, shows it on its inputs)
+            main = next((d for d in outs if d in FLOATS), next((d for d in ins if d in FLOATS), None))
+            if main != want or any(d in FLOATS and d != want for d in ins):
+                mismatches.append((name, r["Type"], want, ins, outs))
+        else:
+            if outs[0] in ("fp16", "bf16"):
+                mismatches.append((name, r["Type"], want, ins, outs))
+    assert mismatches == []
+    # every kernel op of the graph has one row per step
+    kernel_ops = {n for n, a in g.nodes(data=True) if a.get("role") == "op" and a.get("kernel", True)}
+    steps = kd["Step Id"].nunique()
+    assert set(kd["Name"]) <= set(g.nodes)
+    assert len(kd) == steps * len(kernel_ops & set(kd["Name"]))
+    return len(kd)
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    base = tmp_path_factory.mktemp("tfruns")
+    out = {}
+    out["mlp"] = capture_tf(mlp(), base / "mlp", target="mlp")
+    out["cnn_train"] = capture_tf(cnn_train(), base / "cnn_train", target="cnn_train")
+    return out
+
+
+def test_mlp_kernel_dtypes_equal_semantics_plan(runs):
+    run = runs["mlp"]
+    assert_kernels_follow_plan(run)
+    kd = kernel_frame(run)
+    # white MatMulV2 runs in fp16; the black ReduceMeanD of the LayerNorm decomposition in fp32
+    assert set(kd.loc[kd["Type"] == "MatMulV2", "Output Data Types"]) == {"FLOAT16"}
+    assert set(kd.loc[kd["Type"] == "ReduceMeanD", "Output Data Types"]) == {"FLOAT"}
+    assert {"Add", "SoftmaxV2", "BiasAdd"} <= set(kd["Type"])  # GE names, not AddV2 / Softmax
+    assert not {"AddV2", "Softmax", "Identity", "MatMul"} & set(kd["Type"])
+
+
+def test_cnn_training_kernel_dtypes_equal_semantics_plan(runs):
+    run = runs["cnn_train"]
+    assert_kernels_follow_plan(run)
+    kd = kernel_frame(run)
+    assert {"Conv2D", "MaxPool", "ReluGrad", "MaxPoolGrad", "Conv2DBackpropFilter"} <= set(kd["Type"])
+    assert set(kd.loc[kd["Type"] == "BiasAddGrad", "Output Data Types"]) == {"FLOAT"}  # black on 910b
+
+
+def test_training_capture_dumps_loss_and_gradients_for_both_runs(runs):
+    run = runs["cnn_train"]
+    for which in ("fp32", "mixed"):
+        d = json.loads((run / "dump" / which / "step0" / "rank0" / "dump.json").read_text())
+        assert d["framework"] == "tensorflow"
+        grads = [k for k in d["data"] if k.startswith("Grad.")]
+        assert len(grads) == 6  # conv kernel/bias, BN gamma/beta, dense kernel/bias
+        assert "Model.loss.0.forward" in d["data"]
+        for k in grads:
+            rec = d["data"][k]["output"][0]
+            f = run / "dump" / which / "step0" / "rank0" / "dump_tensor_data" / rec["data_name"]
+            arr = np.load(f, allow_pickle=False)
+            assert list(arr.shape) == rec["shape"]
+            assert np.isfinite(arr).all()
+
+
+def test_dump_entries_match_graph_and_executed_dtypes(runs):
+    run = runs["mlp"]
+    g, p = planned(run)
+    d = json.loads((run / "dump" / "mixed" / "step0" / "rank0" / "dump.json").read_text())["data"]
+    ops = [n for n, a in g.nodes(data=True) if a.get("role") == "op"]
+    assert {f"{n}.forward" for n in ops} <= set(d)
+    for n in ops:
+        out = d[f"{n}.forward"]["output"][0]
+        if p[n] in FLOATS:
+            assert normalize_dtype(out["dtype"]) == p[n], n
+    fp = json.loads((run / "dump" / "fp32" / "step0" / "rank0" / "dump.json").read_text())["data"]
+    assert all(normalize_dtype(fp[f"{n}.forward"]["output"][0]["dtype"]) in ("fp32", "int32", "int64")
+               for n in ops)
+
+
+def test_local_error_rows_for_float_ops(runs):
+    le = pd.read_csv(runs["mlp"] / "local_error.csv")
+    kd = kernel_frame(runs["mlp"])
+    assert set(le["name"]) <= set(kd["Name"])
+    assert "MatMulV2" in set(le["type"])
+    # an fp16 matmul of O(1) values has a small but non-zero local error
+    mm = le[le["type"] == "MatMulV2"]
+    assert (mm["local_rel_l2"] > 0).all() and (mm["local_rel_l2"] < 1e-2).all()
+
+
+def _final(run: Path, which: str, step: int = 0) -> np.ndarray:
+    base = run / "dump" / which / f"step{step}" / "rank0"
+    rec = json.loads((base / "dump.json").read_text())["data"]["Model.output.0.forward"]["output"][0]
+    return np.load(base / "dump_tensor_data" / rec["data_name"], allow_pickle=False).astype(np.float64)
+
+
+def test_keras_hazard_blacklist_edit_fixes_and_follows_plan(tmp_path):
+    sys.path.insert(0, str(REPO / "examples"))
+    try:
+        import keras_hazard
+    finally:
+        sys.path.remove(str(REPO / "examples"))
+    bad = capture_tf(keras_hazard.workload(), tmp_path / "default", batches=1)
+    assert not np.isfinite(_final(bad, "mixed")).all()
+    ml = tmp_path / "ml.json"
+    ml.write_text(json.dumps({"black-list": {"to-add": ["Exp"], "to-remove": []}}))
+    good = capture_tf(keras_hazard.workload(), tmp_path / "fixed", mixlist=str(ml), batches=1)
+    assert_kernels_follow_plan(good)
+    kd = kernel_frame(good)
+    # Exp and the gray ops after it (ReduceSumD, RealDiv) now run in fp32
+    for t in ("Exp", "ReduceSumD", "RealDiv"):
+        assert set(kd.loc[kd["Type"] == t, "Output Data Types"]) == {"FLOAT"}, t
+    a, b = _final(good, "mixed"), _final(good, "fp32")
+    assert np.isfinite(a).all()
+    assert np.linalg.norm(a - b) / np.linalg.norm(b) < 1e-2
+
+
+def test_bf16_mode_runs_low_ops_in_bfloat16(tmp_path):
+    run = capture_tf(mlp(), tmp_path / "bf16", mode="mixed_bfloat16", batches=1, dump="stats")
+    assert_kernels_follow_plan(run)
+    kd = kernel_frame(run)
+    assert set(kd.loc[kd["Type"] == "MatMulV2", "Output Data Types"]) == {"DT_BF16"}
+    d = json.loads((run / "dump" / "mixed" / "step0" / "rank0" / "dump.json").read_text())
+    assert d["task"] == "statistics"
