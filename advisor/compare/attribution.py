@@ -43,6 +43,9 @@ DOMINANT = 0.5             # input-rounding share of an op's local error that ma
 LOW = ("fp16", "bf16")
 INHERITED_RULES = ("gray-inherit", "gray-skip-cast", "follow")
 
+# ops whose output is uninitialised memory (overwritten later by a copy): never compared
+UNINIT_TYPES = frozenset({"Empty", "EmptyStrided", "empty", "new_empty", "new_empty_strided", "empty_like"})
+
 MODEL_OUTPUT = "Model.output.0.forward"
 MODEL_LOSS = "Model.loss.0.forward"
 
@@ -208,10 +211,12 @@ def attribute(run: Any, tolerance: Tolerance | None = None, steps: Iterable[int]
     # ---- which entries are ops, in topological order
     if g is not None:
         order = [n for n in plan.compiled.order if g.nodes[n].get("role", "op") == "op"]
+        order = [n for n in order if not _uninitialised(g.nodes[n].get("type", ""), n)]
         entry_of = {n: f"{g.nodes[n].get('dump') or g.nodes[n].get('name', n)}.forward" for n in order}
     else:
         first = ts[common[0]]
-        order = [e for e in first.entries if e.endswith(".forward") and not e.startswith(("Model.", "Grad."))]
+        order = [e for e in first.entries if e.endswith(".forward") and not e.startswith(("Model.", "Grad."))
+                 and not _uninitialised(_entry_type(e), e)]
         entry_of = {e: e for e in order}
         notes.append("no op graph: dataflow inferred from identical tensor statistics; precision = dumped dtype")
 
@@ -271,6 +276,8 @@ def attribute(run: Any, tolerance: Tolerance | None = None, steps: Iterable[int]
         return worst_v, worst_p, finite
 
     def _port_error(src, port, depth=0):
+        if g is not None and _uninitialised(g.nodes[src].get("type", ""), src):
+            return None
         if (src, port) in port_err:
             return port_err[(src, port)]
         if src in out_best:
@@ -298,7 +305,8 @@ def attribute(run: Any, tolerance: Tolerance | None = None, steps: Iterable[int]
         cands += [p for p, _ in producers.get(n, [])]
         for p in cands:
             q, k = p, 0
-            while g is not None and k < 32 and (not g.nodes[q].get("kernel", True) or not g.nodes[q].get("decides", True)):
+            while g is not None and k < 32 and (not g.nodes[q].get("kernel", True) or not g.nodes[q].get("decides", True)
+                                                or _uninitialised(g.nodes[q].get("type", ""), q)):
                 v = plan.why(q).via
                 if v is None:
                     break
@@ -426,6 +434,11 @@ def _nan0(x: Any) -> float:
     except (TypeError, ValueError):
         return 0.0
     return 0.0 if math.isnan(v) else v
+
+
+def _uninitialised(typ: Any, name: Any) -> bool:
+    n = str(name).lower()
+    return str(typ) in UNINIT_TYPES or ".empty" in n or "new_empty" in n or "empty_like" in n
 
 
 def _entry_type(entry: Any) -> str:
