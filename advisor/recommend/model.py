@@ -51,6 +51,7 @@ class Evidence:
     inp: np.ndarray              # measured worst input error of the run (in_rel_l2)
     out_nf: np.ndarray           # bool: measured output non-finite (target only)
     in_nf: np.ndarray            # bool
+    blamed_elsewhere: np.ndarray | None = None   # bool: attribution blames the op's producer
     have_local: bool = False
     have_measured: bool = False
     source: str = ""
@@ -115,7 +116,19 @@ def build_evidence(c: Compiled, ops: pd.DataFrame | None = None, local: pd.DataF
     in_nf = (np.nan_to_num(in_nf_raw) > 0) | np.isinf(inp)
     loc_nf = (np.nan_to_num(loc_nf_raw) > 0) | np.isinf(loc)
     inr_nf = (np.nan_to_num(inr_nf_raw) > 0) | np.isinf(inr)
+    blamed = np.zeros(n, bool)
+    if ops is not None and len(ops) and "blamed_on" in ops.columns:
+        b = ops["blamed_on"].astype(str)
+        b.index = _key_series(ops).values
+        b = b[~b.index.duplicated(keep="last")]
+        bk = b.reindex(keys).to_numpy(dtype=object)
+        bn = b.reindex(names).to_numpy(dtype=object)
+        own_key = np.asarray(keys, dtype=object)
+        own_name = np.asarray(names, dtype=object)
+        got = np.where(pd.isna(bk), bn, bk)
+        blamed = (~pd.isna(got)) & (got != own_key) & (got != own_name) & (got != "nan")
     return Evidence(
+        blamed_elsewhere=np.asarray(blamed, dtype=bool),
         local=np.where(np.isinf(loc), np.nan, loc), local_nf=loc_nf,
         inrnd=np.where(np.isinf(inr), np.nan, inr), inrnd_nf=inr_nf,
         out=np.where(np.isinf(out), np.nan, out), inp=np.where(np.isinf(inp), np.nan, inp),
@@ -359,11 +372,29 @@ class ErrorModel:
         calib = np.ones(n)
         lowm = low_mask(measured_plan) if measured_plan is not None else np.zeros(n, bool)
         if ev.have_measured:
+            # no local re-execution (real NPU run): estimate what a low op introduces from the run
+            no_local = np.isnan(ev.local) & ~ev.local_nf & is_float_op & lowm & np.isfinite(ev.out)
+            blamed = ev.blamed_elsewhere if ev.blamed_elsewhere is not None else np.zeros(n, bool)
+            excess = np.maximum(ev.out - np.nan_to_num(ev.inp), rnd)
+            own = np.where(no_local & ~blamed, excess, own)
+            self.own_low = own
+            nf_src = np.isnan(ev.local) & ~ev.local_nf & is_float_op & lowm & ev.out_nf & ~ev.in_nf
+            self.local_nf = self.local_nf | nf_src
+            # an fp32 op turning finite inputs non-finite: its low producers' rounding did it
+            rnd_src = (np.isnan(ev.inrnd) & ~ev.inrnd_nf & is_float_op & ~lowm & ev.out_nf & ~ev.in_nf)
+            self.inrnd_nf = self.inrnd_nf | rnd_src
+            # the attribution blames the producer: the op amplifies what it receives
+            with np.errstate(divide="ignore", invalid="ignore"):
+                g_recv = ev.out / ev.inp
+            amp = no_local & blamed & np.isfinite(g_recv) & (ev.inp > 0)
+            gain = np.where(amp, np.clip(g_recv, 0.0, GAIN_MAX), gain)
+            own = np.where(amp, rnd, own)
+            self.own_low = own
             own_base = np.where(lowm, own, 0.0)
             with np.errstate(divide="ignore", invalid="ignore"):
                 g_meas = (ev.out - own_base) / ev.inp
             determined = (is_float_op & np.isfinite(g_meas) & (ev.inp > 2 * rnd)
-                          & ((ev.out - own_base) > 0.5 * ev.out))
+                          & ((ev.out - own_base) > 0.5 * ev.out)) & ~amp
             gain = np.where(determined, np.clip(g_meas, 0.0, GAIN_MAX), gain)
             # teacher-forced calibration: reproduce each measured output from its measured input
             pred = own_base + gain * np.nan_to_num(ev.inp)
