@@ -65,24 +65,16 @@ class DumpView:
             r = rec["_rec"]
             if getattr(r, "path", None) is None:
                 return None
-            key = str(r.path)
-            if key not in self._cache:
-                from ..ingest.msprobe import load_tensor
-                self._cache[key] = load_tensor(r)
-            return self._cache[key]
+            from ..ingest.msprobe import load_tensor
+            return load_tensor(r)   # not cached: a run's tensors may not fit in memory together
         name = rec.get("data_name")
         if not name:
             return None
-        if name in self._cache:
-            return self._cache[name]
         if self.loader is not None:
-            val = self.loader(rec)
-        elif self.data_dir is None:
+            return self.loader(rec)
+        if self.data_dir is None:
             return None
-        else:
-            val = _load_tensor_file(self.data_dir, str(name), self.source)
-        self._cache[name] = val
-        return val
+        return _load_tensor_file(self.data_dir, str(name), self.source)
 
     def outputs(self, entry: str) -> list[tuple[str, Mapping]]:
         e = self.entries.get(entry)
