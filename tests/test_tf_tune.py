@@ -1,0 +1,42 @@
+"""advisor tune on TensorFlow/Keras workloads, end to end through the CLI (emulator runner -> compare ->
+recommend -> re-capture)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("tensorflow")
+
+from advisor.cli import main  # noqa: E402
+from advisor.mixlist import load  # noqa: E402
+
+pytestmark = pytest.mark.tf
+
+EX = Path(__file__).resolve().parents[1] / "examples"
+
+
+def test_keras_planted_exp_overflow_confirms_with_single_black_list_edit(tmp_path):
+    out = tmp_path / "tune"
+    rc = main(["tune", f"{EX / 'keras_hazard.py'}:workload", "--out", str(out)])
+    s = json.loads((out / "summary.json").read_text())
+    assert rc == 0 and s["confirmed"]
+    assert s["edits"]["black-list"]["to-add"] == ["Exp"]
+    assert s["edits"]["white-list"] == {"to-add": [], "to-remove": []}
+    assert s["runs"] - 1 <= 3
+    assert s["final"]["finite"] and s["final"]["rel_l2"] <= 1e-2
+    assert load(out / "modify_mixlist.json").black_add == ("Exp",)
+    first = s["history"][0]
+    assert first["ok"] is False                      # the default lists overflow
+    run = json.loads((out / s["history"][s["best_iteration"]]["dir"] / "run" / "run.json").read_text())
+    assert run["framework"] == "tensorflow" and "Exp" in json.dumps(run["mixlist"])
+
+
+def test_keras_control_confirms_without_edit(tmp_path):
+    out = tmp_path / "tune"
+    rc = main(["tune", f"{EX / 'keras_hazard.py'}:control", "--out", str(out), "--max-runs", "3"])
+    s = json.loads((out / "summary.json").read_text())
+    assert rc == 0 and s["confirmed"]
+    assert s["edits"]["black-list"]["to-add"] == []
+    assert s["history"][0]["ok"] is True
