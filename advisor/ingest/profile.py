@@ -81,15 +81,18 @@ def _check_text(path: Path, head: bytes, what: str) -> None:
             raise InputError(path, f"not UTF-8 text, expected {what}") from None
 
 
-def _read_csv_str(path: Path, what: str, wanted: Iterable[str] | None = None) -> pd.DataFrame:
-    """Read a CSV with every cell as a string, fast (pyarrow), with clear errors."""
+def _read_table(path: Path, what: str, wanted: Iterable[str] | None = None):
+    """Read a CSV with every cell as a string (pyarrow, multi-threaded) -> (pa.Table with canonical
+    column names where known, raw header list).  Clear one-line errors."""
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
     try:
         with open(path, "rb") as f:
             head = f.read(65536)
     except OSError as e:
         raise InputError(path, f"cannot read {what}: {e.strerror or e}") from None
     _check_text(path, head, what)
-    first_line = head.split(b"\n", 1)[0].decode("utf-8", "replace")
+    first_line = head.split(b"\n", 1)[0].decode("utf-8", "replace").lstrip("\ufeff")
     if "," not in first_line:
         sep = ";" if ";" in first_line else ("\t" if "\t" in first_line else None)
         hint = f" (found {'semicolons' if sep == ';' else 'tabs'}; expected commas)" if sep else ""
@@ -98,11 +101,11 @@ def _read_csv_str(path: Path, what: str, wanted: Iterable[str] | None = None) ->
         cols = list(pd.read_csv(path, nrows=0, dtype=str, encoding_errors="replace").columns)
     except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError) as e:
         raise InputError(path, f"malformed CSV header ({str(e).splitlines()[0][:120]}); expected {what}") from None
+    if len(set(cols)) != len(cols):
+        raise InputError(path, f"duplicate column names in the header; expected {what}")
     mapping = _map_columns(cols)
-    use = [c for c, canon in mapping.items() if wanted is None or canon in wanted]
+    use = [c for c, canon in mapping.items() if canon in wanted] if wanted is not None else cols
     try:
-        import pyarrow as pa
-        import pyarrow.csv as pacsv
         tbl = pacsv.read_csv(
             str(path),
             read_options=pacsv.ReadOptions(use_threads=True, block_size=1 << 24),
@@ -112,57 +115,76 @@ def _read_csv_str(path: Path, what: str, wanted: Iterable[str] | None = None) ->
                                                  strings_can_be_null=False, quoted_strings_can_be_null=False,
                                                  null_values=[]),
         )
-        df = tbl.to_pandas(types_mapper=pd.ArrowDtype)
-        df = df.astype({c: "string[pyarrow]" for c in df.columns})
-    except ImportError:  # pragma: no cover - pyarrow is a dependency
-        df = _read_csv_pandas(path, use, what)
     except Exception as e:  # pyarrow.lib.ArrowInvalid and friends: row with too few/many fields, bad quoting
         msg = " ".join(str(e).split())[:200] if str(e) else type(e).__name__
         raise InputError(path, f"malformed CSV, truncated or not comma-separated? ({msg}); expected {what}") from None
-    return df.rename(columns=mapping)
+    names = [mapping.get(c, c) for c in tbl.column_names]
+    return tbl.rename_columns(names), cols
 
 
-def _read_csv_pandas(path: Path, use: list[str], what: str) -> pd.DataFrame:
-    try:
-        return pd.read_csv(path, dtype=str, keep_default_na=False, usecols=use, encoding_errors="replace",
-                           engine="c", on_bad_lines="error")
-    except (pd.errors.ParserError, ValueError, UnicodeDecodeError) as e:
-        raise InputError(path, f"malformed CSV ({str(e).splitlines()[0][:160]}); expected {what}") from None
+_NA_CELLS = ["N/A", "n/a", "NA", "", "-", "nan", "NaN"]
+_NUM_RE = r"^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$"
 
 
-def _strip_quotes(s: pd.Series) -> pd.Series:
-    return s.str.strip().str.strip('"').str.strip()
+def _a_trim(col):
+    import pyarrow.compute as pc
+    return pc.utf8_trim(col, characters=' \t"')
 
 
-def _num(s: pd.Series, path: Path, col: str, required: bool = False) -> pd.Series:
-    t = s.str.strip().str.strip('"').str.strip()
-    v = pd.to_numeric(t.mask(t.isin(["N/A", "", "n/a", "NA", "-"])), errors="coerce").astype("float64")
+def _a_num(col, path: Path, name: str, required: bool = False) -> np.ndarray:
+    """String column -> float64 numpy (N/A -> NaN); ``required``: other non-numbers are an error."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    t = _a_trim(col)
+    nulled = pc.if_else(pc.is_in(t, value_set=pa.array(_NA_CELLS)), pa.scalar(None, pa.string()), t)
+    try:  # fast path: every cell is a number or N/A
+        return pc.cast(nulled, pa.float64()).to_numpy(zero_copy_only=False)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        pass
+    ok = pc.match_substring_regex(t, _NUM_RE)
     if required:
-        bad = v.isna() & t.notna() & ~t.isin(["N/A", "", "n/a", "NA", "-"])
-        if bad.any():
-            i = int(np.flatnonzero(bad.to_numpy())[0])
-            raise InputError(path, f"column {col!r} row {i + 2}: {str(t.iloc[i])[:40]!r} is not a number")
-    return v
+        bad = pc.and_(pc.invert(ok), pc.invert(pc.is_in(t, value_set=pa.array(_NA_CELLS))))
+        if pc.any(bad).as_py():
+            i = int(pc.index(bad, True).as_py())
+            raise InputError(path, f"column {name!r} row {i + 2}: {str(t[i].as_py())[:40]!r} is not a number")
+    v = pc.cast(pc.if_else(ok, t, pa.scalar(None, pa.string())), pa.float64())
+    return v.to_numpy(zero_copy_only=False)
 
 
-def _start_ns(s: pd.Series) -> pd.Series:
-    """Exact integer nanoseconds from a microsecond string like ``"1699529622790614.8\\t"``."""
-    t = s.str.strip().str.strip('"').str.strip()
-    parts = t.str.split(".", n=1, expand=True)
-    whole = pd.to_numeric(parts[0], errors="coerce")
-    if parts.shape[1] > 1:
-        frac = parts[1].fillna("").str.slice(0, 3).str.pad(3, side="right", fillchar="0")
-        frac = pd.to_numeric(frac.mask(frac == "000", "0"), errors="coerce").fillna(0)
-    else:
-        frac = 0
-    ns = whole.astype("float64")  # NaN-able
-    ok = ns.notna()
-    out = pd.Series(np.full(len(t), -1, dtype=np.int64), index=t.index)
-    if ok.any():
-        w = whole[ok].astype("int64").to_numpy()
-        f = frac[ok].astype("int64").to_numpy() if not isinstance(frac, int) else 0
-        out[ok] = w * 1000 + f
-    return out
+def _a_start_ns(col) -> np.ndarray:
+    """Exact integer nanoseconds from microsecond strings like ``"1699529622790614.8\\t"`` (-1 if not a number)."""
+    from decimal import Decimal
+
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    t = _a_trim(col)
+    scale = pa.scalar(Decimal("1000"), pa.decimal128(5, 0))
+    try:  # fast path: plain decimals with at most 3 fractional digits
+        d = pc.cast(t, pa.decimal128(25, 3))
+        return pc.cast(pc.multiply(d, scale), pa.int64(), safe=False).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        pass
+    t = pc.replace_substring_regex(t, r"^(-?\d+\.\d{0,3})\d*$", r"\1")
+    ok = pc.match_substring_regex(t, r"^-?\d{1,18}(\.\d{0,3})?$")
+    t = pc.replace_substring_regex(t, r"\.$", "")
+    d = pc.cast(pc.if_else(ok, t, pa.scalar(None, pa.string())), pa.decimal128(25, 3))
+    i = pc.cast(pc.multiply(d, pa.scalar(Decimal("1000"), pa.decimal128(5, 0))), pa.int64(), safe=False)
+    return pc.fill_null(i, -1).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)
+
+
+def _a_str(col, strip_quotes: bool = False) -> pd.Series:
+    """Arrow string column -> pandas pyarrow-backed string Series (no Python objects)."""
+    import pyarrow as pa
+    if strip_quotes:
+        col = _a_trim(col)
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+    return pd.Series(pd.arrays.ArrowStringArray(col))
+
+
+def _str_const(value: str, n: int) -> pd.Series:
+    import pyarrow as pa
+    return pd.Series(pd.arrays.ArrowStringArray(pa.array([value] * n, type=pa.string())))
 
 
 _PREC_RANK = {"fp16": 0, "bf16": 1, "fp32": 2, "fp64": 3}
@@ -171,58 +193,70 @@ _DT = {"FLOAT16": "fp16", "DT_FLOAT16": "fp16", "HALF": "fp16", "BF16": "bf16", 
        "FLOAT64": "fp64", "DT_DOUBLE": "fp64"}
 
 
-def _lowest_float(dtypes: pd.Series) -> pd.Series:
-    """Per row, the lowest-precision float dtype in a ``;``-separated dtype list, or "" if none."""
-    out = pd.Series("", index=dtypes.index, dtype=object)
-    up = dtypes.fillna("").astype(str).str.upper()
-    # check from the highest precision down so the lowest one wins
-    for name, prec in (("fp64", ("DOUBLE", "FLOAT64", "DT_DOUBLE")), ("fp32", ("FLOAT", "FLOAT32", "DT_FLOAT")),
-                       ("bf16", ("BF16", "DT_BF16", "BFLOAT16")), ("fp16", ("FLOAT16", "DT_FLOAT16", "HALF"))):
-        pat = r"(?:^|;)\s*(?:" + "|".join(re.escape(p) for p in prec) + r")\s*(?:;|$)"
-        out = out.mask(up.str.contains(pat, regex=True), name)
-    return out
+def _lowest_float_one(cell: str) -> str:
+    best = ""
+    for part in str(cell).upper().split(";"):
+        d = _DT.get(part.strip().strip('"'))
+        if d and (not best or _PREC_RANK[d] < _PREC_RANK[best]):
+            best = d
+    return best
 
 
 def kernel_precision(in_dtypes: pd.Series, out_dtypes: pd.Series) -> pd.Series:
     """The precision a kernel computed in: the lowest-precision float dtype among its inputs
-    (fp16/bf16 < fp32 < fp64); kernels without a float input use their outputs; none -> "n/a"."""
-    a = _lowest_float(in_dtypes)
-    b = _lowest_float(out_dtypes)
-    r = a.where(a != "", b)
-    return r.mask(r == "", "n/a").astype(str)
+    (fp16/bf16 < fp32 < fp64); kernels without a float input use their outputs; none -> "n/a".
+    Computed once per distinct (inputs, outputs) pair."""
+    ci, ui = pd.factorize(in_dtypes)
+    co, uo = pd.factorize(out_dtypes)
+    li = np.array([_lowest_float_one(u) for u in ui] + [""], dtype=object)
+    lo = np.array([_lowest_float_one(u) for u in uo] + [""], dtype=object)
+    a = li[ci]  # code -1 (missing) picks the trailing ""
+    b = lo[co]
+    res = np.where(a != "", a, np.where(b != "", b, "n/a")).astype(object)
+    return pd.Series(res, index=in_dtypes.index).astype("string[pyarrow]")
 
 
-def _canonical(df: pd.DataFrame, path: Path, what: str, rank: Any = None) -> pd.DataFrame:
-    missing = [c for c in _REQUIRED if c not in df.columns]
+def _canonical(tbl, path: Path, what: str, rank: Any = None) -> pd.DataFrame:
+    """Kernel frame from an Arrow table with canonical column names."""
+    import pyarrow.compute as pc
+    have = set(tbl.column_names)
+    missing = [c for c in _REQUIRED if c not in have]
     if missing:
         raise InputError(path, f"missing required column(s) {', '.join(missing)} (looked up by name); expected {what}")
-    n = len(df)
-    out = pd.DataFrame(index=pd.RangeIndex(n))
-    df = df.reset_index(drop=True)
-    if "step" in df.columns:
-        st = _num(df["step"], path, "Step Id")
-        out["step"] = st.fillna(-1).astype("int64")
+    n = tbl.num_rows
+    col = tbl.column
+    out: dict[str, Any] = {}
+    if "step" in have:
+        st = _a_num(col("step"), path, "Step Id")
+        out["step"] = np.where(np.isnan(st), -1, st).astype(np.int64)
     else:
         out["step"] = np.full(n, -1, dtype=np.int64)
-    out["rank"] = -1 if rank is None else int(rank)
-    out["name"] = df["name"].astype(str).str.strip()
-    out["type"] = df["type"].astype(str).str.strip()
-    out["core"] = df["core"].astype(str).str.strip() if "core" in df.columns else "N/A"
-    out["start_us"] = df["start_us"].astype(str) if "start_us" in df.columns else ""
-    out["duration_us"] = _num(df["duration_us"], path, "Duration(us)", required=True).to_numpy()
-    out["wait_us"] = _num(df["wait_us"], path, "Wait Time(us)").to_numpy() if "wait_us" in df.columns else np.nan
-    out["block_dim"] = _num(df["block_dim"], path, "Block Dim").to_numpy() if "block_dim" in df.columns else np.nan
+    out["rank"] = np.full(n, -1 if rank is None else int(rank), dtype=np.int64)
+    out["name"] = _a_str(pc.utf8_trim_whitespace(col("name")))
+    out["type"] = _a_str(pc.utf8_trim_whitespace(col("type")))
+    out["core"] = _a_str(pc.utf8_trim_whitespace(col("core"))) if "core" in have else _str_const("N/A", n)
+    out["start_us"] = _a_str(col("start_us")) if "start_us" in have else _str_const("", n)
+    out["duration_us"] = _a_num(col("duration_us"), path, "Duration(us)", required=True)
+    out["wait_us"] = _a_num(col("wait_us"), path, "Wait Time(us)") if "wait_us" in have else np.full(n, np.nan)
+    out["block_dim"] = _a_num(col("block_dim"), path, "Block Dim") if "block_dim" in have else np.full(n, np.nan)
     for c in _STR_COLS:
-        out[c] = _strip_quotes(df[c]).astype(str).to_numpy() if c in df.columns else ""
-    out["stream"] = df["stream"].astype(str).str.strip() if "stream" in df.columns else "N/A"
-    out["task_id"] = df["task_id"].astype(str).str.strip() if "task_id" in df.columns else "N/A"
-    out["start_ns"] = _start_ns(df["start_us"]).to_numpy() if "start_us" in df.columns else np.arange(n, dtype=np.int64)
-    out["precision"] = kernel_precision(out["in_dtypes"], out["out_dtypes"]).to_numpy()
-    out["source"] = str(path)
-    for c in ("name", "type", "core", "start_us", "in_shapes", "in_dtypes", "in_formats", "out_shapes",
-              "out_dtypes", "out_formats", "stream", "task_id", "precision", "source"):
-        out[c] = out[c].astype(object) if n < 50_000 else out[c].astype("string[pyarrow]")
-    return out
+        out[c] = _a_str(col(c), strip_quotes=True) if c in have else _str_const("", n)
+    out["stream"] = _a_str(pc.utf8_trim_whitespace(col("stream"))) if "stream" in have else _str_const("N/A", n)
+    out["task_id"] = _a_str(pc.utf8_trim_whitespace(col("task_id"))) if "task_id" in have else _str_const("N/A", n)
+    out["start_ns"] = _a_start_ns(col("start_us")) if "start_us" in have else np.arange(n, dtype=np.int64)
+    out["precision"] = kernel_precision(out["in_dtypes"], out["out_dtypes"])
+    out["source"] = pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), categories=[str(path)])
+    return pd.DataFrame({k: (v.to_numpy() if isinstance(v, pd.Series) and False else v) for k, v in out.items()})
+
+
+def _read_csv_str(path: Path, what: str, wanted: Iterable[str] | None = None) -> pd.DataFrame:
+    tbl, _ = _read_table(path, what, wanted)
+    return pd.DataFrame({c: _a_str(tbl.column(c)) for c in tbl.column_names})
+
+
+def _num(s: pd.Series, path: Path, col: str, required: bool = False) -> np.ndarray:
+    import pyarrow as pa
+    return _a_num(pa.array(s.astype(str).tolist(), type=pa.string()), path, col, required)
 
 
 _KD_WANTED = set(_ALIASES)
@@ -231,16 +265,16 @@ _KD_WANTED = set(_ALIASES)
 def read_kernel_details(path: str | Path, rank: Any = None) -> pd.DataFrame:
     """Read a torch_npu ``kernel_details.csv`` (any level/version) into the kernel frame."""
     p = Path(path)
-    df = _read_csv_str(p, "a kernel_details.csv", _KD_WANTED)
-    return _canonical(df, p, "a kernel_details.csv", rank)
+    tbl, _ = _read_table(p, "a kernel_details.csv", _KD_WANTED)
+    return _canonical(tbl, p, "a kernel_details.csv", rank)
 
 
 def read_op_summary(path: str | Path, rank: Any = None) -> pd.DataFrame:
     """Read an msprof ``op_summary_*.csv`` (old ``Task Start Time`` / new ``Task Start Time(us)``,
     ``Block Dim`` or ``Block Num``, ``Task Type`` as core) into the kernel frame."""
     p = Path(path)
-    df = _read_csv_str(p, "an op_summary CSV", _KD_WANTED)
-    return _canonical(df, p, "an op_summary CSV", rank)
+    tbl, _ = _read_table(p, "an op_summary CSV", _KD_WANTED)
+    return _canonical(tbl, p, "an op_summary CSV", rank)
 
 
 def read_kernels(path: str | Path, rank: Any = None) -> pd.DataFrame:
@@ -274,7 +308,7 @@ def read_op_statistic(path: str | Path) -> pd.DataFrame:
     out = pd.DataFrame({"type": df["type"].astype(str).str.strip(),
                         "core": df["core"].astype(str).str.strip() if "core" in df.columns else "N/A"})
     for c in ("count", "total_us", "min_us", "avg_us", "max_us", "ratio"):
-        out[c] = _num(df[c], p, c, required=True).to_numpy() if c in df.columns else np.nan
+        out[c] = _num(df[c], p, c, required=True) if c in df.columns else np.nan
     return out
 
 

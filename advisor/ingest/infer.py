@@ -1,0 +1,280 @@
+"""Op graph from kernel rows alone (no graph dump): nodes = kernels, edges inferred from
+execution order and tensor signatures.
+
+Rule (documented in docs/formats.md, "Edge inference"): within one (step, stream), input *k* of a
+kernel is fed by the most recent earlier kernel that produced an output with the same shape
+string and the same dtype.  Confidence per edge:
+
+* 0.9 when that producer is the only earlier output with this signature in the (step, stream);
+* 0.7 when several earlier outputs share the signature (the latest is taken);
+* -0.2 when the tensor has at most one element (scalars are ambiguous), -0.1 when more than 64
+  kernels lie between producer and consumer; clipped to [0.1, 0.9].
+
+Float inputs with no producer become one ``data`` node per (step, stream, signature)
+(``input:<shape>:<dtype>``): graph inputs or weights, real fp32 producers for the semantics.
+Communication (HCCL), memory (MemSet, memcpy), AI_CPU and DSA kernels are nodes with
+``decides=False``.  Everything is vectorised (factorize + merge_asof); the graph is built with
+``add_nodes_from`` / ``add_edges_from``.
+"""
+from __future__ import annotations
+
+import gc
+from typing import Any, Iterable
+
+import networkx as nx
+import numpy as np
+import pandas as pd
+
+from ..graph import is_float_dtype, normalize_dtype
+from .common import BOOKKEEPING_CORES, BOOKKEEPING_PREFIXES, BOOKKEEPING_TYPES
+
+_NA = {"", "N/A", "n/a", "NA", "UNDEFINED", "nan", "None"}
+
+
+def _split_unique(s: pd.Series, norm: bool = False) -> tuple[np.ndarray, list[list[str]]]:
+    """Factorize a column of ``;``-separated strings: (codes, list per unique value)."""
+    codes, uniq = pd.factorize(s.astype(object).fillna(""), sort=False)
+    lists = []
+    for u in uniq:
+        u = str(u).strip().strip('"')
+        if u in _NA:
+            lists.append([])
+            continue
+        parts = [p.strip() for p in u.split(";")]
+        lists.append([normalize_dtype(p) if norm else p for p in parts])
+    return codes, lists
+
+
+def _explode(codes: np.ndarray, lists: list[list[str]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(row index, port, value-code) for every element; value-code indexes ``vocab``."""
+    lens = np.fromiter((len(x) for x in lists), dtype=np.int64, count=len(lists))
+    per_row = lens[codes] if len(codes) else np.zeros(0, dtype=np.int64)
+    rows = np.repeat(np.arange(len(codes), dtype=np.int64), per_row)
+    if rows.size == 0:
+        return rows, rows.copy(), rows.copy()
+    starts = np.cumsum(per_row) - per_row
+    port = np.arange(rows.size, dtype=np.int64) - np.repeat(starts, per_row)
+    # flat element index within the unique list
+    offs = np.cumsum(lens) - lens
+    elem = np.repeat(offs[codes], per_row) + port
+    return rows, port, elem
+
+
+def bulk_graph(nodes: Iterable[tuple[Any, dict]], edges: Iterable[tuple[Any, Any, dict]] = ()) -> nx.DiGraph:
+    """A DiGraph from (key, attr dict) pairs with unique keys and (u, v, attr dict) edges between
+    existing nodes, filled directly into networkx's adjacency dicts (same structures as
+    ``add_nodes_from``/``add_edges_from``, several times faster for 10^6 nodes).  Attribute
+    dicts are used as given (not copied)."""
+    g = nx.DiGraph()
+    node, succ, pred = g._node, g._succ, g._pred
+    node.update(nodes)
+    succ.update(zip(node, (dict() for _ in range(len(node)))))
+    pred.update(zip(node, (dict() for _ in range(len(node)))))
+    for u, v, d in edges:
+        succ[u][v] = d
+        pred[v][u] = d
+    return g
+
+
+def _obj(s: pd.Series) -> np.ndarray:
+    return s.to_numpy(dtype=object)
+
+
+def _keys(names: pd.Series) -> np.ndarray:
+    """Node keys: the name, ``<name>#<k>`` for its k-th repeat (k >= 1)."""
+    rep = names.groupby(names, sort=False).cumcount().to_numpy()
+    keys = _obj(names)
+    idx = np.flatnonzero(rep > 0)
+    if idx.size:
+        sub = pd.Series(keys[idx], dtype="string[pyarrow]") + "#" + pd.Series(rep[idx]).astype("string[pyarrow]")
+        keys[idx] = sub.to_numpy(dtype=object)
+    return keys
+
+
+class no_gc:
+    """Pause the cyclic garbage collector while building millions of small containers (they
+    hold no cycles; without this CPython rescans the growing heap again and again)."""
+
+    def __enter__(self):
+        self.was = gc.isenabled()
+        gc.disable()
+
+    def __exit__(self, *exc):
+        if self.was:
+            gc.enable()
+
+
+def graph_from_kernels(kf: pd.DataFrame, step: int | None = None, infer: bool = True) -> nx.DiGraph:
+    """The op graph of kernel rows (kernel frame, see profile.py).  ``step`` filters ``Step Id``;
+    node key = kernel name (``<name>#<k>`` for the k-th repeat of a name, e.g. in later steps)."""
+    with no_gc():
+        return _graph_from_kernels(kf, step, infer)
+
+
+def _graph_from_kernels(kf: pd.DataFrame, step: int | None, infer: bool) -> nx.DiGraph:
+    if step is not None:
+        kf = kf[kf["step"] == step]
+    kf = kf.sort_values(["step", "start_ns"], kind="stable").reset_index(drop=True)
+    n = len(kf)
+    keys = _keys(kf["name"])
+    names = _obj(kf["name"])
+    # everything string-derived is computed once per distinct value
+    tcodes, tuniq = pd.factorize(kf["type"])
+    ccodes, cuniq = pd.factorize(kf["core"])
+    tbook = np.array([t in BOOKKEEPING_TYPES or str(t).startswith(BOOKKEEPING_PREFIXES) for t in tuniq] + [False], bool)
+    cbook = np.array([str(c).upper() in BOOKKEEPING_CORES for c in cuniq] + [False], bool)
+    book = tbook[tcodes] | cbook[ccodes]
+    types = np.asarray(list(tuniq) + [""], dtype=object)[tcodes]
+    cores = np.asarray(list(cuniq) + ["N/A"], dtype=object)[ccodes]
+    icodes, ilists = _split_unique(kf["in_dtypes"], norm=True)
+    ocodes, olists = _split_unique(kf["out_dtypes"], norm=True)
+    iscodes, islists = _split_unique(kf["in_shapes"])
+    oscodes, oslists = _split_unique(kf["out_shapes"])
+    ifloat = np.array([any(is_float_dtype(d) for d in x) for x in ilists], dtype=bool)
+    ofloat = np.array([any(is_float_dtype(d) for d in x) for x in olists], dtype=bool)
+    iknown = np.array([any(d not in ("n/a", "undefined") for d in x) for x in ilists], dtype=bool)
+    oknown = np.array([any(d not in ("n/a", "undefined") for d in x) for x in olists], dtype=bool)
+    fl = (ifloat[icodes] | ofloat[ocodes]) if n else np.zeros(0, bool)
+    known = (iknown[icodes] | oknown[ocodes]) if n else np.zeros(0, bool)
+    not_float = ~(fl | ~known)
+    cast_first = [next((d for d in x if is_float_dtype(d)), None) for x in olists]
+    # per-row lists are shared per distinct value: treat node list attributes as read-only
+    il = np.empty(len(ilists), dtype=object); il[:] = ilists
+    ol = np.empty(len(olists), dtype=object); ol[:] = olists
+    isl = np.empty(len(islists), dtype=object); isl[:] = islists
+    osl = np.empty(len(oslists), dtype=object); osl[:] = oslists
+    prec = _obj(kf["precision"]) if "precision" in kf.columns else np.full(n, "n/a", object)
+    cols = zip(keys.tolist(), types.tolist(), names.tolist(), kf["step"].to_numpy().tolist(), range(n),
+               _obj(kf["stream"]).tolist(), cores.tolist(), kf["duration_us"].to_numpy().tolist(), prec.tolist(),
+               il[icodes].tolist(), ol[ocodes].tolist(), isl[iscodes].tolist(), osl[oscodes].tolist())
+    nodes = [(k, {"type": t, "name": nm, "role": "op", "step": st, "order": o, "stream": sm, "core": c,
+                  "duration_us": du, "precision_observed": pr, "in_dtypes": a, "out_dtypes": b,
+                  "in_shapes": sa, "out_shapes": sb})
+             for k, t, nm, st, o, sm, c, du, pr, a, b, sa, sb in cols]
+    for i in np.flatnonzero(book).tolist():
+        nodes[i][1]["decides"] = False
+    for i in np.flatnonzero(not_float).tolist():
+        nodes[i][1]["float"] = False
+    for i in np.flatnonzero(types == "Cast").tolist():
+        ct = cast_first[ocodes[i]]
+        if ct:
+            nodes[i][1]["cast_to"] = ct
+    g = bulk_graph(nodes)
+    g.graph["edges"] = "inferred"
+    if infer and n:
+        _infer_edges(g, kf, keys, icodes, ilists, ocodes, olists, iscodes, islists, oscodes, oslists)
+    return g
+
+
+def _sig_frame(codes_dt, lists_dt, codes_sh, lists_sh, n):
+    r1, p1, e1 = _explode(codes_dt, lists_dt)
+    r2, p2, e2 = _explode(codes_sh, lists_sh)
+    flat_dt = np.array([d for x in lists_dt for d in x] or [""], dtype=object)
+    flat_sh = np.array([d for x in lists_sh for d in x] or [""], dtype=object)
+    a = pd.DataFrame({"row": r1, "port": p1, "dtype": flat_dt[e1] if e1.size else np.zeros(0, object)})
+    b = pd.DataFrame({"row": r2, "port": p2, "shape": flat_sh[e2] if e2.size else np.zeros(0, object)})
+    m = a.merge(b, on=["row", "port"], how="inner")
+    m = m[(m["dtype"] != "n/a") & (m["dtype"] != "undefined") & (m["shape"] != "N/A")]
+    return m
+
+
+def infer_edges(kf: pd.DataFrame, keys: np.ndarray | None = None) -> pd.DataFrame:
+    """Inferred edges of kernel rows (already in execution order): src row, dst row, out port,
+    in port, float, confidence."""
+    kf = kf.reset_index(drop=True)
+    icodes, ilists = _split_unique(kf["in_dtypes"], norm=True)
+    ocodes, olists = _split_unique(kf["out_dtypes"], norm=True)
+    iscodes, islists = _split_unique(kf["in_shapes"])
+    oscodes, oslists = _split_unique(kf["out_shapes"])
+    return _edge_frame(kf, icodes, ilists, ocodes, olists, iscodes, islists, oscodes, oslists)
+
+
+def _edge_frame(kf, icodes, ilists, ocodes, olists, iscodes, islists, oscodes, oslists) -> pd.DataFrame:
+    n = len(kf)
+    ins = _sig_frame(icodes, ilists, iscodes, islists, n)
+    outs = _sig_frame(ocodes, olists, oscodes, oslists, n)
+    grp = pd.factorize(pd.Series(kf["step"].astype(str).to_numpy() + "|" + kf["stream"].astype(str).to_numpy()))[0]
+    sig_all = pd.concat([ins["shape"] + "|" + ins["dtype"], outs["shape"] + "|" + outs["dtype"]], ignore_index=True)
+    sig_codes = pd.factorize(sig_all)[0]
+    ins = ins.assign(sig=sig_codes[:len(ins)], grp=grp[ins["row"].to_numpy()] if len(ins) else np.zeros(0, int))
+    outs = outs.assign(sig=sig_codes[len(ins):], grp=grp[outs["row"].to_numpy()] if len(outs) else np.zeros(0, int))
+    if ins.empty:
+        return pd.DataFrame(columns=["src", "dst", "out_port", "in_port", "float", "confidence", "shape", "dtype"])
+    outs = outs.sort_values("row", kind="stable")
+    outs["nth"] = outs.groupby(["grp", "sig"], sort=False).cumcount() + 1
+    # position within the group's execution order (for distance)
+    gpos = pd.Series(np.arange(n)).groupby(grp).cumcount().to_numpy()
+    left = ins.sort_values("row", kind="stable").rename(columns={"row": "dst", "port": "in_port"})
+    right = outs.rename(columns={"row": "src", "port": "out_port"})[["src", "out_port", "sig", "grp", "nth"]]
+    left["key"] = left["dst"]
+    right = right.assign(key=right["src"]).sort_values("key", kind="stable")
+    m = pd.merge_asof(left.sort_values("key", kind="stable"), right, on="key", by=["grp", "sig"],
+                      allow_exact_matches=False, direction="backward")
+    m = m.assign(src=m["src"].astype("Int64"))
+    m["float"] = m["dtype"].map(lambda d: is_float_dtype(d)).astype(bool) if len(m) < 1000 else \
+        m["dtype"].isin(["fp32", "fp16", "bf16", "fp64"]).to_numpy()
+    numel1 = m["shape"].map(_small) if len(m) < 1000 else m["shape"].isin(_SMALL_SHAPES)
+    conf = np.where(m["nth"].fillna(0).to_numpy() <= 1, 0.9, 0.7)
+    conf = conf - np.where(numel1.to_numpy(dtype=bool), 0.2, 0.0)
+    srcv = m["src"].fillna(-1).astype("int64").to_numpy()
+    dist = np.where(srcv >= 0, gpos[m["dst"].to_numpy()] - gpos[np.maximum(srcv, 0)], 0)
+    conf = conf - np.where(dist > 64, 0.1, 0.0)
+    m["confidence"] = np.clip(np.round(conf, 3), 0.1, 0.9)
+    return m[["src", "dst", "out_port", "in_port", "float", "confidence", "shape", "dtype", "grp"]]
+
+
+_SMALL_SHAPES = {"", "1", "1,1", "1,1,1", "1,1,1,1", "0"}
+
+
+def _small(s: str) -> bool:
+    return s in _SMALL_SHAPES
+
+
+def _infer_edges(g, kf, keys, icodes, ilists, ocodes, olists, iscodes, islists, oscodes, oslists) -> None:
+    e = _edge_frame(kf, icodes, ilists, ocodes, olists, iscodes, islists, oscodes, oslists)
+    if e.empty:
+        return
+    matched = e[e["src"].notna()]
+    src = keys[matched["src"].astype("int64").to_numpy()]
+    dst = keys[matched["dst"].to_numpy()]
+    pair = pd.DataFrame({"s": matched["src"].astype("int64").to_numpy(), "d": matched["dst"].to_numpy()})
+    dup = pair.duplicated(keep=False).to_numpy()
+    op = matched["out_port"].astype("int64").to_numpy()
+    ip = matched["in_port"].to_numpy()
+    fl = matched["float"].to_numpy()
+    cf = matched["confidence"].to_numpy()
+    u1 = ~dup
+    edges: dict[tuple, dict] = {
+        (u, v): {"ports": [(o, i)], "float": f, "confidence": c}
+        for u, v, o, i, f, c in zip(src[u1].tolist(), dst[u1].tolist(), op[u1].tolist(), ip[u1].tolist(),
+                                    fl[u1].tolist(), cf[u1].tolist())}
+    for u, v, o, i, f, c in zip(src[dup].tolist(), dst[dup].tolist(), op[dup].tolist(), ip[dup].tolist(),
+                                fl[dup].tolist(), cf[dup].tolist()):
+        d = edges.get((u, v))
+        if d is None:
+            edges[(u, v)] = {"ports": [(o, i)], "float": f, "confidence": c}
+        else:
+            d["ports"].append((o, i))
+            d["float"] = d["float"] or f
+            d["confidence"] = min(d["confidence"], c)
+    # unmatched float inputs -> one data node per (group, signature)
+    un = e[e["src"].isna() & e["float"]]
+    if len(un):
+        sig = "input:" + un["shape"].astype(str) + ":" + un["dtype"].astype(str)
+        grp = un["grp"].to_numpy()
+        multi = len(np.unique(grp)) > 1
+        dkeys = (sig + "@" + pd.Series(grp, index=un.index).astype(str)) if multi else sig
+        first = ~dkeys.duplicated().to_numpy()
+        g.add_nodes_from(
+            (k, {"type": "Data", "name": k, "role": "data", "dtype": dt, "out_shapes": [sh], "out_dtypes": [dt]})
+            for k, dt, sh in zip(dkeys[first].tolist(), un["dtype"][first].tolist(), un["shape"][first].tolist()))
+        for u, v, i in zip(dkeys.tolist(), keys[un["dst"].to_numpy()].tolist(), un["in_port"].tolist()):
+            d = edges.get((u, v))
+            if d is None:
+                edges[(u, v)] = {"ports": [(0, i)], "float": True, "confidence": 0.5}
+            else:
+                d["ports"].append((0, i))
+    succ, pred = g._succ, g._pred
+    for (u, v), d in edges.items():
+        succ[u][v] = d
+        pred[v][u] = d

@@ -1,0 +1,280 @@
+"""``load_run``: one run directory (emulator capture or real Ascend output) -> graph, kernels, dumps.
+
+For emulator run directories (docs/architecture.md) the graph is the GE dump's (true dataflow),
+joined to kernel rows by name; ``dump/mixed`` is the target and ``dump/fp32`` the golden.  For
+real directories whatever exists is used: no GE dump -> the graph is inferred from the kernels
+(``infer.graph_from_kernels``); one msprobe root -> target only (a root whose path names
+``fp32``/``golden``/``bench`` is the golden).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+import numpy as np
+import pandas as pd
+
+from ..errors import InputError
+from ..graph import normalize_dtype
+from .common import shape_ints
+from .discover import Found, discover, pick_ge_dump
+from .ge_dump import read_ge_dump
+from .infer import graph_from_kernels, no_gc
+from .msprobe import Dump, load_dump_root
+from .profile import read_kernels, read_op_statistic, read_profiler_info
+
+
+@dataclass
+class Run:
+    path: Path
+    graph: nx.DiGraph | None
+    kernels: pd.DataFrame                       # kernel frame (all steps; the chosen rank, or all ranks)
+    target_dump: dict[int, Dump] | None = None  # step -> Dump
+    golden_dump: dict[int, Dump] | None = None
+    meta: dict = field(default_factory=dict)    # run.json
+    local_errors: pd.DataFrame | None = None
+    sources: dict = field(default_factory=dict)  # what was read from where
+    mixlist: Any = None
+    op_statistic: pd.DataFrame | None = None
+    ranks: list[int] = field(default_factory=list)
+    steps: list[int] = field(default_factory=list)
+    rank: int | None = None
+    step: int | None = None
+    found: Found | None = None
+
+
+# ------------------------------------------------------------------------------ FLOPs
+
+def _fallback_flops(op_type: str, ins: list[list[int]], outs: list[list[int]]) -> float:
+    def numel(s):
+        n = 1
+        for d in s:
+            n *= max(int(d), 0)
+        return n
+    out_n = numel(outs[0]) if outs else 0
+    if op_type.startswith(("MatMul", "BatchMatMul")) and ins and ins[0]:
+        return 2.0 * out_n * int(ins[0][-1])
+    return float(out_n)
+
+
+def _flops_fn():
+    try:
+        from ..costmodel import estimate_flops
+        return estimate_flops
+    except ImportError:
+        return _fallback_flops
+
+
+def _bytes_fn():
+    try:
+        from ..costmodel import estimate_bytes
+        return estimate_bytes
+    except ImportError:
+        return None
+
+
+def annotate_flops(g: nx.DiGraph) -> None:
+    """Set ``flops`` (and ``bytes``) on op nodes with shapes (advisor.costmodel.estimate_flops /
+    estimate_bytes when present, else a minimal estimator; cached per signature)."""
+    fn = _flops_fn()
+    bfn = _bytes_fn()
+    cache: dict = {}
+    bcache: dict = {}
+    for n, a in g.nodes(data=True):
+        if a.get("role", "op") != "op" or "in_shapes" not in a and "out_shapes" not in a:
+            continue
+        key = (a.get("type", ""), tuple(a.get("in_shapes") or ()), tuple(a.get("out_shapes") or ()))
+        v = cache.get(key)
+        if v is None:
+            ins = [shape_ints(s) for s in key[1]]
+            outs = [shape_ints(s) for s in key[2]]
+            try:
+                v = float(fn(key[0], ins, outs))
+            except Exception:  # noqa: BLE001 - an estimate must never break ingest
+                v = float(_fallback_flops(key[0], ins, outs))
+            cache[key] = v
+        a["flops"] = v
+        if bfn is not None:
+            bkey = key[1:] + (tuple(a.get("in_dtypes") or ()), tuple(a.get("out_dtypes") or ()))
+            b = bcache.get(bkey)
+            if b is None:
+                try:
+                    b = float(bfn([shape_ints(x) for x in key[1]], [shape_ints(x) for x in key[2]],
+                                  list(bkey[2]), list(bkey[3])))
+                except Exception:  # noqa: BLE001
+                    b = 0.0
+                bcache[bkey] = b
+            a["bytes"] = b
+
+
+# ------------------------------------------------------------------------------ loading
+
+def _read_json_obj(p: Path, what: str) -> dict:
+    try:
+        d = json.loads(p.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as e:
+        raise InputError(p, f"cannot read {what} ({type(e).__name__})") from None
+    except json.JSONDecodeError as e:
+        raise InputError(p, f"invalid JSON at line {e.lineno} column {e.colno} ({e.msg}); expected {what}") from None
+    if not isinstance(d, dict):
+        raise InputError(p, f"expected a JSON object in {what}")
+    return d
+
+
+def read_local_errors(p: Path) -> pd.DataFrame:
+    try:
+        df = pd.read_csv(p)
+    except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as e:
+        raise InputError(p, f"cannot read local_error.csv ({type(e).__name__})") from None
+    if "name" not in df.columns:
+        raise InputError(p, "local_error.csv lacks the 'name' column")
+    return df
+
+
+def _profile_rank(src) -> int:
+    if src.profiler_info is not None:
+        r = read_profiler_info(src.profiler_info)["rank"]
+        if r >= 0:
+            return r
+    if src.device is not None:
+        return int(src.device)
+    return -1
+
+
+def _per_step(roots: dict, rank: int | None, step: int | None) -> dict[int, Dump]:
+    ranks = sorted({r for (_, r) in roots})
+    want = rank if rank is not None and rank in ranks else (ranks[0] if ranks else -1)
+    out = {}
+    for (s, r), d in sorted(roots.items()):
+        if r == want and (step is None or s == step):
+            out[max(s, 0) if s >= 0 else 0] = d
+    return out
+
+
+def load_run(path: str | Path, rank: int | None = None, step: int | None = None) -> Run:
+    """Read everything under ``path`` into a Run (see module docstring).  ``rank``/``step`` select
+    one rank / one step; by default all kernel rows are kept and the graph is built from the
+    lowest rank's first step."""
+    p = Path(path)
+    if not p.exists():
+        raise InputError(p, "no such file or directory")
+    found = discover(p)
+    sources: dict[str, Any] = {}
+    meta = _read_json_obj(found.run_json, "run.json") if found.run_json else {}
+    if found.run_json:
+        sources["meta"] = str(found.run_json)
+    mix = None
+    if found.mixlist:
+        from .. import mixlist as mx
+        mix = mx.load(found.mixlist)
+        sources["mixlist"] = str(found.mixlist)
+
+    # kernels
+    frames = []
+    opstats = []
+    for src in found.profiles:
+        if src.kernels is None:
+            continue
+        r = _profile_rank(src)
+        frames.append(read_kernels(src.kernels, rank=r))
+        if src.op_statistic is not None:
+            opstats.append(read_op_statistic(src.op_statistic).assign(rank=r))
+    if frames:
+        kernels = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    else:
+        kernels = pd.DataFrame({c: pd.Series(dtype=object) for c in
+                                ("step", "rank", "name", "type", "core", "start_us", "duration_us", "precision")})
+    ranks = sorted(int(x) for x in pd.unique(kernels["rank"])) if len(kernels) else []
+    if rank is not None and ranks and rank not in ranks:
+        raise InputError(p, f"no profile for rank {rank}; ranks found: {', '.join(map(str, ranks))}")
+    if rank is not None and len(kernels):
+        kernels = kernels[kernels["rank"] == rank].reset_index(drop=True)
+    steps = sorted(int(x) for x in pd.unique(kernels["step"])) if len(kernels) else []
+    if step is not None and steps and step not in steps:
+        raise InputError(p, f"no kernels for step {step}; steps found: {', '.join(map(str, steps))}")
+    if step is not None and len(kernels):
+        kernels = kernels[kernels["step"] == step].reset_index(drop=True)
+    sources["kernels"] = [str(s.kernels) for s in found.profiles if s.kernels is not None]
+    graph_rank = rank if rank is not None else (ranks[0] if ranks else None)
+    gk = kernels if graph_rank is None else kernels[kernels["rank"] == graph_rank]
+    pos = sorted(s for s in pd.unique(gk["step"]) if s >= 0) if len(gk) else []
+    graph_step = step if step is not None else (int(pos[0]) if pos else None)
+
+    # graph
+    ge = pick_ge_dump(found.ge_dumps)
+    graph = None
+    if ge is not None:
+        graph = read_ge_dump(ge)
+        sources["graph"] = str(ge)
+        if len(gk):
+            _join_kernels(graph, gk if graph_step is None else gk[gk["step"] == graph_step])
+    elif len(gk):
+        graph = graph_from_kernels(gk, step=graph_step)
+        sources["graph"] = "inferred from kernels (execution order + shapes)"
+    if graph is not None:
+        with no_gc():
+            annotate_flops(graph)
+
+    # dumps
+    target = golden = None
+    roots = list(found.dump_roots)
+    if roots:
+        def is_golden(r: Path) -> bool:
+            parts = {x.lower() for x in r.parts[len(p.parts) - (0 if p.is_dir() else 1):]}
+            return bool(parts & {"fp32", "golden", "bench", "benchmark"})
+        gold = [r for r in roots if is_golden(r)]
+        targ = [r for r in roots if not is_golden(r)]
+        if targ:
+            target = _per_step(load_dump_root(targ[0]), rank, step)
+            sources["target_dump"] = str(targ[0])
+        if gold:
+            golden = _per_step(load_dump_root(gold[0]), rank, step)
+            sources["golden_dump"] = str(gold[0])
+    if graph is not None and target:
+        names = set()
+        for d in target.values():
+            names.update(d.entries)
+        for n, a in graph.nodes(data=True):
+            nm = a.get("name", n)
+            if f"{nm}.forward" in names or f"{nm}.backward" in names:
+                a["dump"] = nm
+
+    local = read_local_errors(found.local_error) if found.local_error else None
+    if found.local_error:
+        sources["local_errors"] = str(found.local_error)
+    return Run(path=p, graph=graph, kernels=kernels, target_dump=target or None, golden_dump=golden or None,
+               meta=meta, local_errors=local, sources=sources, mixlist=mix,
+               op_statistic=pd.concat(opstats, ignore_index=True) if opstats else None,
+               ranks=ranks, steps=steps, rank=graph_rank, step=graph_step, found=found)
+
+
+def _join_kernels(g: nx.DiGraph, k: pd.DataFrame) -> None:
+    """Timing and observed dtypes from kernel rows onto GE-dump nodes with the same name
+    (duration = mean over the steps present; other fields from the first row)."""
+    if not len(k):
+        return
+    agg = k.groupby(["name", "step"], sort=False)["duration_us"].sum().groupby(level=0, sort=False).mean()
+    first = k.drop_duplicates("name")
+    info = dict(zip(first["name"].to_numpy(dtype=object),
+                    zip(first["core"].to_numpy(dtype=object), first["precision"].to_numpy(dtype=object),
+                        first["in_dtypes"].to_numpy(dtype=object), first["out_dtypes"].to_numpy(dtype=object))))
+    dur = agg.to_dict()
+    for n, a in g.nodes(data=True):
+        nm = a.get("name", n)
+        if nm in info:
+            core, prec, idt, odt = info[nm]
+            a["duration_us"] = float(dur[nm])
+            a["core"] = core
+            a["precision_observed"] = prec
+            ki = [normalize_dtype(x) for x in str(idt).split(";")] if idt and idt != "N/A" else []
+            ko = [normalize_dtype(x) for x in str(odt).split(";")] if odt and odt != "N/A" else []
+            # in/out dtypes "as executed" come from the profile; the GE dump's stay as ge_*
+            if ki:
+                a["ge_in_dtypes"] = a.get("in_dtypes", [])
+                a["in_dtypes"] = ki
+            if ko:
+                a["ge_out_dtypes"] = a.get("out_dtypes", [])
+                a["out_dtypes"] = ko

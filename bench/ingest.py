@@ -1,0 +1,70 @@
+"""Ingest throughput: generate a kernel_details.csv of N rows (default 1,000,000) by replicating the
+real sample's rows and formats (one copy of the sample per step, start times shifted, everything
+else byte-identical), then time parse (read_kernel_details) and graph build (graph_from_kernels with
+edge inference) and report rows/s and peak memory.
+
+    python bench/ingest.py [--rows 1000000] [--keep FILE]
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import resource
+import sys
+import tempfile
+import time
+from decimal import Decimal
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+SAMPLE = ROOT.parent / "shared" / "samples" / "torch_npu_profile_mstt" / "kernel_details.csv"
+
+
+def generate(path: Path, rows: int) -> None:
+    base = pd.read_csv(SAMPLE, dtype=str, keep_default_na=False)
+    k = len(base)
+    reps = -(-rows // k)
+    df = pd.DataFrame({c: np.tile(base[c].to_numpy(), reps)[:rows] for c in base.columns})
+    block = np.repeat(np.arange(reps), k)[:rows]
+    df["Step Id"] = (block + 1).astype(str)
+    # shift start times by 1 s per step, exactly, keeping the sample's decimal formatting
+    st = base["Start Time(us)"].str.split(".", n=1, expand=True)
+    whole = np.tile(st[0].astype("int64").to_numpy(), reps)[:rows] + block.astype("int64") * 1_000_000
+    frac = np.tile(st[1].fillna("").to_numpy(), reps)[:rows]
+    df["Start Time(us)"] = pd.Series(whole.astype(str)).str.cat(pd.Series(frac), sep=".").str.rstrip(".")
+    df.to_csv(path, index=False, quoting=csv.QUOTE_MINIMAL)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--keep", type=Path, default=None)
+    args = ap.parse_args()
+    from advisor.ingest.infer import graph_from_kernels
+    from advisor.ingest.profile import read_kernel_details
+    with tempfile.TemporaryDirectory() as td:
+        path = args.keep or Path(td) / "kernel_details.csv"
+        t0 = time.perf_counter()
+        generate(path, args.rows)
+        t1 = time.perf_counter()
+        print(f"generated {args.rows:,} rows ({path.stat().st_size / 1e6:.0f} MB) in {t1 - t0:.1f} s")
+        t0 = time.perf_counter()
+        kf = read_kernel_details(path)
+        t1 = time.perf_counter()
+        g = graph_from_kernels(kf)
+        t2 = time.perf_counter()
+    n = len(kf)
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB -> MiB on Linux
+    print(f"parse:       {t1 - t0:6.2f} s  {n / (t1 - t0):12,.0f} rows/s")
+    print(f"graph build: {t2 - t1:6.2f} s  {n / (t2 - t1):12,.0f} rows/s  "
+          f"({g.number_of_nodes():,} nodes, {g.number_of_edges():,} edges)")
+    print(f"total:       {t2 - t0:6.2f} s  {n / (t2 - t0):12,.0f} rows/s  (target >= 200,000)")
+    print(f"peak RSS:    {peak:,.0f} MiB")
+
+
+if __name__ == "__main__":
+    main()
