@@ -415,11 +415,15 @@ class Tuner:
             self._done("reference:run")
         if ref.get("kind") != "separate" or not ref["result"]["status"] == OK:
             return
+        # copied, not symlinked: readers glob with ``**``, which does not follow directory symlinks
         golden = self.out / ref["dir"] / "dump" / "mixed"
-        link = run_dir / "dump" / "fp32"
-        if golden.exists() and not link.exists():
-            link.parent.mkdir(parents=True, exist_ok=True)
-            os.symlink(os.path.relpath(golden, link.parent), link, target_is_directory=True)
+        dest = run_dir / "dump" / "fp32"
+        if golden.exists() and not dest.exists():
+            tmp = dest.with_name(".fp32.partial")
+            if tmp.exists():
+                shutil.rmtree(tmp)
+            shutil.copytree(golden, tmp)
+            os.replace(tmp, dest)
 
     def _load(self, it: dict) -> Any:
         i = it["index"]

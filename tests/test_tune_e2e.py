@@ -1,0 +1,102 @@
+"""advisor tune end to end on the real stages (emulator -> compare -> recommend), through the CLI."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from advisor.cli import main
+from advisor.mixlist import load
+
+ROOT = Path(__file__).resolve().parents[1]
+EX = ROOT / "examples"
+
+
+def _summary(out: Path) -> dict:
+    return json.loads((out / "summary.json").read_text())
+
+
+def test_planted_hazard_confirmed_within_three_runs_after_reference(tmp_path):
+    out = tmp_path / "tune"
+    rc = main(["tune", f"{EX / 'mlp_exp.py'}:workload", "--out", str(out)])
+    s = _summary(out)
+    assert rc == 0 and s["confirmed"]
+    assert s["runs"] - 1 <= 3
+    assert "Exp" in s["edits"]["black-list"]["to-add"]
+    assert s["final"]["finite"] and s["final"]["rel_l2"] <= 1e-2 and s["final"]["cosine"] >= 0.999
+    assert 0 < s["low_precision_time_share"] <= 1
+    assert load(out / "modify_mixlist.json").black_add == tuple(s["edits"]["black-list"]["to-add"])
+    first, last = s["history"][0], s["history"][s["best_iteration"]]
+    assert first["ok"] is False and last["ok"] and last["holdout_ok"] and last["calibration_ok"]
+    assert s["holdout_steps"] == [3]            # 4 batches: the last is held out
+    html = (out / "report.html").read_text()
+    for h in s["history"]:
+        d = out / h["dir"]
+        assert h["dir"] in html
+        assert (d / "run" / "run.json").exists() and (d / "final_metrics.json").exists()
+        assert (d / "comparison" / "comparison.json").exists()
+    assert (out / "iter_00" / "recommendation" / "modify_mixlist.json").exists()
+    # the run that confirmed used exactly the emitted list
+    used = json.loads((out / last["dir"] / "run" / "run.json").read_text())
+    assert "Exp" in json.dumps(used.get("mixlist"))
+
+
+def test_control_confirms_without_black_list_edit(tmp_path):
+    out = tmp_path / "tune"
+    rc = main(["tune", f"{EX / 'cnn_control.py'}:workload", "--out", str(out), "--max-runs", "4"])
+    s = _summary(out)
+    assert rc == 0 and s["confirmed"]
+    assert s["edits"]["black-list"]["to-add"] == []
+    assert s["history"][0]["ok"] is True
+
+
+def test_command_runner_end_to_end_with_npu_script(tmp_path):
+    out = tmp_path / "tune"
+    cmd = f"{sys.executable} {EX / 'npu_script.py'} {EX / 'mlp_exp.py'}:workload"
+    rc = main(["tune", "--runner", "command", "--cmd", cmd, "--out", str(out), "--timeout", "600"])
+    s = _summary(out)
+    assert rc == 0 and s["confirmed"] and "Exp" in s["edits"]["black-list"]["to-add"]
+    assert s["runs"] == 3                   # golden embedded in the script's run: reference counted once
+    assert "framework=none mode=mixed_float16" in (out / "iter_00" / "stdout.txt").read_text()
+    assert "mixlist=" in (out / "iter_01" / "stdout.txt").read_text()
+
+
+@pytest.mark.slow
+def test_command_runner_separate_reference(tmp_path):
+    # the script writes no golden (like a real NPU run): tune runs it once as the FP32 reference
+    out = tmp_path / "tune"
+    cmd = f"{sys.executable} {EX / 'npu_script.py'} {EX / 'mlp_exp.py'}:workload --no-golden"
+    rc = main(["tune", "--runner", "command", "--cmd", cmd, "--out", str(out)])
+    s = _summary(out)
+    state = json.loads((out / "tune_state.json").read_text())
+    assert state["reference"]["kind"] == "separate"
+    assert (out / "reference" / "run" / "dump" / "mixed").is_dir()
+    assert (out / "iter_00" / "run" / "dump" / "fp32" / "step0" / "rank0" / "dump.json").exists()
+    assert not (out / "iter_00" / "run" / "local_error.csv").exists()
+    assert rc == 0 and s["confirmed"] and s["runs"] == 3
+
+
+def test_bad_target_is_one_line_error(tmp_path, capsys):
+    rc = main(["tune", f"{EX / 'nope.py'}:workload", "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.startswith("advisor: error:") and len(err.strip().splitlines()) == 1
+
+
+def test_mode_without_mixlist_refused(tmp_path, capsys):
+    rc = main(["tune", f"{EX / 'mlp_exp.py'}:workload", "--out", str(tmp_path / "o"), "--mode", "force_fp32"])
+    assert rc == 2 and "does not apply a mixlist" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_command_runner_crashing_job_is_recorded(tmp_path):
+    out = tmp_path / "tune"
+    cmd = f"{sys.executable} {EX / 'npu_script.py'} {EX / 'mlp_exp.py'}:workload --fail-if-edit Exp"
+    rc = main(["tune", "--runner", "command", "--cmd", cmd, "--out", str(out), "--max-runs", "4"])
+    s = _summary(out)
+    h1 = s["history"][1]
+    assert rc in (0, 1) and h1["status"] == "failed" and "code 3" in h1["message"]
+    assert "simulated device error" in (out / "iter_01" / "stderr.txt").read_text()
+    assert [["black", "to-add", "Exp"]] in [x["edits"] for x in s["excluded"]]
+    assert (out / "report.html").exists() and (out / "modify_mixlist.json").exists()
