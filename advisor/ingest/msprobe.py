@@ -370,12 +370,23 @@ def align(target: Dump, golden: Dump) -> Alignment:
 
 
 def saturation(d: Dump, limit: float = 65504.0) -> pd.DataFrame:
-    """Tensor records whose statistics reach +-65504 (fp16 saturation signal)."""
+    """Tensor records whose max or min is exactly +-65504 (fp16 saturation-mode overflow signal)."""
     f = d.stats_frame()
     if f.empty:
         return f
-    hit = (f["max"].abs() >= limit) | (f["min"].abs() >= limit)
+    hit = (f["max"].abs() == limit) | (f["min"].abs() == limit)
     return f[hit.fillna(False)]
+
+
+def overflow(d: Dump) -> pd.DataFrame:
+    """Tensor records whose statistics are inf/nan (overflow in INFNAN mode)."""
+    f = d.stats_frame()
+    if f.empty:
+        return f
+    st = f[["max", "min", "mean", "norm"]].astype(float).to_numpy()
+    bad = ~np.isfinite(st) & ~np.isnan(np.where(pd.isna(f[["max", "min", "mean", "norm"]]).to_numpy(), 0.0, st))
+    nan_stat = np.isnan(st) & ~pd.isna(f[["max", "min", "mean", "norm"]]).to_numpy()
+    return f[(bad | nan_stat).any(axis=1)]
 
 
 def is_finite_stat(v: float | None) -> bool:

@@ -1,0 +1,155 @@
+"""advisor inspect --profile DIR: what a run directory holds, what is missing, profile-only findings."""
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from ..errors import AdvisorError, InputError
+from .common import OpsInfoOption, SocOption, chip_lists
+
+
+def _export(g, path: str) -> Optional[Path]:
+    """graph.export atomically; an existing file is kept as <name>.bak (returned)."""
+    from ..graph import export
+    p = Path(path)
+    if p.suffix not in (".graphml", ".dot"):
+        raise InputError(p, "export format must be .graphml or .dot")
+    p.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=p.suffix, dir=str(p.parent))
+    os.close(fd)
+    kept = None
+    try:
+        export(g, tmp)
+        if p.exists():
+            kept = p.with_name(p.name + ".bak")
+            i = 1
+            while kept.exists():
+                kept = p.with_name(f"{p.name}.bak{i}")
+                i += 1
+            os.replace(p, kept)
+        os.replace(tmp, p)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return kept
+
+
+def _pct(x: float) -> str:
+    return f"{100.0 * x:5.1f}%"
+
+
+def _print(s: dict) -> None:
+    e = typer.echo
+    f = s["found"]
+    e(f"advisor inspect: {s['path']}")
+    profs = f.get("profiles", [])
+    e(f"  profiles: {len(profs)}" + "".join(f"\n    [{p['kind']}] {p['kernels']}" for p in profs if p.get("kernels")))
+    e(f"  GE graph dumps: {len(f.get('ge_dumps', []))}" + "".join(f"\n    {x}" for x in f.get("ge_dumps", [])[:5]))
+    e(f"  msprobe dump roots: {len(f.get('dump_roots', []))}" + "".join(f"\n    {x}" for x in f.get("dump_roots", [])))
+    if f.get("run_json"):
+        e(f"  run.json: {f['run_json']}  (mode {s['mode']}, soc {s['soc']})")
+    ranks = ", ".join(map(str, s["ranks"])) or "-"
+    steps = ", ".join(map(str, s["steps"][:20])) + (" ..." if len(s["steps"]) > 20 else "") or "-"
+    e(f"  ranks: {ranks}   steps: {steps}   kernels: {s['kernels']:,}   kernel time: {s['kernel_time_us']:,.1f} us")
+    if "graph" in s:
+        gr = s["graph"]
+        extra = f", mean edge confidence {gr['mean_edge_confidence']:.2f}" if "mean_edge_confidence" in gr else ""
+        e(f"  op graph (rank {s['graph_rank']}, step {s['graph_step']}): {gr['ops']:,} ops, {gr['edges']:,} edges "
+          f"from {gr['edges_source']}{extra}; {gr['excluded']} excluded from precision decisions (HCCL/MemSet/AI_CPU)")
+        mix = ", ".join(f"{k} {v}" for k, v in sorted(s.get("plan_mix", {}).items()))
+        e(f"  semantics plan ({s['mode']}): {mix}")
+    if s["precision_share"]:
+        e("\nTime share per precision:")
+        for r in s["precision_share"]:
+            e(f"  {r['precision']:>5}  {_pct(r['share'])}  {r['time_us']:14,.1f} us  {r['kernels']:>8,} kernels")
+        e("\nTop op types by time:")
+        for r in s["type_share"]:
+            e(f"  {r['type']:<28} {r['precision']:>5}  {_pct(r['share'])}  {r['time_us']:14,.1f} us  {r['kernels']:>7,}")
+        c = s["casts"]
+        e(f"\nCasts: {c['cast']:,} Cast kernels, {c['cast_time_us']:,.1f} us ({_pct(c['share']).strip()} of kernel time); "
+          f"GE-inserted trans_Cast_*: {c['inserted']:,} ({c['inserted_time_us']:,.1f} us)")
+    gi = s.get("gray_fp32_by_inheritance") or []
+    if gi:
+        e("\nGray op types kept in fp32 by inheritance (first activation input fp32):")
+        for r in gi[:15]:
+            roots = ", ".join(f"{k} x{v}" for k, v in list(r["roots"].items())[:3])
+            e(f"  {r['type']:<28} {r['ops']:>6} ops  {r['time_us']:12,.1f} us  vector core {r['vector_core']}  from: {roots}")
+    ba = [r for r in s["behaved_as"] if r["differs"] or r["behaved"] == "mixed"]
+    if s["behaved_as"]:
+        e("\nHow op types behaved in this run (list on this chip -> behaved as):")
+        for r in (ba or s["behaved_as"])[:20]:
+            flag = "  <- differs from its list" if r["differs"] else ""
+            e(f"  {r['type']:<28} {r['list']:>5} -> {r['behaved_as']:<5} ({r['low_kernels']}/{r['kernels']} low){flag}")
+        if ba:
+            e(f"  ({len(s['behaved_as']) - len(ba)} other types behaved as their list says)")
+    d = s["dumps"]
+    if d["target"] or d["golden"]:
+        e(f"\nDumps: target steps {', '.join(d['target']) or '-'}; golden steps {', '.join(d['golden']) or '-'}")
+        al = d.get("alignment")
+        if al:
+            e(f"  step {al['step']}: {al['common']} entries in both; only in target: {len(al['only_target'])}; "
+              f"only in golden: {len(al['only_golden'])}")
+            for n in al["only_target"][:5]:
+                e(f"    only in target: {n}")
+            for n in al["only_golden"][:5]:
+                e(f"    only in golden: {n}")
+    if s["saturation"]:
+        e(f"\nSaturation: {len(s['saturation'])} tensors reach +-65504 (fp16 overflow in saturation mode):")
+        for r in s["saturation"][:10]:
+            e(f"  step {r['step']} {r['entry']} {r['tensor']} max {r['max']} min {r['min']}")
+    if s.get("overflow"):
+        e(f"\nOverflow: {len(s['overflow'])} target tensors have inf/nan statistics:")
+        for r in s["overflow"][:10]:
+            e(f"  step {r['step']} {r['entry']} {r['tensor']} ({r['dtype']}) max {r['max']} min {r['min']}")
+    if s["missing"]:
+        e("\nMissing:")
+        for m in s["missing"]:
+            e(f"  - {m}")
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("inspect")
+    def inspect_cmd(profile: str = typer.Option(..., "--profile", help="Run directory, profiler output or a single file."),
+                    rank: Optional[int] = typer.Option(None, "--rank", help="Only this rank (default: all ranks; graph from the lowest)."),
+                    step: Optional[int] = typer.Option(None, "--step", help="Only this step (default: all; graph from the first)."),
+                    export: Optional[str] = typer.Option(None, "--export", help="Write the op graph to FILE.graphml or FILE.dot."),
+                    as_json: bool = typer.Option(False, "--json", help="Print the findings as JSON."),
+                    soc: str = SocOption, ops_info: Optional[str] = OpsInfoOption,
+                    mode: Optional[str] = typer.Option(None, "--mode", help="Precision mode for the semantics (default: run.json's, else mixed_float16).")) -> None:
+        """Show what a run directory holds (ranks, steps, op counts, precision mix), what is missing for
+        which analysis, and profile-only findings."""
+        from ..cli import fail
+        try:
+            from ..ingest.findings import summarize
+            from ..ingest.run import load_run
+            p = Path(profile)
+            if not p.exists():
+                raise InputError(p, "no such file or directory")
+            run = load_run(p, rank=rank, step=step)
+            if run.found is not None and run.found.empty:
+                raise InputError(p, "found no profile (kernel_details.csv, op_summary_*.csv), GE graph dump or msprobe dump here")
+            use_soc = soc if soc != "ascend910b" or not run.meta.get("soc") else run.meta.get("soc")
+            lists = chip_lists(use_soc, ops_info or run.meta.get("ops_info"))
+            if run.mixlist is not None:
+                from ..mixlist import effective
+                lists = effective(lists, run.mixlist)
+            s = summarize(run, lists, mode)
+            kept = None
+            if export:
+                if run.graph is None:
+                    raise InputError(p, "no op graph to export (no GE dump and no kernels)")
+                kept = _export(run.graph, export)
+                s["exported"] = export
+            if as_json:
+                typer.echo(json.dumps(s, indent=2, ensure_ascii=False, default=str))
+            else:
+                _print(s)
+                if export:
+                    typer.echo(f"\nop graph written to {export}" + (f" (previous file kept as {kept})" if kept else ""))
+        except AdvisorError as e:
+            raise fail(e)

@@ -1,0 +1,206 @@
+"""Profile-only findings for ``advisor inspect`` (no dumps needed, dumps used where present)."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .. import semantics
+from ..graph import op_nodes
+from ..oplists import OpLists
+from .msprobe import overflow, saturation
+from .run import Run
+
+LOW = ("fp16", "bf16")
+FP16_MAX = 65504.0
+
+
+def precision_share(k: pd.DataFrame) -> list[dict]:
+    """Kernel time per precision (``precision`` column of the kernel frame) with its share."""
+    if not len(k):
+        return []
+    d = pd.DataFrame({"precision": k["precision"].astype(str).to_numpy(), "dur": k["duration_us"].fillna(0.0).to_numpy(),
+                      "n": 1})
+    g = d.groupby("precision", sort=True).agg(time_us=("dur", "sum"), kernels=("n", "sum"))
+    tot = float(g["time_us"].sum())
+    g["share"] = g["time_us"] / tot if tot > 0 else 0.0
+    g = g.sort_values("time_us", ascending=False)
+    return [{"precision": p, "time_us": float(r.time_us), "kernels": int(r.kernels), "share": float(r.share)}
+            for p, r in g.iterrows()]
+
+
+def type_share(k: pd.DataFrame, top: int | None = None) -> list[dict]:
+    """Kernel time per op type and precision, largest first."""
+    if not len(k):
+        return []
+    d = pd.DataFrame({"type": k["type"].astype(str).to_numpy(), "precision": k["precision"].astype(str).to_numpy(),
+                      "dur": k["duration_us"].fillna(0.0).to_numpy(), "n": 1})
+    tot = float(d["dur"].sum())
+    g = d.groupby(["type", "precision"], sort=False).agg(time_us=("dur", "sum"), kernels=("n", "sum")).reset_index()
+    g["share"] = g["time_us"] / tot if tot > 0 else 0.0
+    g = g.sort_values("time_us", ascending=False)
+    if top:
+        g = g.head(top)
+    return [{"type": r.type, "precision": r.precision, "time_us": float(r.time_us), "kernels": int(r.kernels),
+             "share": float(r.share)} for r in g.itertuples()]
+
+
+def casts(k: pd.DataFrame) -> dict:
+    """GE-inserted casts (``trans_Cast_*`` kernels) and all Cast kernels, with their time."""
+    if not len(k):
+        return {"inserted": 0, "inserted_time_us": 0.0, "cast": 0, "cast_time_us": 0.0, "share": 0.0}
+    names = k["name"].astype(str)
+    ins = names.str.startswith("trans_Cast").to_numpy()
+    cst = (k["type"].astype(str) == "Cast").to_numpy() | ins
+    dur = k["duration_us"].fillna(0.0).to_numpy()
+    tot = float(dur.sum())
+    return {"inserted": int(ins.sum()), "inserted_time_us": float(dur[ins].sum()),
+            "cast": int(cst.sum()), "cast_time_us": float(dur[cst].sum()),
+            "share": float(dur[cst].sum() / tot) if tot > 0 else 0.0}
+
+
+def behaved_as(k: pd.DataFrame, lists: OpLists) -> list[dict]:
+    """Per float op type, how its kernels actually ran: "low" (all fp16/bf16, behaved white),
+    "fp32" (all fp32, behaved black or gray-kept-fp32), "mixed" (gray following its inputs);
+    with the list the type is on for this chip."""
+    if not len(k):
+        return []
+    d = pd.DataFrame({"type": k["type"].astype(str).to_numpy(), "precision": k["precision"].astype(str).to_numpy(),
+                      "dur": k["duration_us"].fillna(0.0).to_numpy()})
+    d = d[d["precision"] != "n/a"]
+    if d.empty:
+        return []
+    d["low"] = d["precision"].isin(LOW)
+    g = d.groupby("type", sort=False).agg(kernels=("low", "size"), low=("low", "sum"), time_us=("dur", "sum"))
+    out = []
+    for t, r in g.sort_values("time_us", ascending=False).iterrows():
+        behaved = "low" if r.low == r.kernels else ("fp32" if r.low == 0 else "mixed")
+        lst = lists.list_of(t)
+        as_list = {"low": "white", "fp32": "black", "mixed": "gray"}[behaved]
+        out.append({"type": t, "list": lst, "behaved": behaved, "behaved_as": as_list, "kernels": int(r.kernels),
+                    "low_kernels": int(r.low), "time_us": float(r.time_us),
+                    "differs": (lst == "white" and behaved != "low") or (lst == "black" and behaved != "fp32")})
+    return out
+
+
+def gray_fp32_by_inheritance(run: Run, plan: semantics.Plan, lists: OpLists) -> list[dict]:
+    """Gray op types kept in fp32 because their first activation input is fp32 (rules
+    gray-inherit / gray-skip-cast), confirmed by the profile where it ran (observed fp32)."""
+    g = run.graph
+    rows: dict[str, dict] = {}
+    for n in op_nodes(g):
+        a = g.nodes[n]
+        t = a.get("type", "")
+        if lists.list_of(t) != "gray" or plan.precision.get(n) != "fp32":
+            continue
+        why = plan.why(n)
+        if why.rule not in ("gray-inherit", "gray-skip-cast"):
+            continue
+        obs = a.get("precision_observed")
+        if obs is not None and obs != "fp32":
+            continue
+        core = str(a.get("core", ""))
+        r = rows.setdefault(t, {"type": t, "ops": 0, "time_us": 0.0, "vector_core": 0, "roots": {}})
+        r["ops"] += 1
+        r["time_us"] += float(a.get("duration_us") or 0.0)
+        r["vector_core"] += int("VECTOR" in core or "AIV" in core)
+        root = why.root if why.root is not None else why.via
+        if root is not None:
+            rt = g.nodes[root].get("type", str(root)) if root in g else str(root)
+            r["roots"][rt] = r["roots"].get(rt, 0) + 1
+    out = sorted(rows.values(), key=lambda r: (-r["time_us"], -r["ops"]))
+    for r in out:
+        r["roots"] = dict(sorted(r["roots"].items(), key=lambda kv: -kv[1]))
+    return out
+
+
+def saturation_hits(run: Run, which: str = "saturation") -> list[dict]:
+    """Target-dump tensors whose statistics are exactly +-65504 (fp16 saturation) or, with
+    ``which="overflow"``, inf/nan."""
+    out = []
+    fn = saturation if which == "saturation" else overflow
+    for step, d in sorted((run.target_dump or {}).items()):
+        f = fn(d) if which != "saturation" else fn(d, FP16_MAX)
+        for r in f.itertuples():
+            out.append({"step": step, "entry": r.entry, "tensor": r.key, "dtype": r.dtype,
+                        "max": r.max, "min": r.min})
+    return out
+
+
+def missing(run: Run) -> list[str]:
+    """What is missing, and which analysis needs it."""
+    msgs = []
+    if not len(run.kernels):
+        msgs.append("no profile (kernel_details.csv / op_summary): no timings, no per-precision time share, "
+                    "no performance edits")
+    if run.graph is None:
+        msgs.append("no op graph: no GE graph dump and no kernels to infer one from; semantics/what-if unavailable")
+    elif run.graph.graph.get("edges") == "inferred":
+        msgs.append("no GE graph dump (ge_onnx_*.pbtxt / ge_proto_*.txt): dataflow edges are inferred from "
+                    "execution order and shapes (confidence < 1); inheritance findings are approximate "
+                    "(set DUMP_GE_GRAPH=2 for exact edges)")
+    if not run.target_dump:
+        msgs.append("no precision dump (msprobe dump.json): compare/recommend cannot measure errors; "
+                    "saturation check unavailable")
+    elif not run.golden_dump:
+        msgs.append("no golden (fp32) dump: compare/recommend need target and golden dumps of the same steps")
+    elif run.target_dump and not any(d.has_tensors for d in run.target_dump.values()):
+        msgs.append("statistics-only dumps: per-tensor metrics limited to max/min/mean/norm")
+    if run.local_errors is None and run.meta.get("emulated"):
+        msgs.append("no local_error.csv: flip prediction falls back to the graph only")
+    return msgs
+
+
+def summarize(run: Run, lists: OpLists, mode: str | None = None, top: int = 15) -> dict[str, Any]:
+    """Everything ``advisor inspect`` prints, as a JSON-able dict."""
+    k = run.kernels
+    mode = mode or run.meta.get("mode") or run.meta.get("precision_mode") or semantics.DEFAULT_MODE
+    try:
+        semantics.mode_info(mode)
+    except ValueError:
+        mode = semantics.DEFAULT_MODE
+    found = run.found
+    out: dict[str, Any] = {
+        "path": str(run.path),
+        "found": found.to_dict() if found else {},
+        "ranks": run.ranks, "steps": run.steps, "graph_rank": run.rank, "graph_step": run.step,
+        "kernels": int(len(k)),
+        "kernel_time_us": float(k["duration_us"].fillna(0).sum()) if len(k) else 0.0,
+        "precision_share": precision_share(k),
+        "type_share": type_share(k, top),
+        "casts": casts(k),
+        "behaved_as": behaved_as(k, lists),
+        "mode": mode, "soc": lists.soc,
+    }
+    if run.graph is not None:
+        g = run.graph
+        ops = list(op_nodes(g))
+        out["graph"] = {"nodes": g.number_of_nodes(), "ops": len(ops), "edges": g.number_of_edges(),
+                        "edges_source": "inferred" if g.graph.get("edges") == "inferred" else "GE graph dump",
+                        "excluded": sum(1 for n in ops if g.nodes[n].get("decides", True) is False)}
+        if g.graph.get("edges") == "inferred" and g.number_of_edges():
+            conf = np.fromiter((d.get("confidence", 1.0) for _, _, d in g.edges(data=True)), float)
+            out["graph"]["mean_edge_confidence"] = float(conf.mean())
+        p = semantics.plan(g, lists, mode)
+        semantics.annotate(g, p)
+        out["plan_mix"] = {}
+        for n in ops:
+            pr = p.precision.get(n, "n/a")
+            out["plan_mix"][pr] = out["plan_mix"].get(pr, 0) + 1
+        out["gray_fp32_by_inheritance"] = gray_fp32_by_inheritance(run, p, lists)
+    out["dumps"] = {
+        "target": {str(s): {"entries": len(d), "task": d.task, "path": str(d.path)} for s, d in (run.target_dump or {}).items()},
+        "golden": {str(s): {"entries": len(d), "task": d.task, "path": str(d.path)} for s, d in (run.golden_dump or {}).items()},
+    }
+    if run.target_dump and run.golden_dump:
+        from .msprobe import align
+        s = sorted(set(run.target_dump) & set(run.golden_dump))
+        if s:
+            al = align(run.target_dump[s[0]], run.golden_dump[s[0]])
+            out["dumps"]["alignment"] = {"step": s[0], "common": len(al.common), "only_target": al.only_target[:20],
+                                         "only_golden": al.only_golden[:20]}
+    out["saturation"] = saturation_hits(run)
+    out["overflow"] = saturation_hits(run, "overflow")
+    out["missing"] = missing(run)
+    return out
