@@ -210,7 +210,9 @@ def load_run(path: str | Path, rank: int | None = None, step: int | None = None)
         graph = read_ge_dump(ge)
         sources["graph"] = str(ge)
         if len(gk):
-            _join_kernels(graph, gk if graph_step is None else gk[gk["step"] == graph_step])
+            # one graph for every step (GE builds it once): timings averaged over the steps kept
+            _join_kernels(graph, gk)
+            graph_step = step
     elif len(gk):
         graph = graph_from_kernels(gk, step=graph_step)
         sources["graph"] = "inferred from kernels (execution order + shapes)"
