@@ -201,7 +201,7 @@ def attribute(run: Any, tolerance: Tolerance | None = None, steps: Iterable[int]
     if steps is not None:
         want = set(int(s) for s in steps)
         common = [s for s in common if s in want]
-    notes: list[str] = []
+    notes: list[str] = list(getattr(run, "notes", None) or [])
     if not common:
         raise ValueError("target and golden dumps share no step")
     g = getattr(run, "graph", None)

@@ -8,7 +8,7 @@ from typing import Any
 
 import pandas as pd
 
-from ..errors import InputError
+from ..errors import AdvisorError, InputError
 from .dumps import DumpView, load_dump_steps
 
 LOCAL_ERROR_COLUMNS = ("name", "local_rel_l2")
@@ -25,6 +25,7 @@ class CompareRun:
     local_errors: pd.DataFrame | None = None
     path: Path | None = None
     mixlist: Any = None
+    notes: list = field(default_factory=list)
 
 
 def from_dumps(target: str | Path, golden: str | Path) -> CompareRun:
@@ -57,8 +58,17 @@ def from_run_dir(path: str | Path) -> CompareRun:
         from ..ingest.run import load_run  # type: ignore[import-not-found]
     except ImportError:
         load_run = None
+    notes: list[str] = []
+    r = None
     if load_run is not None:
-        r = load_run(p)
+        try:
+            r = load_run(p)
+        except AdvisorError:
+            raise
+        except Exception as e:  # noqa: BLE001 - the reader failed unexpectedly: read the files directly
+            notes.append(f"advisor.ingest.load_run failed ({type(e).__name__}: {e}); "
+                         "read run.json, graph, dumps and local_error.csv directly")
+    if r is not None:
         t, g = getattr(r, "target_dump", None), getattr(r, "golden_dump", None)
         if t is None or g is None:
             raise InputError(p, "the run has no target/golden precision dumps (dump/mixed, dump/fp32)")
@@ -66,6 +76,11 @@ def from_run_dir(path: str | Path) -> CompareRun:
         local = getattr(r, "local_errors", None)
         return CompareRun(as_steps(t), as_steps(g), getattr(r, "graph", None), dict(getattr(r, "meta", None) or {}),
                           local if isinstance(local, pd.DataFrame) else None, p, getattr(r, "mixlist", None))
+    return _read_run_files(p, notes)
+
+
+def _read_run_files(p: Path, notes: list[str]) -> CompareRun:
+    """The run directory's files read directly (used when the ingest run loader is unavailable)."""
     meta: dict = {}
     rj = p / "run.json"
     if rj.is_file():
@@ -89,4 +104,4 @@ def from_run_dir(path: str | Path) -> CompareRun:
         from .. import mixlist as mx
         mix = mx.load(p / "mixlist.json")
     return CompareRun(load_dump_steps(p / "dump" / "mixed"), load_dump_steps(p / "dump" / "fp32"), graph, meta,
-                      local, p, mix)
+                      local, p, mix, notes)
