@@ -198,11 +198,15 @@ def _norm_pred(p: dict) -> dict:
 class Surrogate:
     """What the measured runs teach about edit sets (scikit-learn ridge regression).
 
-    Model: the measured final error of a tried list, ``err = min(rel_l2, CAP)`` (non-finite ->
-    CAP), regressed on edit indicators (one feature per edit seen in any tried list, intercept =
-    the default lists' error).  Errors of independent hazards add, so each coefficient is the
-    measured effect of one edit (negative = it removes error).  Used twice:
+    Model: the measured final error of a tried list, ``err = min(rel_l2, CAP)``, regressed on edit
+    indicators (one feature per edit seen in a tried list, intercept = the starting list's error),
+    fitted on the runs with a finite output only (a non-finite output masks every other hazard).
+    Errors of independent hazards add, so each coefficient is the measured effect of one edit
+    (negative = it removes error).  An edit is *identified* when finite runs with and without it
+    exist.  Used three ways:
 
+    * **exclude**: op types whose identified edit changed the error by less than a tenth of the
+      tolerance are passed to recommend as ``exclude`` -- it will not propose them again;
     * **screen**: a proposal made only of *identified* edits (each seen both present and absent
       among measured runs) is predicted by the regression; if that prediction fails the tolerance
       the proposal is excluded without spending a run.  Proposals with a new edit are trusted to
@@ -226,21 +230,39 @@ class Surrogate:
     def add(self, edits: frozenset[Edit], rel_l2, finite) -> None:
         self.points.append({"edits": frozenset(edits), "err": self.capped(rel_l2, finite)})
 
+    def _finite(self) -> list[dict]:
+        # non-finite runs are left out of the fit: a NaN masks every other hazard (two hazards each
+        # leave the output non-finite alone), so they say nothing about one edit's effect
+        return [p for p in self.points if p["err"] < self.CAP]
+
     def _fit(self):
-        if len(self.points) < 2:
+        pts = self._finite()
+        if len(pts) < 2:
             return None, []
         import numpy as np
         from sklearn.linear_model import Ridge
-        feats = sorted({edit_key(e) for p in self.points for e in p["edits"]})
+        feats = sorted({edit_key(e) for p in pts for e in p["edits"]})
         if not feats:
             return None, []
-        X = np.array([[1.0 if f in {edit_key(e) for e in p["edits"]} else 0.0 for f in feats] for p in self.points])
-        y = np.array([p["err"] for p in self.points])
+        X = np.array([[1.0 if f in {edit_key(e) for e in p["edits"]} else 0.0 for f in feats] for p in pts])
+        y = np.array([p["err"] for p in pts])
         return Ridge(alpha=self.alpha, fit_intercept=True).fit(X, y), feats
 
     def identified(self, e: Edit) -> bool:
-        have = [e in p["edits"] for p in self.points]
+        have = [e in p["edits"] for p in self._finite()]
         return any(have) and not all(have)
+
+    def useless_types(self, max_rel_l2: float) -> set[str]:
+        """Op types whose edit was measured (identified among finite runs) to change the final
+        error by less than a tenth of the tolerance: recommend is told not to propose them again."""
+        eff = self.effects()
+        out = set()
+        for p in self._finite():
+            for e in p["edits"]:
+                c = eff.get(edit_key(e))
+                if c is not None and self.identified(e) and c > -0.1 * max_rel_l2:
+                    out.add(e[2])
+        return out
 
     def effects(self) -> dict[str, float]:
         model, feats = self._fit()
@@ -261,7 +283,7 @@ class Surrogate:
 
     def screen(self, edits: frozenset[Edit], max_rel_l2: float) -> tuple[bool, float | None]:
         """(worth a run, learned prediction or None)."""
-        if len(self.points) < 3:
+        if len(self._finite()) < 3:
             return True, None
         p = self.predict(edits)
         if p is None:
@@ -583,7 +605,10 @@ class Tuner:
         if hold and src.get("measured"):
             steps = [s for s in range(src["measured"]["steps"]) if s not in hold]
         exclude_types: set[str] = set()
-        log: list[dict] = []
+        if self.cfg.learn:
+            learned = self.surrogate.useless_types(self.stages.tolerance.max_rel_l2) - {e[2] for e in base_edits}
+            exclude_types |= learned
+        log: list[dict] = [{"learned_exclude": sorted(exclude_types)}] if exclude_types else []
         out = None
         for attempt in range(MAX_SCREEN + 1):
             rec = self.stages.recommend(run, base, sorted(exclude_types), steps)
@@ -610,8 +635,8 @@ class Tuner:
                 log.append({"attempt": attempt, "edits": edits_to_json(prop.edits), "result": "proposed"})
                 out = prop
                 break
-            if not new_types - exclude_types:
-                break
+            if not new_types - exclude_types and log[-2:-1] and log[-2].get("edits") == log[-1].get("edits"):
+                break                     # recommend answers the same even with these types excluded
             exclude_types |= new_types
         src.setdefault("proposals", []).append({"from": src["dir"], "perf": want_perf, "log": log})
         return out
