@@ -181,3 +181,12 @@ def test_tiny_loss_underflow_and_loss_scale_fix(tmp_path):
     # the unscaled control has no underflow problem either
     c = _attr(_capture(tmp_path, "train_plain", _train_wl(1.0)()))
     assert c.training["underflow_ratio"] <= 0.01
+
+
+def test_statistics_only_capture_still_names_the_culprit(tmp_path):
+    run = capture_mod.capture(_wl(SigmoidLog)(), tmp_path / "stats", dump="stats")
+    for local in (True, False):
+        a = _attr(run, local)
+        assert set(a.ops["kind"]) == {"stats"}
+        assert not a.verdict.ok
+        assert a.types.index[0] == "Sigmoid"

@@ -130,3 +130,12 @@ def test_tolerance_judge_and_serialisation():
     # msprobe rule as an extra criterion
     assert not t2.judge([{"output": {"kind": "tensor", "cosine": 0.995, "rel_l2": 0.005, "max_abs": 2.0,
                                      "finite": True}}]).ok
+
+
+def test_cli_option_helpers_share_the_defaults():
+    from advisor.compare.tolerance import tolerance_options
+    opts = tolerance_options()
+    d = Tolerance()
+    assert opts["min_cosine"].default == d.min_cosine and opts["max_rel_l2"].default == d.max_rel_l2
+    assert tolerance_from_options(**{k: v.default for k, v in opts.items()}) == d
+    assert d.finite is True

@@ -9,10 +9,9 @@ from typing import List, Optional
 
 import typer
 
+from ..compare.cli_options import (AllowNonfiniteOption, MaxLossRelOption, MaxRelL2Option, MinCosineOption,
+                                   MinGradCosineOption, MsprobeRuleOption)
 from ..errors import AdvisorError, InputError
-
-_TOL = None
-
 
 def _fmt(x, spec: str = ".4g") -> str:
     if x is None:
@@ -99,12 +98,12 @@ def register(app: typer.Typer) -> None:
         top: int = typer.Option(15, "--top", help="rows of the worst-ops table"),
         step: Optional[List[int]] = typer.Option(None, "--step", help="only these steps (repeatable)"),
         mode: Optional[str] = typer.Option(None, "--mode", help="precision mode for the plan (default: run.json's)"),
-        min_cosine: float = typer.Option(0.999, "--min-cosine", help="final outputs: minimum cosine vs FP32"),
-        max_rel_l2: float = typer.Option(1e-2, "--max-rel-l2", help="final outputs: maximum relative L2 vs FP32"),
-        allow_nonfinite: bool = typer.Option(False, "--allow-nonfinite", help="do not require finite outputs"),
-        max_loss_rel: float = typer.Option(1e-2, "--max-loss-rel", help="training: maximum loss relative difference"),
-        min_grad_cosine: float = typer.Option(0.99, "--min-grad-cosine", help="training: minimum gradient cosine"),
-        msprobe_rule: bool = typer.Option(False, "--msprobe-rule", help="also apply msprobe's pass rule to final outputs"),
+        min_cosine: float = MinCosineOption,
+        max_rel_l2: float = MaxRelL2Option,
+        allow_nonfinite: bool = AllowNonfiniteOption,
+        max_loss_rel: float = MaxLossRelOption,
+        min_grad_cosine: float = MinGradCosineOption,
+        msprobe_rule: bool = MsprobeRuleOption,
     ) -> None:
         """Compare a low-precision run against FP32: per-op metrics, first op over tolerance, culprit op types.
         Exit 0 within tolerance, 1 outside, 2 bad input."""

@@ -141,22 +141,14 @@ def _nan_low(x: Any) -> float:
 
 
 # ---------------------------------------------------------------------- CLI helper
-def tolerance_options():
-    """typer parameter declarations for a command: use as
-
-        def cmd(..., min_cosine: float = TOL_OPTS["min_cosine"], ...)
-
-    or call ``tolerance_from_options(**kwargs)``.  Returned as a dict name -> typer.Option."""
-    import typer
-    d = Tolerance()
-    return {
-        "min_cosine": typer.Option(d.min_cosine, "--min-cosine", help="final outputs: minimum cosine vs FP32"),
-        "max_rel_l2": typer.Option(d.max_rel_l2, "--max-rel-l2", help="final outputs: maximum relative L2 vs FP32"),
-        "allow_nonfinite": typer.Option(False, "--allow-nonfinite", help="do not require finite outputs"),
-        "max_loss_rel": typer.Option(d.max_loss_rel, "--max-loss-rel", help="training: maximum loss relative difference"),
-        "min_grad_cosine": typer.Option(d.min_grad_cosine, "--min-grad-cosine", help="training: minimum gradient cosine"),
-        "msprobe_rule": typer.Option(False, "--msprobe-rule", help="also apply msprobe's pass rule to final outputs"),
-    }
+def tolerance_options() -> dict:
+    """The typer options of the tolerance (also importable one by one from
+    ``advisor.compare.cli_options``): name -> typer.Option.  A command declares e.g.
+    ``min_cosine: float = MinCosineOption`` and calls ``tolerance_from_options(...)``."""
+    from . import cli_options as o
+    return {"min_cosine": o.MinCosineOption, "max_rel_l2": o.MaxRelL2Option,
+            "allow_nonfinite": o.AllowNonfiniteOption, "max_loss_rel": o.MaxLossRelOption,
+            "min_grad_cosine": o.MinGradCosineOption, "msprobe_rule": o.MsprobeRuleOption}
 
 
 def tolerance_from_options(min_cosine: float = 0.999, max_rel_l2: float = 1e-2, allow_nonfinite: bool = False,
