@@ -140,3 +140,25 @@ def test_thresholds_change_the_exit_code(tmp_path):
     main(["compare", "--target", t, "--golden", g, "--json", str(out)])
     assert (tmp_path / "x.json.bak").read_text() == "mine"
     assert json.loads(out.read_text())["tolerance"]["max_rel_l2"] == 1e-2
+
+
+MSTT = SAMPLE.parent / "msprobe_dump_mstt_ut"
+
+
+@pytest.mark.skipif(not MSTT.is_dir(), reason="shared samples not available")
+def test_old_format_statistics_dump_against_a_perturbed_copy(tmp_path):
+    d = json.loads((MSTT / "dump.json").read_text())
+    same = tmp_path / "same" / "step0" / "rank0"
+    same.mkdir(parents=True)
+    (same / "dump.json").write_text(json.dumps(d))
+    assert main(["compare", "--target", str(tmp_path / "same"), "--golden", str(MSTT / "dump.json")]) == 0
+    rec = d["data"]["NPU.npu_rms_norm.0.forward"]["output"][0]
+    rec["Norm"] = rec["Norm"] * 1.1
+    bad = tmp_path / "bad" / "step0" / "rank0"
+    bad.mkdir(parents=True)
+    (bad / "dump.json").write_text(json.dumps(d))
+    a = attribute(from_dumps(tmp_path / "bad", MSTT / "dump.json"))
+    row = a.ops.loc["NPU.npu_rms_norm.0.forward"]
+    assert row["kind"] == "stats" and row["out_rel_l2"] == pytest.approx(0.1)
+    assert a.first_exceeding == "NPU.npu_rms_norm.0.forward"
+    assert not any(n.startswith("Module.") for n in a.ops.index)
