@@ -22,6 +22,11 @@ _STATEFUL_DROP = ("AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableO
                   "AssignSub", "NoOp")
 
 
+_CONTROL_FLOW = frozenset({"While", "StatelessWhile", "If", "StatelessIf", "Case", "StatelessCase",
+                           "PartitionedCall", "StatefulPartitionedCall", "Enter", "Exit", "Switch", "Merge",
+                           "NextIteration", "LoopCond"})
+
+
 @dataclass
 class Frozen:
     graph_def: Any                      # tf.compat.v1.GraphDef
@@ -42,19 +47,19 @@ def _is_keras_model(obj: Any) -> bool:
                for c in type(obj).__mro__)
 
 
-def n_model_inputs(model: Any, batch_len: int, options: dict) -> int:
+def n_model_inputs(model: Any, batch_len: int, options: dict, training: bool = False) -> int:
     """How many leading batch elements are model inputs: ``options['inputs']``, else a built Keras
-    functional/Sequential model's input count, else all of them (``model(*batch)``)."""
+    functional/Sequential model's input count, else (training a subclassed Keras model) all but the
+    last (the labels), else all of them (``model(*batch)``)."""
     n = options.get("inputs")
     if isinstance(n, int) and 1 <= n <= batch_len:
         return n
     if _is_keras_model(model):
-        try:
-            ins = model.inputs
-            if ins:
-                return min(len(ins), batch_len)
-        except Exception:  # noqa: BLE001 - subclassed models have no .inputs
-            pass
+        declared = _declared_inputs(model)
+        if declared is not None:
+            return min(declared, batch_len)
+        if training and batch_len > 1:
+            return batch_len - 1  # Keras convention: (x..., y); the loss_fn reads y from the batch
     return batch_len
 
 
@@ -89,8 +94,19 @@ def to_feed(batch: tuple) -> list[np.ndarray]:
 
 def _call(model: Any, xs: Sequence, training: bool):
     if _is_keras_model(model):
+        n_declared = _declared_inputs(model)
+        if n_declared is not None and n_declared > 1:
+            return model(list(xs), training=training)  # functional multi-input models take a list
         return model(*xs, training=training)
     return model(*xs)
+
+
+def _declared_inputs(model: Any) -> int | None:
+    try:
+        ins = model.inputs
+    except Exception:  # noqa: BLE001 - subclassed models have no .inputs
+        return None
+    return len(ins) if ins else None
 
 
 def _param_name(v: Any, i: int) -> str:
@@ -118,9 +134,13 @@ def freeze(model: Any, batches: Sequence[tuple], loss_fn: Callable | None = None
 
     options = options or {}
     specs = input_specs(tf, batches)
-    n_in = n_model_inputs(model, len(specs), options)
     training = loss_fn is not None
+    n_in = n_model_inputs(model, len(specs), options, training)
+    if training and _is_keras_model(model) and not getattr(model, "built", True):
+        _call(model, [tf.convert_to_tensor(x) for x in to_feed(batches[0])[:n_in]], False)  # create the weights
     params = _trainable(model) if training else []
+    if training and not params:
+        raise InputError(None, "a training capture (loss_fn given) needs trainable variables; the model has none")
 
     if training:
         def step(*xs):
@@ -155,6 +175,11 @@ def freeze(model: Any, batches: Sequence[tuple], loss_fn: Callable | None = None
         frozen = c2c.convert_variables_to_constants_v2(cf)
         gd = frozen.graph.as_graph_def()
     gd = _strip_state(tf, gd)
+    flow = sorted({n.op for n in gd.node if n.op in _CONTROL_FLOW or n.op.startswith("TensorList")})
+    if flow:
+        raise InputError(None, "the TensorFlow graph has control flow or function calls ("
+                               + ", ".join(flow) + "), which the TF emulator does not rewrite: unroll loops "
+                               "(e.g. keras RNN layers with unroll=True) or capture the loop body as the model")
 
     flat = tf.nest.flatten(cf.structured_outputs, expand_composites=True)
     names = [t.name for t in flat]
