@@ -512,7 +512,10 @@ def rank_types(ops: pd.DataFrame) -> pd.DataFrame:
 
 def final_metrics(ts: Mapping[int, DumpView], gs: Mapping[int, DumpView], steps: list[int],
                   order_fallback: list[str] | None = None) -> list[dict]:
-    """Per step: metrics of the model outputs (worst output tensor), and the loss when dumped."""
+    """Per step: metrics of the model outputs (worst output tensor), and the loss when dumped.
+    ``ts``/``gs``: {step: dump} (DumpView, ingest Dump) or anything ``as_steps`` accepts."""
+    ts, gs = as_steps(ts), as_steps(gs)
+    steps = [s for s in steps if s in ts and s in gs]
     out = []
     for s in steps:
         t, g = ts[s], gs[s]
