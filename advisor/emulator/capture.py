@@ -29,14 +29,14 @@ SMALL_MODEL_PARAMS = 2_000_000   # default --dump tensors at or below this many 
 # ---------------------------------------------------------------------- one step
 def run_step(model, batch: tuple, loss_fn=None, *, graph=None, params: dict | None = None,
              plan: list[str] | None = None, reference=None, keep_entries: bool = True,
-             keep_local: bool = False, seed: int = 0, step: int = 0) -> StepRecord:
+             keep_local: bool = False, seed: int = 0, step: int = 0, cache: dict | None = None) -> StepRecord:
     """Run one step (forward, + loss and backward when ``loss_fn``) under the emulation mode."""
     torch.manual_seed(seed + step)
     if loss_fn is not None and isinstance(model, torch.nn.Module):
         for p in model.parameters():
             p.grad = None
     inputs = {id(t): i for i, t in enumerate(batch) if isinstance(t, torch.Tensor)}
-    mode = EmuMode(graph, params, inputs, plan, reference, keep_entries, keep_local)
+    mode = EmuMode(graph, params, inputs, plan, reference, keep_entries, keep_local, cache=cache)
     with eager_math_attention():
         if loss_fn is not None:
             with torch.enable_grad(), mode:
@@ -57,13 +57,16 @@ def run_step(model, batch: tuple, loss_fn=None, *, graph=None, params: dict | No
     return mode.rec
 
 
-def param_names(model) -> dict[int, str]:
-    out: dict[int, str] = {}
+def param_names(model) -> dict:
+    """id(parameter or buffer) -> name, plus ``"__tensors__"``: the parameter tensors (whose rounded
+    copies the mixed run caches)."""
+    out: dict = {}
     if isinstance(model, torch.nn.Module):
         for n, p in model.named_parameters(remove_duplicate=False):
             out.setdefault(id(p), n)
         for n, b in model.named_buffers(remove_duplicate=False):
             out.setdefault(id(b), n)
+        out["__tensors__"] = [p for p in model.parameters()]
     return out
 
 
@@ -106,6 +109,13 @@ def _restore(model, state: dict) -> None:
                 b.copy_(state[n])
 
 
+def _static_ptrs(params: dict, round_cache: dict) -> set:
+    """Storages that do not change during a capture: parameters and their cached rounded copies."""
+    ptrs = {t.untyped_storage().data_ptr() for t in params.get("__tensors__", ())}
+    ptrs |= {t.untyped_storage().data_ptr() for t in round_cache.values()}
+    return ptrs
+
+
 def _exec_dtype(t: torch.Tensor, prec: str, low_ok: bool) -> str:
     """dtype of a tensor as the op executed it."""
     if t.dtype in _FLOAT_DT and prec in ("fp16", "bf16", "fp32") and low_ok:
@@ -133,8 +143,10 @@ def _prepare_out(out: str | os.PathLike) -> tuple[Path, str | None]:
 class _DumpBuilder:
     """Builds dump.json data for one run of one step; statistics for all tensors in one batched pass."""
 
-    def __init__(self, rec: StepRecord, precs: list[str], ops, files: bool, framework: str = "pytorch"):
+    def __init__(self, rec: StepRecord, precs: list[str], ops, files: bool, framework: str = "pytorch",
+                 stats_cache: dict | None = None, static_ptrs: set | None = None):
         self.rec, self.precs, self.ops, self.files = rec, precs, ops, files
+        self.stats_cache, self.static_ptrs = stats_cache, static_ptrs
         self.framework = framework
 
     def build(self) -> tuple[dict, dict]:
@@ -155,7 +167,7 @@ class _DumpBuilder:
         grad_items = [(n, g) for n, g in rec.grads.items()]
         grad_slots = [slot(g) for _, g in grad_items]
         loss_slot = slot(rec.loss) if rec.loss is not None else None
-        st = batched_stats(tensors)
+        st = batched_stats(tensors, cache=self.stats_cache, static_ptrs=self.static_ptrs)
         data: dict = {}
         files: dict = {}
         rounded = getattr(rec, "rounded", {})
@@ -258,6 +270,8 @@ def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semanti
     ref_plan: list[str] | None = None
     g0 = plan0 = None
     local_rows: list[dict] = []
+    round_cache: dict = {}
+    stats_cache: dict = {}
     try:
         for step, batch in enumerate(wl.batches):
             g = G.new_graph(framework="pytorch", step=step)
@@ -285,7 +299,8 @@ def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semanti
                 if not r.mapped:
                     unmapped[f"aten.{r.packet}.{r.overload}"] = r.type
             try:
-                mx = run_step(model, batch, wl.loss_fn, plan=precs, reference=fp.ops, seed=seed, step=step)
+                mx = run_step(model, batch, wl.loss_fn, params=params, plan=precs, reference=fp.ops, seed=seed,
+                              step=step, cache=round_cache)
             except AdvisorError:
                 raise
             except Exception as e:
@@ -311,7 +326,8 @@ def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semanti
             files = dump == "tensors"
             for which, rec, pr in (("fp32", fp, ["fp32" if r.is_float else "n/a" for r in fp.ops]),
                                    ("mixed", mx, precs)):
-                data, fl = _DumpBuilder(rec, pr, fp.ops, files).build()
+                static = _static_ptrs(params, round_cache)
+                data, fl = _DumpBuilder(rec, pr, fp.ops, files, stats_cache=stats_cache, static_ptrs=static).build()
                 writer.write_dump(which, step, data, fl if files else None)
             if local and step == 0:
                 for r, inp in zip(fp.ops, fp.local_inputs):

@@ -104,10 +104,15 @@ class EmuMode(TorchDispatchMode):
 
     def __init__(self, graph=None, params: dict | None = None, inputs: dict | None = None,
                  plan: list[str] | None = None, reference: list[OpRecord] | None = None,
-                 keep_entries: bool = True, keep_local_inputs: bool = False, low: str | None = None):
+                 keep_entries: bool = True, keep_local_inputs: bool = False, low: str | None = None,
+                 cache: dict | None = None):
         super().__init__()
+        # rounded copies of parameters (and their views), reused across ops and steps: keyed by
+        # storage, geometry and version counter, so an updated parameter is rounded again
+        self.cache = cache if cache is not None else {}
+        self.param_ptrs = {t.untyped_storage().data_ptr() for t in (params or {}).get("__tensors__", ())}
         self.g = graph
-        self.params = params or {}          # id(tensor) -> parameter/buffer name
+        self.params = {k: v for k, v in (params or {}).items() if k != "__tensors__"}  # id -> name
         self.inputs = inputs or {}          # id(tensor) -> model input index
         self.plan = plan
         self.reference = reference
@@ -172,7 +177,16 @@ class EmuMode(TorchDispatchMode):
                     r = self.rounded.get(id(x))
                     if r is not None and r[1] == prec and r[0] is x:
                         return x
-                    y = x.to(low_t).to(x.dtype)
+                    key = None
+                    if self.param_ptrs:
+                        ptr = x.untyped_storage().data_ptr()
+                        if ptr in self.param_ptrs:
+                            key = (ptr, tuple(x.shape), x.stride(), x.storage_offset(), x._version, prec)
+                    y = self.cache.get(key) if key is not None else None
+                    if y is None:
+                        y = x.to(low_t).to(x.dtype)
+                        if key is not None:
+                            self.cache[key] = y
                     rounded_inputs[id(x)] = y
                     return y
                 return x
