@@ -28,8 +28,8 @@ TF_TO_GE: dict[str, str] = {
     "BatchMatMulV2": "BatchMatMulV2",
     "BatchMatMulV3": "BatchMatMulV2",
     "DepthwiseConv2dNative": "DepthwiseConv2D",
-    "DepthwiseConv2dNativeBackpropInput": "DepthwiseConv2DBackpropInputD",
-    "DepthwiseConv2dNativeBackpropFilter": "DepthwiseConv2DBackpropFilterD",
+    "DepthwiseConv2dNativeBackpropInput": "DepthwiseConv2DBackpropInput",
+    "DepthwiseConv2dNativeBackpropFilter": "DepthwiseConv2DBackpropFilter",
     # activations / normalisation
     "Softmax": "SoftmaxV2",
     "LogSoftmax": "LogSoftmaxV2",
@@ -72,6 +72,8 @@ CONST_TO_ATTR: dict[str, tuple[str, tuple[int, ...]]] = {
     "Pad": ("PadD", (1,)),
     "Split": ("SplitD", (0,)),
     "SplitV": ("SplitVD", (1, 2)),
+    "DepthwiseConv2DBackpropInput": ("DepthwiseConv2DBackpropInputD", (0,)),
+    "DepthwiseConv2DBackpropFilter": ("DepthwiseConv2DBackpropFilterD", (1,)),
     "Conv2DBackpropInput": ("Conv2DBackpropInputD", (0,)),
     "Conv2DBackpropFilter": ("Conv2DBackpropFilterD", (1,)),
 }
