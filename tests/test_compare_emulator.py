@@ -190,3 +190,20 @@ def test_statistics_only_capture_still_names_the_culprit(tmp_path):
         assert set(a.ops["kind"]) == {"stats"}
         assert not a.verdict.ok
         assert a.types.index[0] == "Sigmoid"
+
+
+EXAMPLES = __import__("pathlib").Path(__file__).resolve().parents[1] / "examples"
+
+
+@pytest.mark.skipif(not (EXAMPLES / "transformer_hazard.py").is_file(), reason="example workload missing")
+def test_transformer_scores_blame_the_batchmatmul_not_the_softmax(tmp_path):
+    """Scores ~1e4 rounded to fp16 by the BatchMatMul ruin the softmax one op later."""
+    target = f"{EXAMPLES / 'transformer_hazard.py'}:workload"
+    run = capture_mod.capture(target, tmp_path / "tf", batches=2)
+    a = _attr(run)
+    assert a.ops.loc[a.first_exceeding, "type"] == "SoftmaxV2"
+    assert a.types.index[0] == "BatchMatMul"
+    assert "Transpose" not in list(a.types.index)
+    fixed = capture_mod.capture(target, tmp_path / "tf_fixed", batches=2,
+                                mixlist=mx.parse_obj(_with_black(None, ["BatchMatMul"]), "t"))
+    assert _attr(fixed).verdict.ok

@@ -387,6 +387,8 @@ def attribute(run: Any, tolerance: Tolerance | None = None, steps: Iterable[int]
                 blamed, introduced, basis = prod, excess, "amplified input error"
             else:
                 blamed, introduced, basis = n, (excess if own_low else 0.0), "received/produced"
+        if blamed == n and rule == "follow":
+            introduced = 0.0      # a view / pass-through op makes no precision decision of its own
         if isinstance(introduced, float) and math.isnan(introduced):
             introduced = math.inf if not h["finite"] else 0.0
         row["introduced"] = introduced
