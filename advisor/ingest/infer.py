@@ -33,7 +33,9 @@ _NA = {"", "N/A", "n/a", "NA", "UNDEFINED", "nan", "None"}
 
 def _split_unique(s: pd.Series, norm: bool = False) -> tuple[np.ndarray, list[list[str]]]:
     """Factorize a column of ``;``-separated strings: (codes, list per unique value)."""
-    codes, uniq = pd.factorize(s.astype(object).fillna(""), sort=False)
+    if s.hasnans:
+        s = s.fillna("")
+    codes, uniq = pd.factorize(s, sort=False)
     lists = []
     for u in uniq:
         u = str(u).strip().strip('"')
@@ -80,15 +82,35 @@ def _obj(s: pd.Series) -> np.ndarray:
     return s.to_numpy(dtype=object)
 
 
+def _cumcount(codes: np.ndarray) -> np.ndarray:
+    """Per element, how many earlier elements have the same code (numpy groupby-cumcount)."""
+    if codes.size == 0:
+        return codes.astype(np.int64)
+    order = np.argsort(codes, kind="stable")
+    sc = codes[order]
+    start = np.r_[0, np.flatnonzero(np.diff(sc)) + 1]
+    cnt = np.arange(sc.size) - np.repeat(start, np.diff(np.r_[start, sc.size]))
+    out = np.empty(sc.size, dtype=np.int64)
+    out[order] = cnt
+    return out
+
+
 def _keys(names: pd.Series) -> np.ndarray:
     """Node keys: the name, ``<name>#<k>`` for its k-th repeat (k >= 1)."""
-    rep = names.groupby(names, sort=False).cumcount().to_numpy()
-    keys = _obj(names)
-    idx = np.flatnonzero(rep > 0)
-    if idx.size:
-        sub = pd.Series(keys[idx], dtype="string[pyarrow]") + "#" + pd.Series(rep[idx]).astype("string[pyarrow]")
-        keys[idx] = sub.to_numpy(dtype=object)
-    return keys
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    codes, _ = pd.factorize(names, sort=False)
+    rep = _cumcount(codes)
+    if not (rep > 0).any():
+        return _obj(names)
+    arr = pa.array(names.to_numpy(dtype=object) if not hasattr(names.array, "_pa_array") else names.array._pa_array)
+    if isinstance(arr, pa.ChunkedArray):
+        arr = arr.combine_chunks()
+    if arr.type != pa.string():
+        arr = pc.cast(arr, pa.string())
+    suffixed = pc.binary_join_element_wise(arr, pc.cast(pa.array(rep), pa.string()), "#")
+    out = pc.if_else(pa.array(rep > 0), suffixed, arr)
+    return out.to_numpy(zero_copy_only=False)
 
 
 class no_gc:
@@ -166,16 +188,29 @@ def _graph_from_kernels(kf: pd.DataFrame, step: int | None, infer: bool) -> nx.D
     return g
 
 
-def _sig_frame(codes_dt, lists_dt, codes_sh, lists_sh, n):
+def _canon_codes(lists: list[list[str]], vocab: dict[str, int]) -> np.ndarray:
+    """Flattened unique-list elements -> canonical integer codes (shared vocabulary)."""
+    flat = [vocab.setdefault(x, len(vocab)) for lst in lists for x in lst]
+    return np.asarray(flat or [0], dtype=np.int64)
+
+
+def _sig_frame(codes_dt, lists_dt, codes_sh, lists_sh, n, vdt: dict, vsh: dict) -> pd.DataFrame:
+    """One row per (kernel row, tensor port) having both a dtype and a shape: row, port, dtype code,
+    shape code (codes into ``vdt``/``vsh``)."""
     r1, p1, e1 = _explode(codes_dt, lists_dt)
     r2, p2, e2 = _explode(codes_sh, lists_sh)
-    flat_dt = np.array([d for x in lists_dt for d in x] or [""], dtype=object)
-    flat_sh = np.array([d for x in lists_sh for d in x] or [""], dtype=object)
-    a = pd.DataFrame({"row": r1, "port": p1, "dtype": flat_dt[e1] if e1.size else np.zeros(0, object)})
-    b = pd.DataFrame({"row": r2, "port": p2, "shape": flat_sh[e2] if e2.size else np.zeros(0, object)})
-    m = a.merge(b, on=["row", "port"], how="inner")
-    m = m[(m["dtype"] != "n/a") & (m["dtype"] != "undefined") & (m["shape"] != "N/A")]
-    return m
+    cdt = _canon_codes(lists_dt, vdt)
+    csh = _canon_codes(lists_sh, vsh)
+    k1 = r1 * 4096 + p1
+    k2 = r2 * 4096 + p2
+    _, i1, i2 = np.intersect1d(k1, k2, assume_unique=True, return_indices=True)
+    m = pd.DataFrame({"row": r1[i1], "port": p1[i1],
+                      "dt": cdt[e1[i1]] if i1.size else np.zeros(0, np.int64),
+                      "sh": csh[e2[i2]] if i2.size else np.zeros(0, np.int64)})
+    bad_dt = [vdt[x] for x in ("n/a", "undefined") if x in vdt]
+    bad_sh = [vsh[x] for x in ("N/A",) if x in vsh]
+    keep = ~(np.isin(m["dt"].to_numpy(), bad_dt) | np.isin(m["sh"].to_numpy(), bad_sh))
+    return m[keep]
 
 
 def infer_edges(kf: pd.DataFrame, keys: np.ndarray | None = None) -> pd.DataFrame:
@@ -191,36 +226,46 @@ def infer_edges(kf: pd.DataFrame, keys: np.ndarray | None = None) -> pd.DataFram
 
 def _edge_frame(kf, icodes, ilists, ocodes, olists, iscodes, islists, oscodes, oslists) -> pd.DataFrame:
     n = len(kf)
-    ins = _sig_frame(icodes, ilists, iscodes, islists, n)
-    outs = _sig_frame(ocodes, olists, oscodes, oslists, n)
-    grp = pd.factorize(pd.Series(kf["step"].astype(str).to_numpy() + "|" + kf["stream"].astype(str).to_numpy()))[0]
-    sig_all = pd.concat([ins["shape"] + "|" + ins["dtype"], outs["shape"] + "|" + outs["dtype"]], ignore_index=True)
-    sig_codes = pd.factorize(sig_all)[0]
-    ins = ins.assign(sig=sig_codes[:len(ins)], grp=grp[ins["row"].to_numpy()] if len(ins) else np.zeros(0, int))
-    outs = outs.assign(sig=sig_codes[len(ins):], grp=grp[outs["row"].to_numpy()] if len(outs) else np.zeros(0, int))
+    vdt: dict[str, int] = {}
+    vsh: dict[str, int] = {}
+    ins = _sig_frame(icodes, ilists, iscodes, islists, n, vdt, vsh)
+    outs = _sig_frame(ocodes, olists, oscodes, oslists, n, vdt, vsh)
+    cols = ["src", "dst", "out_port", "in_port", "float", "confidence", "shape", "dtype", "grp"]
     if ins.empty:
-        return pd.DataFrame(columns=["src", "dst", "out_port", "in_port", "float", "confidence", "shape", "dtype"])
+        return pd.DataFrame(columns=cols)
+    st = kf["step"].to_numpy()
+    sm_codes, _ = pd.factorize(kf["stream"], sort=False)
+    grp = pd.factorize(st.astype(np.int64) * (int(sm_codes.max(initial=0)) + 2) + sm_codes)[0]
+    nsh = max(len(vsh), 1)
+    ins = ins.assign(sig=ins["dt"].to_numpy() * nsh + ins["sh"].to_numpy(), grp=grp[ins["row"].to_numpy()])
+    outs = outs.assign(sig=outs["dt"].to_numpy() * nsh + outs["sh"].to_numpy(), grp=grp[outs["row"].to_numpy()])
     outs = outs.sort_values("row", kind="stable")
     outs["nth"] = outs.groupby(["grp", "sig"], sort=False).cumcount() + 1
-    # position within the group's execution order (for distance)
     gpos = pd.Series(np.arange(n)).groupby(grp).cumcount().to_numpy()
     left = ins.sort_values("row", kind="stable").rename(columns={"row": "dst", "port": "in_port"})
-    right = outs.rename(columns={"row": "src", "port": "out_port"})[["src", "out_port", "sig", "grp", "nth"]]
     left["key"] = left["dst"]
-    right = right.assign(key=right["src"]).sort_values("key", kind="stable")
-    m = pd.merge_asof(left.sort_values("key", kind="stable"), right, on="key", by=["grp", "sig"],
-                      allow_exact_matches=False, direction="backward")
-    m = m.assign(src=m["src"].astype("Int64"))
-    m["float"] = m["dtype"].map(lambda d: is_float_dtype(d)).astype(bool) if len(m) < 1000 else \
-        m["dtype"].isin(["fp32", "fp16", "bf16", "fp64"]).to_numpy()
-    numel1 = m["shape"].map(_small) if len(m) < 1000 else m["shape"].isin(_SMALL_SHAPES)
-    conf = np.where(m["nth"].fillna(0).to_numpy() <= 1, 0.9, 0.7)
-    conf = conf - np.where(numel1.to_numpy(dtype=bool), 0.2, 0.0)
+    right = outs.rename(columns={"row": "src", "port": "out_port"})[["src", "out_port", "sig", "grp", "nth"]]
+    right = right.assign(key=right["src"])
+    m = pd.merge_asof(left, right, on="key", by=["grp", "sig"], allow_exact_matches=False, direction="backward")
+    dt_names = np.empty(max(len(vdt), 1), dtype=object)
+    for k, v in vdt.items():
+        dt_names[v] = k
+    sh_names = np.empty(max(len(vsh), 1), dtype=object)
+    for k, v in vsh.items():
+        sh_names[v] = k
+    dtn = dt_names[m["dt"].to_numpy()]
+    shn = sh_names[m["sh"].to_numpy()]
+    float_dt = np.array([x in ("fp32", "fp16", "bf16", "fp64") for x in dt_names], dtype=bool)
+    small_sh = np.array([x in _SMALL_SHAPES for x in sh_names], dtype=bool)
     srcv = m["src"].fillna(-1).astype("int64").to_numpy()
+    conf = np.where(m["nth"].fillna(0).to_numpy() <= 1, 0.9, 0.7)
+    conf = conf - np.where(small_sh[m["sh"].to_numpy()], 0.2, 0.0)
     dist = np.where(srcv >= 0, gpos[m["dst"].to_numpy()] - gpos[np.maximum(srcv, 0)], 0)
     conf = conf - np.where(dist > 64, 0.1, 0.0)
-    m["confidence"] = np.clip(np.round(conf, 3), 0.1, 0.9)
-    return m[["src", "dst", "out_port", "in_port", "float", "confidence", "shape", "dtype", "grp"]]
+    return pd.DataFrame({"src": m["src"].astype("Int64"), "dst": m["dst"].to_numpy(),
+                         "out_port": m["out_port"].to_numpy(), "in_port": m["in_port"].to_numpy(),
+                         "float": float_dt[m["dt"].to_numpy()], "confidence": np.clip(np.round(conf, 3), 0.1, 0.9),
+                         "shape": shn, "dtype": dtn, "grp": m["grp"].to_numpy()})
 
 
 _SMALL_SHAPES = {"", "1", "1,1", "1,1,1", "1,1,1,1", "0"}
@@ -244,10 +289,12 @@ def _infer_edges(g, kf, keys, icodes, ilists, ocodes, olists, iscodes, islists, 
     fl = matched["float"].to_numpy()
     cf = matched["confidence"].to_numpy()
     u1 = ~dup
-    edges: dict[tuple, dict] = {
-        (u, v): {"ports": [(o, i)], "float": f, "confidence": c}
-        for u, v, o, i, f, c in zip(src[u1].tolist(), dst[u1].tolist(), op[u1].tolist(), ip[u1].tolist(),
-                                    fl[u1].tolist(), cf[u1].tolist())}
+    succ, pred = g._succ, g._pred
+    # unique (producer, consumer) pairs straight into networkx's adjacency (one shared dict per edge)
+    for u, v, o, i, f, c in zip(src[u1].tolist(), dst[u1].tolist(), op[u1].tolist(), ip[u1].tolist(),
+                                fl[u1].tolist(), cf[u1].tolist()):
+        succ[u][v] = pred[v][u] = {"ports": [(o, i)], "float": f, "confidence": c}
+    edges: dict[tuple, dict] = {}
     for u, v, o, i, f, c in zip(src[dup].tolist(), dst[dup].tolist(), op[dup].tolist(), ip[dup].tolist(),
                                 fl[dup].tolist(), cf[dup].tolist()):
         d = edges.get((u, v))
@@ -274,7 +321,6 @@ def _infer_edges(g, kf, keys, icodes, ilists, ocodes, olists, iscodes, islists, 
                 edges[(u, v)] = {"ports": [(0, i)], "float": True, "confidence": 0.5}
             else:
                 d["ports"].append((0, i))
-    succ, pred = g._succ, g._pred
     for (u, v), d in edges.items():
         succ[u][v] = d
         pred[v][u] = d
