@@ -278,7 +278,8 @@ def capture_tf(workload: Any, out: str | os.PathLike, mode: str = semantics.DEFA
         notes.append(f"GE graph dump not written: {e.__class__.__name__}: {e}")
     if local:
         writer.write_local_error(local_rows)
-    unknown = sorted({g.nodes[n]["type"] for n in G.op_nodes(g) if not lists.is_known(g.nodes[n]["type"])})
+    unknown = sorted({g.nodes[n]["type"] for n in G.op_nodes(g)
+                      if g.nodes[n].get("kernel", True) and not lists.is_known(g.nodes[n]["type"])})
     cube_style = sorted({g.nodes[n]["type"] for n, s in rw.style.items() if s == "cube-style"})
     writer.write_run_json(steps=len(wl.batches), training=fr.training, dump=dump, low_dtype=low,
                           lists_source=lists.source, unmapped_ops=unknown, notes=notes,
@@ -311,11 +312,12 @@ def _kernels(g, info, rw, p, vals, step: int) -> list[dict]:
         a = g.nodes[n]
         if a["role"] != "op" or not a.get("kernel", True):
             continue
-        srcs = info.inputs[n]
+        skip = set(a.get("attr_inputs", ()))  # D variants take these operands as attributes
+        srcs = [s for i, s in enumerate(info.inputs[n]) if i not in skip]
         in_shapes = [list(np.shape(vals[s])) if s in vals else None for s in srcs]
         n_out = len(info.out_dtypes[n])
         out_shapes = [list(np.shape(vals[(n, k)])) if (n, k) in vals else None for k in range(n_out)]
-        ind = [_enum_name_np(e) for e in rw.in_dtypes.get(n, [])]
+        ind = [_enum_name_np(e) for i, e in enumerate(rw.in_dtypes.get(n, [])) if i not in skip]
         outd = [_enum_name_np(e) for e in rw.out_dtypes.get(n, [])]
         prec = p[n]
         flops = costmodel.estimate_flops(a["type"], in_shapes, out_shapes)

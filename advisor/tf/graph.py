@@ -150,7 +150,10 @@ def build(tf, graph_def, name: str = "model") -> tuple[nx.DiGraph, TFGraphInfo]:
         origin = next((d for d in outs + in_dtypes if d in FLOAT_TF), "float32")
         if G.normalize_dtype(origin) != "fp32":
             extra["origin_dtype"] = G.normalize_dtype(origin)
-        G.add_op(g, n, ge_t, role="op", tf_type=nd.op, kernel=nd.op not in opmap.NO_KERNEL, float=is_float,
+        if opmap.attr_inputs(ge_t):
+            extra["attr_inputs"] = list(opmap.attr_inputs(ge_t))
+        kernel = nd.op not in opmap.NO_KERNEL and nd.op not in opmap.HOST_SHAPE
+        G.add_op(g, n, ge_t, role="op", tf_type=nd.op, kernel=kernel, float=is_float,
                  dump=n, in_shapes=[_shape(t) for t in op.inputs], out_shapes=info.out_shapes[n], **extra)
         for i, (src, k) in enumerate(srcs):
             if not g.has_node(src):

@@ -95,6 +95,8 @@ NO_KERNEL = frozenset({"Reshape", "Squeeze", "ExpandDims", "Unsqueeze", "Flatten
 # Ops whose result is a shape or size, not a value: float=False even with a float input.
 SHAPE_ONLY = frozenset({"Shape", "ShapeN", "Size", "Rank", "BroadcastGradientArgs", "ZerosLike",
                         "OnesLike"})
+# ... of which these are host-side shape computations GE folds at build time: no kernel row.
+HOST_SHAPE = frozenset({"Shape", "ShapeN", "Size", "Rank", "BroadcastGradientArgs"})
 
 # Pure random ops: the capture fixes their seeds so the mixed and the FP32 run draw the same numbers.
 RANDOM_OPS = frozenset({"RandomUniform", "RandomStandardNormal", "TruncatedNormal", "RandomUniformInt",
@@ -112,6 +114,14 @@ def ge_type(tf_type: str, attrs: dict | None = None, const_inputs: set[int] | fr
     if d is not None and all(i in const_inputs for i in d[1]):
         return d[0]
     return t
+
+
+def attr_inputs(ge_t: str) -> tuple[int, ...]:
+    """Input indices a ``D`` variant takes as attributes (not kernel inputs)."""
+    for d, idx in CONST_TO_ATTR.values():
+        if d == ge_t:
+            return idx
+    return ()
 
 
 def table_markdown() -> str:
