@@ -137,6 +137,9 @@ def test_cli_on_run_dir_exit_codes(tmp_path, capsys):
     good = _capture(tmp_path, "exp_ok", _wl(ExpGate)(), _with_black(None, ["Exp"]))
     assert main(["compare", "--run", str(bad), "--json", str(tmp_path / "r.json")]) == 1
     assert main(["compare", "--run", str(good)]) == 0
+    assert main(["compare", "--run", str(bad), "--step", "1", "--json", str(tmp_path / "s1.json")]) == 1
+    import json
+    assert [f["step"] for f in json.loads((tmp_path / "s1.json").read_text())["final"]] == [1]
     # the same through --target/--golden on the run's dumps
     assert main(["compare", "--target", str(bad / "dump" / "mixed"), "--golden", str(bad / "dump" / "fp32")]) == 1
     out = capsys.readouterr().out

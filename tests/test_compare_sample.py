@@ -162,3 +162,17 @@ def test_old_format_statistics_dump_against_a_perturbed_copy(tmp_path):
     assert row["kind"] == "stats" and row["out_rel_l2"] == pytest.approx(0.1)
     assert a.first_exceeding == "NPU.npu_rms_norm.0.forward"
     assert not any(n.startswith("Module.") for n in a.ops.index)
+
+
+def test_entries_present_in_one_dump_only_are_reported(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "200")
+    t = _stats_only_copy(tmp_path, "pair_bf16")
+    f = t / "step0" / "rank0" / "dump.json"
+    d = json.loads(f.read_text())
+    del d["data"]["Torch.softmax.0.forward"]
+    f.write_text(json.dumps(d))
+    main(["compare", "--target", str(t), "--golden", str(SAMPLE / "pair_fp32"), "--json", str(tmp_path / "o.json")])
+    assert "1 entries only in the golden dump: Torch.softmax.0.forward" in capsys.readouterr().out
+    res = json.loads((tmp_path / "o.json").read_text())
+    assert res["unmatched"]["golden_only"] == ["Torch.softmax.0.forward"]
+    assert "Torch.softmax.0.forward" not in {o["node"] for o in res["ops"]}

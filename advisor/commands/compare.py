@@ -44,7 +44,7 @@ def render(att, top: int = 15, console=None) -> None:
         for n, r in d.iterrows():
             t.add_row(str(n), str(r["type"]), str(r["precision"]), _fmt(r["out_cosine"], ".6f"), _fmt(r["out_rel_l2"]),
                       _fmt(r["out_max_abs"]) if r["out_finite"] else "non-finite", _fmt(r["in_rel_l2"]),
-                      _fmt(r["growth"], ".3g"), _fmt(r["introduced"]),
+                      _fmt(r["growth"], ".3g") if r["in_rel_l2"] > 0 else "-", _fmt(r["introduced"]),
                       "itself" if r["blamed_on"] == str(n) else str(r["blamed_on"]))
         con.print(t)
     else:
@@ -76,6 +76,12 @@ def render(att, top: int = 15, console=None) -> None:
             extra = f", loss rel diff {_fmt(f['loss'].get('rel_diff'))}"
         con.print(f"step {f['step']} final ({f['source']}): cosine {_fmt(o.get('cosine'), '.6f')}, rel L2 "
                   f"{_fmt(o.get('rel_l2'))}, max abs {_fmt(o.get('max_abs'))}, finite {o.get('finite')}{extra}")
+    um = att.unmatched or {}
+    for label, key in (("only in the target dump", "target_only"), ("only in the golden dump", "golden_only")):
+        lst = um.get(key) or []
+        if lst:
+            more = f" (+{len(lst) - 5} more)" if len(lst) > 5 else ""
+            con.print(f"{len(lst)} entries {label}: {', '.join(lst[:5])}{more}")
     for note in att.notes:
         con.print(f"note: {note}")
     v = att.verdict
