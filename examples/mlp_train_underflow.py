@@ -9,7 +9,7 @@ LOSS_FACTOR = 1e-5
 
 
 class MLP(nn.Module):
-    def __init__(self, d_in: int = 32, hidden: int = 64, d_out: int = 4):
+    def __init__(self, d_in: int = 32, hidden: int = 48, d_out: int = 4):
         super().__init__()
         self.fc1 = nn.Linear(d_in, hidden)
         self.fc2 = nn.Linear(hidden, hidden)
@@ -29,6 +29,6 @@ def workload():
     model = MLP().train()
     batches = []
     for _ in range(4):
-        x = torch.randn(32, 32)
-        batches.append((x, 0.1 * torch.randn(32, 4)))
+        x = torch.randn(16, 32)
+        batches.append((x, 0.1 * torch.randn(16, 4)))
     return model, batches, loss_fn

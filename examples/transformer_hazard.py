@@ -4,7 +4,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-D_MODEL = 64
+D_MODEL = 32
 N_HEADS = 2
 SEQ = 16
 BATCH = 2

@@ -111,9 +111,16 @@ def test_workload_contract(name):
             assert loss.dim() == 0 and torch.isfinite(loss)
 
 
-def test_every_example_file_is_covered():
-    files = {p.stem for p in EXAMPLES.glob("*.py")} - {"npu_script", "__init__"}
-    assert files <= set(WORKLOADS), f"add new examples to WORKLOADS: {files - set(WORKLOADS)}"
+# examples tested elsewhere: the torch_npu script (tests/test_tune_*), the Keras workload (tests/test_tf_*)
+TESTED_ELSEWHERE = {"npu_script", "keras_hazard"}
+
+
+def test_every_example_file_is_covered_and_documented():
+    files = {p.stem for p in EXAMPLES.glob("*.py")} - {"__init__"}
+    assert files - TESTED_ELSEWHERE <= set(WORKLOADS), f"add new examples to WORKLOADS: {files - set(WORKLOADS)}"
+    readme = (EXAMPLES / "README.md").read_text()
+    missing = [f for f in sorted(files) if f"`{f}.py`" not in readme]
+    assert not missing, f"examples/README.md does not list {missing}"
 
 
 # --------------------------------------------------------------------------- planted hazards
@@ -224,9 +231,10 @@ def test_train_underflow_flushes_fp16_gradients(monkeypatch):
     zero16 = (g16[w] == 0).float().mean().item()
     zero32 = (ref[w] == 0).float().mean().item()
     assert zero16 - zero32 > 0.01          # the seed rule: >1 % of gradient elements flushed
-    # a proper loss scale (x 2**16) removes the underflow
-    monkeypatch.setattr(mod, "LOSS_FACTOR", mod.LOSS_FACTOR * 2.0 ** 16)
+    # a proper loss scale (x 2**20) removes the underflow
+    monkeypatch.setattr(mod, "LOSS_FACTOR", mod.LOSS_FACTOR * 2.0 ** 20)
     ref_s = _grads(mod, [])
     g16_s = _grads(mod, low)
     assert (g16_s[w] == 0).float().mean().item() - (ref_s[w] == 0).float().mean().item() < 0.01
-    assert rel_err(g16_s[w], ref_s[w]) < 1e-2
+    # (not bit-close: a ReLU near zero may flip in the fp16 forward; compare's gradient rule is cos >= 0.99)
+    assert torch.nn.functional.cosine_similarity(g16_s[w].flatten(), ref_s[w].flatten(), dim=0) > 0.99
