@@ -286,15 +286,19 @@ def _metric(a: np.ndarray | None, i: int) -> float | None:
 def _edit_report(s: Searcher, e: Edit, purpose: str, without: Evaluated, with_: Evaluated,
                  ev: Evidence | None, cand_info: dict, perf_info: dict | None) -> EditReport:
     c = s.c
-    fl = flips_between(without.plan, with_.plan)
-    flips = [f.to_dict() for f in fl[:MAX_FLIPS_PER_EDIT]]
+    nflip, flips = _flips(without.plan, with_.plan, MAX_FLIPS_PER_EDIT)
     # worst instances: the culprits that led to the edit, else the type's own instances
     cd = cand_info.get(e)
     nodes = [i for i in (cd.nodes if cd else []) if i >= 0]
     if not nodes:
         nodes = [i for i, t in enumerate(c.types) if t == e.type]
-    contrib = s.model.contributions(without.plan) if s.model.enabled else np.zeros(len(c))
-    nodes = sorted(set(nodes), key=lambda i: -np.nan_to_num(contrib[i], posinf=1e300))[:5]
+    contrib = _contrib_cached(s, without) if s.model.enabled else np.zeros(len(c))
+    nodes = np.unique(np.asarray(nodes, dtype=np.int64))
+    if len(nodes):
+        key = np.nan_to_num(contrib[nodes], nan=0.0, posinf=1e300)
+        nodes = nodes[np.argsort(-key, kind="stable")][:5].tolist()
+    else:
+        nodes = []
     worst = []
     for i in nodes:
         node = c.order[i]
@@ -325,9 +329,32 @@ def _edit_report(s: Searcher, e: Edit, purpose: str, without: Evaluated, with_: 
     evidence = {"worst_instances": worst, "local_vs_received": lvr,
                 "reason": cd.reason if cd else (perf_info and "fp32 by " + "/".join(perf_info["rules"])),
                 "predicted_final_with": _pred_dict(with_.pred)}
-    expl = _explain(s, e, purpose, worst, lvr, without, with_, len(fl), dt)
-    return EditReport(e, purpose, expl, evidence, flips, len(fl), dt,
+    expl = _explain(s, e, purpose, worst, lvr, without, with_, nflip, dt)
+    return EditReport(e, purpose, expl, evidence, flips, nflip, dt,
                       _pred_dict(without.pred) if purpose == "fix" else None)
+
+
+def _flips(a: Plan, b: Plan, limit: int) -> tuple[int, list[dict]]:
+    """(number of instances whose precision differs, records of the first ``limit`` in topological
+    order with semantics' Why for both plans) - flips_between without building every record."""
+    pa = np.array(a.precision_list, dtype=object)
+    pb = np.array(b.precision_list, dtype=object)
+    idx = np.flatnonzero(pa != pb)
+    c = a.compiled
+    out = []
+    for i in idx[:limit].tolist():
+        node = c.order[i]
+        out.append({"node": str(node), "type": c.types[i], "before": pa[i], "after": pb[i],
+                    "why_before": a.why(node).to_dict(), "why_after": b.why(node).to_dict()})
+    return int(len(idx)), out
+
+
+def _contrib_cached(s: Searcher, ev: Evaluated) -> np.ndarray:
+    cache = s.__dict__.setdefault("_contrib_cache", {})
+    hit = cache.get(ev.edits)
+    if hit is None:
+        hit = cache[ev.edits] = s.model.contributions(ev.plan)
+    return hit
 
 
 def _fmt(x: float | None) -> str:
@@ -364,12 +391,12 @@ def _explain(s: Searcher, e: Edit, purpose: str, worst: list[dict], lvr: dict | 
     return " ".join(parts)
 
 
-def _cast_findings(s: Searcher, at: Evaluated, top: int = 5) -> list[dict]:
+def _cast_findings(s: Searcher, at: Evaluated, top: int = 5, max_tries: int = 4) -> list[dict]:
     """Cast churn: float edges whose ends differ in precision (GE inserts a Cast on each)."""
     tm = s.model.times
     if not len(tm.edge_src):
         return []
-    low = low_mask(at.plan)
+    low = at.low if at.low is not None else low_mask(at.plan)
     mism = low[tm.edge_src] != low[tm.edge_dst]
     n = int(mism.sum())
     if n == 0:
@@ -384,14 +411,16 @@ def _cast_findings(s: Searcher, at: Evaluated, top: int = 5) -> list[dict]:
     # the single edit (on a type at a cast boundary) that removes most casts while meeting the tolerance
     best = None
     lists = lists_with(s.base_lists, at.edits)
-    for (a, b), _ in grp.head(top).iterrows():
+    tried = 0
+    for (a, b), _ in grp.head(2).iterrows():
         for t in (a, b):
             if t in s.exclude or t == "Cast":
                 continue
             for kind in ("white-add", "black-add"):
                 tgt = "white" if kind == "white-add" else "black"
-                if lists.list_of(t) == tgt or any(x.type == t for x in at.edits):
+                if lists.list_of(t) == tgt or any(x.type == t for x in at.edits) or tried >= max_tries:
                     continue
+                tried += 1
                 ev = s.evaluate(at.edits | {Edit(kind, t)})
                 if ev.pred.casts < at.pred.casts and (ev.ok or not s.model.enabled):
                     if best is None or ev.pred.casts < best[1].pred.casts:

@@ -36,6 +36,29 @@ _OP, _DATA, _CONST, _NONFLOAT, _FOLLOW, _CAST = range(6)
 # RMS relative error of rounding an fp32 tensor to the low dtype (round to nearest: ~u/sqrt(3))
 ROUNDING_REL = {"fp16": 2.0 ** -11 / math.sqrt(3.0), "bf16": 2.0 ** -8 / math.sqrt(3.0)}
 GAIN_MAX = 1e6
+AMPLIFY = 4.0
+
+
+# ---------------------------------------------------------------------- shared graph arrays
+import weakref
+
+_EDGES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+
+
+def float_edges(c: Compiled) -> tuple[np.ndarray, np.ndarray]:
+    """(src, dst) compiled indices of the float edges, computed once per compiled graph."""
+    hit = _EDGES.get(c)
+    if hit is not None:
+        return hit
+    idx = c.index
+    es, ed = [], []
+    for u, v, d in c.graph.edges(data=True):
+        if d.get("float", True):
+            es.append(idx[u])
+            ed.append(idx[v])
+    res = (np.asarray(es, dtype=np.int64), np.asarray(ed, dtype=np.int64))
+    _EDGES[c] = res
+    return res
 
 
 # ---------------------------------------------------------------------- evidence
@@ -82,21 +105,36 @@ def build_evidence(c: Compiled, ops: pd.DataFrame | None = None, local: pd.DataF
     Rows are matched to nodes by the ``node``/``name`` column (or the index) against the node key
     and the node's ``name`` attribute.  Vectorised: one reindex per column."""
     n = len(c)
-    names = pd.Index([str(c.graph.nodes[k].get("name", k)) for k in c.order])
+    g = c.graph
     keys = pd.Index([str(k) for k in c.order])
+    name_attr = [g.nodes[k].get("name") for k in c.order]
+    names = pd.Index([str(a) if a is not None else str(k) for a, k in zip(name_attr, c.order)])
+
+    def positions(df: pd.DataFrame) -> np.ndarray:
+        """Node position of every row (-1 = no such node): by node key, else by the name attribute."""
+        ks = pd.Index(_key_series(df).to_numpy(dtype=object).astype(str))
+        pos = keys.get_indexer(ks) if keys.is_unique else np.full(len(ks), -1)
+        if (pos < 0).any() and names.is_unique:
+            pos2 = names.get_indexer(ks)
+            pos = np.where(pos < 0, pos2, pos)
+        return pos
+
+    pos_cache: dict[int, np.ndarray] = {}
 
     def aligned(df: pd.DataFrame | None, *cols: str, fill: float = np.nan) -> np.ndarray:
+        out = np.full(n, fill)
         if df is None or len(df) == 0:
-            return np.full(n, fill)
+            return out
         s = _col(df, *cols)
         if s is None:
-            return np.full(n, fill)
-        s = pd.to_numeric(s, errors="coerce")
-        s.index = _key_series(df).values
-        s = s[~s.index.duplicated(keep="last")]
-        by_key = s.reindex(keys).to_numpy(dtype=float)
-        by_name = s.reindex(names).to_numpy(dtype=float)
-        return np.where(np.isnan(by_key), by_name, by_key)
+            return out
+        pos = pos_cache.get(id(df))
+        if pos is None:
+            pos = pos_cache[id(df)] = positions(df)
+        v = pd.to_numeric(s, errors="coerce").to_numpy(dtype=float)
+        ok = pos >= 0
+        out[pos[ok]] = v[ok]          # last row wins for duplicates
+        return out
 
     def merged(*cols: str) -> np.ndarray:
         a = aligned(ops, *cols)
@@ -118,15 +156,15 @@ def build_evidence(c: Compiled, ops: pd.DataFrame | None = None, local: pd.DataF
     inr_nf = (np.nan_to_num(inr_nf_raw) > 0) | np.isinf(inr)
     blamed = np.zeros(n, bool)
     if ops is not None and len(ops) and "blamed_on" in ops.columns:
-        b = ops["blamed_on"].astype(str)
-        b.index = _key_series(ops).values
-        b = b[~b.index.duplicated(keep="last")]
-        bk = b.reindex(keys).to_numpy(dtype=object)
-        bn = b.reindex(names).to_numpy(dtype=object)
-        own_key = np.asarray(keys, dtype=object)
-        own_name = np.asarray(names, dtype=object)
-        got = np.where(pd.isna(bk), bn, bk)
-        blamed = (~pd.isna(got)) & (got != own_key) & (got != own_name) & (got != "nan")
+        pos = pos_cache.get(id(ops))
+        if pos is None:
+            pos = pos_cache[id(ops)] = positions(ops)
+        b = ops["blamed_on"].astype(object).to_numpy()
+        own = _key_series(ops).to_numpy(dtype=object).astype(str)
+        ok = pos >= 0
+        bs = np.array([str(x) for x in b], dtype=object)
+        elsewhere = (bs != own) & ~pd.isna(b) & (bs != "nan") & (bs != "None")
+        blamed[pos[ok]] = elsewhere[ok]
     return Evidence(
         blamed_elsewhere=np.asarray(blamed, dtype=bool),
         local=np.where(np.isinf(loc), np.nan, loc), local_nf=loc_nf,
@@ -230,61 +268,18 @@ def build_time_model(c: Compiled, low_dtype: str = "fp16") -> TimeModel:
     except Exception:  # noqa: BLE001
         cm = None
     src = "cost model (advisor.costmodel)" if cm is not None else "measured durations x precision factor"
+    cache: dict = {}
     for i, node in enumerate(c.order):
         a = g.nodes[node]
-        el = _elems(a.get("out_shapes"))
-        if el == el:  # not NaN
-            cast[i] = _LAUNCH_US + el * 6.0 / _HBM_BYTES_PER_US
-        if not is_op[i]:
-            continue
-        t = c.types[i]
-        cube = is_cube_type(t)
-        f32 = flo = None
-        if cm is not None:
-            try:
-                ins, outs = _shapes(a.get("in_shapes")), _shapes(a.get("out_shapes"))
-                fl = a.get("flops")
-                if fl is None and (ins or outs):
-                    fl = cm.estimate_flops(t, ins, outs)
-                by = a.get("bytes")
-                if by is None and (ins or outs):
-                    by = cm.estimate_bytes(ins, outs)   # fp32 bytes
-                if fl is not None and by is not None:
-                    f32 = float(cm.op_time_us(t, float(fl), float(by), "fp32"))
-                    flo = float(cm.op_time_us(t, float(fl), float(by) / 2.0, low_dtype))
-            except Exception:  # noqa: BLE001 - fall back below
-                f32 = flo = None
-        if f32 is None:
-            factor = _CUBE_FP32_FACTOR if cube else _VECTOR_FP32_FACTOR
-            d = a.get("duration_us")
-            try:
-                d = float(d) if d is not None else float("nan")
-            except (TypeError, ValueError):
-                d = float("nan")
-            executed = str(a.get("executed") or "")
-            if d == d and d > 0:
-                outs = a.get("out_dtypes") or []
-                ex = str(outs[0]).lower() if outs else executed
-                ran_low = ex in ("fp16", "bf16", "float16", "dt_bf16", "bfloat16")
-                flo = d if ran_low else d / factor
-                f32 = d * factor if ran_low else d
-            else:
-                fl = a.get("flops")
-                if fl is not None:
-                    flo = _LAUNCH_US + float(fl) / (2.5e8 if cube else 1.0e7)
-                elif el == el:
-                    flo = _LAUNCH_US + el * 4.0 / _HBM_BYTES_PER_US
-                else:
-                    flo = 20.0 if cube else 2.0
-                f32 = _LAUNCH_US + (flo - _LAUNCH_US) * factor
-        t32[i], tlo[i] = f32, flo
-    es, ed = [], []
-    idx = c.index
-    for u, v, d in g.edges(data=True):
-        if d.get("float", True):
-            es.append(idx[u])
-            ed.append(idx[v])
-    es_a, ed_a = np.asarray(es, dtype=np.int64), np.asarray(ed, dtype=np.int64)
+        osh = a.get("out_shapes")
+        modelled = cm is not None and (osh is not None or a.get("in_shapes") is not None)
+        key = (c.types[i], bool(is_op[i]), _hkey(a.get("in_shapes")), _hkey(osh), a.get("flops"), a.get("bytes"),
+               None if modelled else a.get("duration_us"), None if modelled else _hkey(a.get("out_dtypes")))
+        hit = cache.get(key)
+        if hit is None:
+            hit = cache[key] = _node_times(cm, c.types[i], a, bool(is_op[i]), low_dtype)
+        cast[i], t32[i], tlo[i] = hit
+    es_a, ed_a = float_edges(c)
     # casts are only inserted between kernels with a precision (not around views/consts)
     keep = (kind[es_a] == _OP) & (kind[ed_a] == _OP) if len(es_a) else np.zeros(0, bool)
     return TimeModel(t32, tlo, cast, es_a[keep], ed_a[keep], is_op, src)
@@ -310,7 +305,11 @@ class Prediction:
 
 
 def low_mask(p: Plan) -> np.ndarray:
-    return np.fromiter((x in LOW for x in p.precision_list), dtype=bool, count=len(p.precision_list))
+    a = np.array(p.precision_list, dtype=object)
+    m = a == LOW[0]
+    for x in LOW[1:]:
+        m |= a == x
+    return np.asarray(m, dtype=bool)
 
 
 class ErrorModel:
@@ -325,11 +324,10 @@ class ErrorModel:
         self.kind = kind
         g = c.graph
         idx = c.index
-        preds: list[list[int]] = [[] for _ in range(n)]
-        for u, v, d in g.edges(data=True):
-            if d.get("float", True):
-                preds[idx[v]].append(idx[u])
-        self.preds = preds
+        es, ed = float_edges(c)
+        order_e = np.argsort(ed, kind="stable")
+        self.p_idx = es[order_e].tolist()                      # CSR: producers of i are
+        self.p_ptr = np.concatenate([[0], np.cumsum(np.bincount(ed, minlength=n))]).tolist()  # p_idx[ptr[i]:ptr[i+1]]
         if finals is None:
             finals = g.graph.get("outputs") or None
         if finals:
@@ -338,10 +336,8 @@ class ErrorModel:
             fi = []
         if not fi:  # sinks among float ops
             has_succ = np.zeros(n, bool)
-            for u, v, d in g.edges(data=True):
-                if d.get("float", True):
-                    has_succ[idx[u]] = True
-            fi = [i for i in range(n) if not has_succ[i] and kind[i] in (_OP, _CAST, _FOLLOW)]
+            has_succ[es] = True
+            fi = np.flatnonzero(~has_succ & np.isin(kind, (_OP, _CAST, _FOLLOW))).tolist()
         self.finals = np.asarray(sorted(fi), dtype=np.int64)
         self.enabled = ev is not None and ev.usable
         rnd = ROUNDING_REL.get(low_dtype, ROUNDING_REL["fp16"])
@@ -366,7 +362,10 @@ class ErrorModel:
         self.local_nf = ev.local_nf & is_float_op
         self.inrnd_nf = ev.inrnd_nf & is_float_op
         # gain from inrnd (op in fp32 on rounded inputs)
-        g_in = np.where(np.isnan(ev.inrnd), 1.0, ev.inrnd / rnd)
+        # gain from inrnd: only a clear amplification (> AMPLIFY x the rounding error) counts above 1,
+        # so that noise-level gains do not compound over deep chains
+        r_in = np.where(np.isnan(ev.inrnd), 1.0, ev.inrnd / rnd)
+        g_in = np.where(r_in > AMPLIFY, r_in, np.minimum(r_in, 1.0))
         g_in = np.clip(g_in, 0.0, GAIN_MAX)
         gain = np.where(is_float_op, g_in, 1.0)
         calib = np.ones(n)
@@ -396,6 +395,14 @@ class ErrorModel:
             determined = (is_float_op & np.isfinite(g_meas) & (ev.inp > 2 * rnd)
                           & ((ev.out - own_base) > 0.5 * ev.out)) & ~amp
             gain = np.where(determined, np.clip(g_meas, 0.0, GAIN_MAX), gain)
+            # ops without a determined gain (e.g. downstream of a non-finite value) take the median
+            # determined gain of their type when it has one, unless inrnd shows a clear amplification
+            if determined.any():
+                tcode, tuniq = pd.factorize(pd.Series(c.types, dtype=object))
+                med = pd.Series(np.where(determined, gain, np.nan)).groupby(tcode).median()
+                tmed = med.reindex(range(len(tuniq))).to_numpy()[tcode]
+                use = ~determined & is_float_op & np.isfinite(tmed) & ~(r_in > AMPLIFY) & ~amp
+                gain = np.where(use, tmed, gain)
             # teacher-forced calibration: reproduce each measured output from its measured input
             pred = own_base + gain * np.nan_to_num(ev.inp)
             with np.errstate(divide="ignore", invalid="ignore"):
@@ -443,10 +450,11 @@ class ErrorModel:
             e = [0.0] * n
             nf = [False] * n
             start = 0
-        preds = self.preds
+        p_idx, p_ptr = self.p_idx, self.p_ptr
         for i in range(start, n):
-            ps = preds[i]
-            if ps:
+            a, b = p_ptr[i], p_ptr[i + 1]
+            if b > a:
+                ps = p_idx[a:b]
                 r = 0.0
                 anf = False
                 anylow = False
@@ -470,8 +478,9 @@ class ErrorModel:
             return 0.0
         return float(np.max(e[self.finals]))
 
-    def evaluate(self, p: Plan, keep_arrays: bool = False) -> Prediction:
-        low = low_mask(p)
+    def evaluate(self, p: Plan, keep_arrays: bool = False, low: np.ndarray | None = None) -> Prediction:
+        if low is None:
+            low = low_mask(p)
         t, ncast, share, lost = self.times.plan_time(low)
         if not self.enabled:
             return Prediction(float("nan"), False, t, ncast, share, lost)
@@ -491,13 +500,15 @@ class ErrorModel:
             gam[self.finals] = 1.0
         gl = (self.gain * self.calib).tolist()
         gam_l = gam.tolist()
-        preds = self.preds
+        p_idx, p_ptr = self.p_idx, self.p_ptr
         for i in range(n - 1, -1, -1):
             gi = gam_l[i]
             if gi <= 0.0:
                 continue
             v = gl[i] * gi
-            for p_ in preds[i]:
+            if v > 1e30:
+                v = 1e30
+            for p_ in p_idx[p_ptr[i]:p_ptr[i + 1]]:
                 if v > gam_l[p_]:
                     gam_l[p_] = v
         gam = np.asarray(gam_l)
@@ -507,7 +518,63 @@ class ErrorModel:
         contrib = np.where(nf_src, np.inf, contrib)
         # an fp32 op whose low producer's rounding makes it non-finite: the producer is the source
         for i in np.flatnonzero(self.inrnd_nf & reach):
-            for p_ in self.preds[i]:
+            for p_ in self.p_idx[self.p_ptr[i]:self.p_ptr[i + 1]]:
                 if low[p_]:
                     contrib[p_] = np.inf
         return contrib
+
+
+def _hkey(x: Any) -> Any:
+    if x is None or isinstance(x, (str, int, float)):
+        return x
+    try:
+        return tuple(tuple(v) if isinstance(v, (list, tuple)) else v for v in x)
+    except TypeError:
+        return str(x)
+
+
+def _node_times(cm: Any, t: str, a: dict, is_op: bool, low_dtype: str) -> tuple[float, float, float]:
+    """(cast cost of the output, fp32 time, low time) of one node (0 times for non-kernels)."""
+    el = _elems(a.get("out_shapes"))
+    cast = _LAUNCH_US + el * 6.0 / _HBM_BYTES_PER_US if el == el else _LAUNCH_US
+    if not is_op:
+        return cast, 0.0, 0.0
+    cube = is_cube_type(t)
+    f32 = flo = None
+    if cm is not None:
+        try:
+            ins, outs = _shapes(a.get("in_shapes")), _shapes(a.get("out_shapes"))
+            fl = a.get("flops")
+            if fl is None and (ins or outs):
+                fl = cm.estimate_flops(t, ins, outs)
+            by = a.get("bytes")
+            if by is None and (ins or outs):
+                by = cm.estimate_bytes(ins, outs)   # fp32 bytes
+            if fl is not None and by is not None:
+                f32 = float(cm.op_time_us(t, float(fl), float(by), "fp32"))
+                flo = float(cm.op_time_us(t, float(fl), float(by) / 2.0, low_dtype))
+        except Exception:  # noqa: BLE001 - fall back below
+            f32 = flo = None
+    if f32 is None:
+        factor = _CUBE_FP32_FACTOR if cube else _VECTOR_FP32_FACTOR
+        d = a.get("duration_us")
+        try:
+            d = float(d) if d is not None else float("nan")
+        except (TypeError, ValueError):
+            d = float("nan")
+        if d == d and d > 0:
+            outs = a.get("out_dtypes") or []
+            ex = str(outs[0]).lower() if outs else ""
+            ran_low = ex in ("fp16", "bf16", "float16", "dt_bf16", "bfloat16", "dt_float16")
+            flo = d if ran_low else d / factor
+            f32 = d * factor if ran_low else d
+        else:
+            fl = a.get("flops")
+            if fl is not None:
+                flo = _LAUNCH_US + float(fl) / (2.5e8 if cube else 1.0e7)
+            elif el == el:
+                flo = _LAUNCH_US + el * 4.0 / _HBM_BYTES_PER_US
+            else:
+                flo = 20.0 if cube else 2.0
+            f32 = _LAUNCH_US + (flo - _LAUNCH_US) * factor
+    return cast, f32, flo

@@ -77,6 +77,7 @@ class Evaluated:
     plan: Plan
     pred: Prediction
     ok: bool
+    low: np.ndarray | None = None
 
     @property
     def size(self) -> int:
@@ -103,12 +104,18 @@ class Searcher:
             p = self.c.what_if(self.base_plan, lists_with(self.base_lists, edits))
         else:
             p = self.base_plan
-        pred = self.model.evaluate(p)
+        low = low_mask(p)
+        pred = self.model.evaluate(p, low=low)
         ok = tolmod.meets(self.tol, pred.final_rel_l2, pred.final_nonfinite) if self.model.enabled else True
-        ev = Evaluated(edits, p, pred, ok)
+        ev = Evaluated(edits, p, pred, ok, low)
         self.cache[edits] = ev
         self.evaluations += 1
         return ev
+
+    def base_contributions(self) -> np.ndarray:
+        if getattr(self, "_base_contrib", None) is None:
+            self._base_contrib = self.model.contributions(self.base_plan)
+        return self._base_contrib
 
     # ------------------------------------------------------------------ candidates
     def fix_candidates(self, extra_types: Sequence[str] = (), max_candidates: int = 10,
@@ -116,7 +123,7 @@ class Searcher:
         """Edits that can remove error: the culprit ops (top contributions to the final error under
         the model), every op along their decision chain (via ... root), plus attribution's types."""
         c, p, lists = self.c, self.base_plan, self.base_lists
-        contrib = self.model.contributions(p)
+        contrib = self.base_contributions()
         order = np.argsort(-np.nan_to_num(contrib, posinf=1e300))
         top = [int(i) for i in order[:max_culprits] if contrib[i] > 0]
         cands: dict[Edit, Candidate] = {}
@@ -183,7 +190,7 @@ class Searcher:
         closest = min(list(singles.values()) + [self.base], key=_err_key)
         # greedy upper bound (handles many hazards quickly)
         cur = frozenset()
-        while not self.evaluate(cur).ok and len(cur) < max_edits:
+        while not feasible and not self.evaluate(cur).ok and len(cur) < max_edits:
             opts = [cur | {e} for e in edits if e not in cur and all(x.type != e.type for x in cur)]
             if not opts:
                 break
@@ -202,6 +209,17 @@ class Searcher:
                 best = ev
         base_t = self.base.pred.lost_us
         delta = {e: singles[e].pred.lost_us - base_t for e in edits}
+        # savings each single edit forfeits, per node: a set's forfeit is at least that of the union
+        # of its members' flips to fp32 (list edits towards black only add fp32 ops)
+        tm = self.model.times
+        w = np.where(tm.is_op, np.maximum(tm.t_fp32 - tm.t_low, 0.0), 0.0)
+        base_low = self.base.low
+        to32 = {e: np.flatnonzero(base_low & ~singles[e].low) for e in edits}
+        # non-finite sources (model): every one must end in fp32 for the output to become finite, so a
+        # set whose members together do not flip them all cannot be feasible (skipped unevaluated)
+        src = np.flatnonzero(np.isinf(self.base_contributions())) if self.model.enabled else np.zeros(0, int)
+        cover = {e: frozenset(src[~singles[e].low[src]].tolist()) for e in edits}
+        need = frozenset(src.tolist())
         truncated = False
         for k in range(2, max_edits + 1):
             for combo in itertools.combinations(edits, k):
@@ -210,10 +228,17 @@ class Searcher:
                 s = frozenset(combo)
                 if any(f.edits <= s for f in feasible):
                     continue  # superset of a feasible set: more edits and no faster
+                if need and all(x.kind in ("black-add", "white-remove") for x in combo) and \
+                        not need <= frozenset().union(*(cover[x] for x in combo)):
+                    continue
                 if best is not None:
                     lb = base_t + max(delta[e] for e in combo)
                     if lb > best.pred.lost_us * (1 + REL_TIE) + 1e-9:
                         continue
+                    if all(x.kind in ("black-add", "white-remove") for x in combo):
+                        u = np.unique(np.concatenate([to32[x] for x in combo]))
+                        if base_t + float(w[u].sum()) > best.pred.lost_us * (1 + REL_TIE) + 1e-9:
+                            continue
                 if self.evaluations >= max_evals or (
                         time_budget_s is not None and time.perf_counter() - t0 > time_budget_s):
                     truncated = True
