@@ -3,7 +3,6 @@ Exit 0 within tolerance, 1 outside, 2 bad input."""
 from __future__ import annotations
 
 import io
-import json
 import math
 from typing import List, Optional
 

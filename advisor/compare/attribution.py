@@ -34,7 +34,7 @@ import pandas as pd
 
 from .. import semantics
 from ..graph import normalize_dtype
-from .dumps import DumpView, as_steps, flat_tensors
+from .dumps import DumpView, as_steps
 from .metrics import headline, stats_metrics, tensor_metrics, worse
 from .tolerance import Tolerance, Verdict
 
