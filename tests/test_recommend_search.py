@@ -7,43 +7,17 @@ import math
 import pandas as pd
 import pytest
 
-from advisor.graph import add_op, connect, new_graph
 from advisor.mixlist import Mixlist, effective
 from advisor.oplists import load_lists
 from advisor.recommend import recommend_graph
 from advisor.recommend.model import ErrorModel, build_evidence, build_time_model
+from advisor.recommend.synthetic import Builder
 from advisor.semantics import compile_graph, plan
 
 LISTS = load_lists("ascend910b")
-RND = 2.0 ** -11 / math.sqrt(3)
 
 
-class G:
-    """Tiny builder: ops in execution order with per-op evidence rows."""
-
-    def __init__(self):
-        self.g = new_graph()
-        self.rows = []
-        self.n = 0
-        add_op(self.g, "x", "Data", role="data", out_shapes=[[64, 512]])
-
-    def op(self, typ, *inputs, shape=(64, 512), local=RND, local_nf=0, inrnd=RND, inrnd_nf=0, weight=False):
-        name = f"{typ.lower()}{self.n}"
-        self.n += 1
-        ins = [list(shape)] * max(1, len(inputs))
-        if weight:
-            w = add_op(self.g, f"w{self.n}", "Variable", role="variable", out_shapes=[[shape[1], shape[1]]])
-        add_op(self.g, name, typ, in_shapes=ins + ([[shape[1], shape[1]]] if weight else []), out_shapes=[list(shape)])
-        for k, src in enumerate(inputs):
-            connect(self.g, src, name, 0, k)
-        if weight:
-            connect(self.g, w, name, 0, len(inputs))
-        self.rows.append(dict(node=name, type=typ, local_rel_l2=local, local_nonfinite=local_nf,
-                              inrnd_rel_l2=inrnd, inrnd_nonfinite=inrnd_nf))
-        return name
-
-    def local(self):
-        return pd.DataFrame(self.rows)
+G = Builder   # ops in execution order with per-op evidence rows
 
 
 def _types(rec, kind=None):

@@ -12,7 +12,10 @@ from advisor.recommend import recommend_graph, write_outputs
 from advisor.recommend.diffing import DiffResult
 from advisor.report import print_diff, print_recommendation, render_diff
 
-from test_recommend_search import LISTS, G  # noqa: E402  (tests dir is on sys.path under pytest)
+from advisor.oplists import load_lists
+from advisor.recommend.synthetic import Builder as G
+
+LISTS = load_lists("ascend910b")
 
 
 class Collect(HTMLParser):
