@@ -161,7 +161,7 @@ class _DumpBuilder:
                 tensors.append(t)
             return k
         plan_rows = []
-        for i, (struct, tin, tout) in enumerate(rec.entries):
+        for i, (struct, tin, tout, _rg) in enumerate(rec.entries):
             plan_rows.append(([slot(t) for t in tin], [slot(t) for t in tout]))
         out_slots = [slot(t) for t in rec.outputs]
         grad_items = [(n, g) for n, g in rec.grads.items()]
@@ -172,26 +172,28 @@ class _DumpBuilder:
         files: dict = {}
         rounded = getattr(rec, "rounded", {})
 
-        def trec(t, k, dt, fname=None):
+        def trec(t, k, dt, fname=None, rg=None):
             if self.files and fname is not None:
                 tt = t.detach()
                 if dt in ("fp16", "bf16") and tt.dtype != {"fp16": torch.float16, "bf16": torch.bfloat16}[dt]:
                     tt = tt.to(torch.float16 if dt == "fp16" else torch.bfloat16)
                 files[fname] = tt
-            return tensor_record(dt, list(t.shape), st[k], bool(getattr(t, "requires_grad", False)),
+            rg = bool(getattr(t, "requires_grad", False)) if rg is None else rg
+            return tensor_record(dt, list(t.shape), st[k], rg,
                                  fname if self.files else None, self.framework)
 
-        for i, (struct, tin, tout) in enumerate(rec.entries):
+        for i, (struct, tin, tout, rgs) in enumerate(rec.entries):
             op = self.ops[i]
             prec = self.precs[i]
             name = f"{op.name}.forward"
             in_sl, out_sl = plan_rows[i]
             aux = _AUX_FP32_OUTPUTS.get(op.packet, ())
 
-            def conv(x, _tin=tin, _in_sl=in_sl, _name=name, _prec=prec):
+            def conv(x, _tin=tin, _in_sl=in_sl, _name=name, _prec=prec, _rgs=rgs):
                 if isinstance(x, _Ref):
                     t = _tin[x.i]
-                    return trec(t, _in_sl[x.i], _exec_dtype(t, _prec, True), f"{_name}.input.{x.i}.pt")
+                    return trec(t, _in_sl[x.i], _exec_dtype(t, _prec, True), f"{_name}.input.{x.i}.pt",
+                                _rgs[x.i] if x.i < len(_rgs) else None)
                 if isinstance(x, list):
                     return [conv(y) for y in x]
                 return scalar_record(x)

@@ -292,7 +292,9 @@ def _entry(args, kwargs, rounded: dict, tout: list) -> tuple:
         return x
     a = [conv(x) for x in args]
     kw = {k: conv(v) for k, v in kwargs.items()}
-    return ((a, kw), tensors, list(tout))
+    # requires_grad as the framework saw the inputs (rounded copies are detached values)
+    rg = [x.requires_grad for x in tree_flatten((args, kwargs))[0] if isinstance(x, torch.Tensor)]
+    return ((a, kw), tensors, list(tout), rg)
 
 
 @contextlib.contextmanager
