@@ -9,6 +9,7 @@ real directories whatever exists is used: no GE dump -> the graph is inferred fr
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -225,8 +226,9 @@ def load_run(path: str | Path, rank: int | None = None, step: int | None = None)
     roots = list(found.dump_roots)
     if roots:
         def is_golden(r: Path) -> bool:
-            parts = {x.lower() for x in r.parts[len(p.parts) - (0 if p.is_dir() else 1):]}
-            return bool(parts & {"fp32", "golden", "bench", "benchmark"})
+            parts = [x.lower() for x in r.parts[len(p.parts) - (0 if p.is_dir() else 1):]]
+            words = {w for x in parts for w in re.split(r"[_\-.]", x)}
+            return bool(words & {"fp32", "golden", "bench", "benchmark"})
         gold = [r for r in roots if is_golden(r)]
         targ = [r for r in roots if not is_golden(r)]
         if targ:
