@@ -124,14 +124,25 @@ class Stages:
     def judge(self, per_step: list[dict]) -> dict:
         return self.tolerance.judge(per_step).to_dict()
 
-    def write_comparison(self, run: Any, out_dir: Path) -> None:
-        """The iteration's comparison: attribution (per-op errors, culprit ranking) as JSON."""
-        from .compare import attribute
-        try:
-            att = attribute(run, self.tolerance)
-        except ValueError as e:
-            raise InputError(getattr(run, "path", None), f"attribution failed: {e}") from None
-        atomic_write_json(Path(out_dir) / "comparison.json", att.to_dict())
+    def attribution(self, run: Any, steps: Sequence[int] | None = None) -> Any:
+        """compare's attribution of the run on ``steps`` (the calibration steps), cached per run."""
+        key = (id(run), tuple(steps) if steps is not None else None)
+        cache = self.__dict__.setdefault("_att_cache", {})
+        if key not in cache:
+            from .compare import attribute
+            try:
+                cache.clear()
+                cache[key] = attribute(run, self.tolerance, steps=list(steps) if steps is not None else None)
+            except ValueError as e:
+                raise InputError(getattr(run, "path", None), f"attribution failed: {e}") from None
+        return cache[key]
+
+    def write_comparison(self, run: Any, out_dir: Path, steps: Sequence[int] | None = None) -> None:
+        """The iteration's comparison: attribution on the calibration steps (per-op errors, culprit
+        ranking) as JSON."""
+        att = self.attribution(run, steps)
+        atomic_write_json(Path(out_dir) / "comparison.json", {"steps": list(steps) if steps is not None else "all",
+                                                             **att.to_dict()})
 
     # --- recommend
     def recommend(self, run: Any, base: Mixlist | None, exclude_types: Sequence[str],
@@ -143,8 +154,8 @@ class Stages:
         from .recommend import recommend
         kw: dict[str, Any] = {"tolerance": self.tolerance, "base_mixlist": base, "exclude": tuple(exclude_types)}
         params = inspect.signature(recommend).parameters
-        if steps is not None and "steps" in params:
-            kw["steps"] = list(steps)
+        if "attribution" in params:   # held-out steps stay unseen: attribution on calibration steps only
+            kw["attribution"] = self.attribution(run, steps)
         for k, v in (("soc", self.soc), ("ops_info", self.ops_info), ("mode", self.mode)):
             if v is not None and k in params:
                 kw[k] = v
@@ -472,7 +483,7 @@ class Tuner:
             if per_step is not None:
                 self._judge_steps(it, per_step)
                 try:
-                    self.stages.write_comparison(run, d / "comparison")
+                    self.stages.write_comparison(run, d / "comparison", self._calib_steps(it))
                 except AdvisorError as e:
                     it.setdefault("notes", []).append(f"comparison outputs not written: {e}")
                 it["low_precision_time_share"] = self.stages.low_precision_time_share(run)
@@ -481,6 +492,12 @@ class Tuner:
         atomic_write_json(d / "iteration.json", it)
         it["done"].append("judge")
         self._done(f"{it['dir']}:judge")
+
+    def _calib_steps(self, it: dict) -> list[int] | None:
+        m = it.get("measured") or {}
+        if "calibration_steps" in m:
+            return list(m["calibration_steps"])
+        return None
 
     def _judge_steps(self, it: dict, per_step: list[dict]) -> None:
         d = self.out / it["dir"]
@@ -505,7 +522,8 @@ class Tuner:
         finite = all(o.get("finite", True) for o in outs)
         it["measured"] = {
             "rel_l2": _nanmax(rels), "cosine": _nanmin(coss), "finite": finite,
-            "steps": len(steps), "holdout_steps": sorted(hold)}
+            "steps": len(steps), "holdout_steps": sorted(hold),
+            "calibration_steps": [s for s in steps if s not in hold]}
         atomic_write_json(d / "final_metrics.json", {"steps": per_step, "holdout_steps": sorted(hold),
                                                      "verdict": it["verdict"]})
 
@@ -600,10 +618,7 @@ class Tuner:
         run = self._load(src)
         base = _mixlist_or_none(src["mixlist"])
         base_edits = edits_of(base)
-        steps = None
-        hold = set(self.state.get("holdout_steps") or [])
-        if hold and src.get("measured"):
-            steps = [s for s in range(src["measured"]["steps"]) if s not in hold]
+        steps = self._calib_steps(src)
         exclude_types: set[str] = set()
         if self.cfg.learn:
             learned = self.surrogate.useless_types(self.stages.tolerance.max_rel_l2) - {e[2] for e in base_edits}

@@ -100,3 +100,35 @@ def test_command_runner_crashing_job_is_recorded(tmp_path):
     assert "simulated device error" in (out / "iter_01" / "stderr.txt").read_text()
     assert [["black", "to-add", "Exp"]] in [x["edits"] for x in s["excluded"]]
     assert (out / "report.html").exists() and (out / "modify_mixlist.json").exists()
+
+
+@pytest.mark.slow
+def test_cli_sigkill_during_recapture_then_resume(tmp_path):
+    import os
+    import signal
+    import subprocess
+    import time
+
+    out = tmp_path / "tune"
+    argv = [sys.executable, "-m", "advisor", "tune", f"{EX / 'mlp_exp.py'}:workload", "--out", str(out)]
+    p = subprocess.Popen(argv, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    marker = out / "iter_01" / "mixlist_used.json"       # written just before the re-capture starts
+    deadline = time.monotonic() + 300
+    while not marker.exists():
+        assert p.poll() is None, p.stderr.read().decode()
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    os.killpg(p.pid, signal.SIGKILL)
+    p.wait()
+    before = json.loads((out / "tune_state.json").read_text())
+    done = [e["step"] for e in before["events"]]
+    assert done[:3] == ["iter_00:run", "iter_00:judge", "iter_00:decide"]
+    mtime = (out / "iter_00" / "run" / "run.json").stat().st_mtime_ns
+    r = subprocess.run(argv + ["--resume"], capture_output=True, timeout=600)
+    assert r.returncode == 0, r.stderr.decode()
+    after = json.loads((out / "tune_state.json").read_text())
+    steps = [e["step"] for e in after["events"]]
+    assert steps[:len(done)] == done and len(steps) == len(set(steps))
+    assert (out / "iter_00" / "run" / "run.json").stat().st_mtime_ns == mtime
+    s = _summary(out)
+    assert s["confirmed"] and s["runs"] == 3 and "Exp" in s["edits"]["black-list"]["to-add"]

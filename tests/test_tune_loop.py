@@ -93,7 +93,7 @@ class FakeStages(Stages):
     def final_metrics(self, run):
         return run["steps"]
 
-    def write_comparison(self, run, out_dir):
+    def write_comparison(self, run, out_dir, steps=None):
         Path(out_dir).mkdir(parents=True, exist_ok=True)
         (Path(out_dir) / "final.json").write_text(json.dumps(run["steps"]))
 
