@@ -64,3 +64,15 @@ def test_training_signals_per_parameter():
     assert out["low_dtype"] == "fp16"
     assert out["grad_min_cosine_per_step"][0][1] in ("w", "b")
     assert training_signals({0: DumpView({})}, {0: DumpView({})}, [0]) is None
+
+
+def test_statistics_only_gradients_flag_all_zero_and_overflow():
+    def stats(norm, dtype="torch.float16"):
+        return {"type": "torch.Tensor", "dtype": dtype, "shape": [4], "Max": 0.0, "Min": 0.0, "Mean": 0.0, "Norm": norm}
+    t = DumpView({"Grad.w": {"output": [stats(0.0)]}, "Grad.b": {"output": [stats(float("inf"))]},
+                  "Grad.c": {"output": [stats(1.0)]}})
+    g = DumpView({"Grad.w": {"output": [stats(1e-9, "torch.float32")]}, "Grad.b": {"output": [stats(1.0, "torch.float32")]},
+                  "Grad.c": {"output": [stats(1.0, "torch.float32")]}})
+    out = training_signals({0: t}, {0: g}, [0])
+    assert out["all_zero_in_target"] == ["w"] and out["underflow_exceeds"]
+    assert out["overflow"] and "loss_scale" not in out

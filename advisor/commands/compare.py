@@ -59,8 +59,12 @@ def render(att, top: int = 15, console=None) -> None:
         con.print(t)
     tr = att.training
     if tr:
-        con.print(f"gradients: underflow {100 * tr['underflow_ratio']:.3f} % of elements "
-                  f"(rule: <= {100 * tr['max_underflow']:g} %), overflowing elements {tr['overflow_elems']}")
+        uf = tr["underflow_ratio"]
+        ufs = f"{100 * uf:.3f} % of elements" if isinstance(uf, float) and math.isfinite(uf) else "n/a (statistics only)"
+        con.print(f"gradients: underflow {ufs} (rule: <= {100 * tr['max_underflow']:g} %), "
+                  f"overflowing elements {tr['overflow_elems']}")
+        if tr.get("all_zero_in_target"):
+            con.print(f"gradients entirely zero in the target but not in FP32: {', '.join(tr['all_zero_in_target'])}")
         ls = tr.get("loss_scale")
         if ls:
             if ls.get("dynamic"):
@@ -73,8 +77,11 @@ def render(att, top: int = 15, console=None) -> None:
         extra = ""
         if f.get("loss"):
             extra = f", loss rel diff {_fmt(f['loss'].get('rel_diff'))}"
-        con.print(f"step {f['step']} final ({f['source']}): cosine {_fmt(o.get('cosine'), '.6f')}, rel L2 "
-                  f"{_fmt(o.get('rel_l2'))}, max abs {_fmt(o.get('max_abs'))}, finite {o.get('finite')}{extra}")
+        if o.get("kind") == "stats":
+            figs = f"statistics only: Norm rel diff {_fmt(o.get('norm_rel_diff'))}"
+        else:
+            figs = f"cosine {_fmt(o.get('cosine'), '.6f')}, rel L2 {_fmt(o.get('rel_l2'))}, max abs {_fmt(o.get('max_abs'))}"
+        con.print(f"step {f['step']} final ({f['source']}): {figs}, finite {o.get('finite')}{extra}")
     um = att.unmatched or {}
     for label, key in (("only in the target dump", "target_only"), ("only in the golden dump", "golden_only")):
         lst = um.get(key) or []

@@ -411,7 +411,7 @@ def attribute(run: Any, tolerance: Tolerance | None = None, steps: Iterable[int]
     if plan is not None:
         low = semantics.mode_info(plan.mode)[1]
     train = training_signals(ts, gs, common, tol, low_dtype=low)
-    if train is not None and train.get("params"):
+    if train is not None and train.get("grad_min_cosine_per_step"):
         gcos = train.get("grad_min_cosine_per_step", {})
         for f in final:
             if f["step"] in gcos:

@@ -94,6 +94,19 @@ def training_signals(ts: Mapping[int, DumpView], gs: Mapping[int, DumpView], ste
             elif ("float16" in d or "fp16" in d) and seen_low is None:
                 seen_low = "fp16"
             if xt is None or xg is None:
+                # statistics only: a gradient whose Norm is 0 in the target but not in the golden
+                # flushed to zero entirely (its element share cannot be known from statistics)
+                nt, ng = rt.get("Norm"), rg.get("Norm")
+                p["stats_only"] = True
+                try:
+                    if nt is not None and ng is not None and float(nt) == 0.0 and float(ng) > 0.0:
+                        p["all_zero_in_target"] = True
+                        p["min_cosine"] = 0.0          # a zero vector against a non-zero one
+                        per_step_cos[s] = (0.0, name)
+                    if nt is not None and not math.isfinite(float(nt)):
+                        p["target_nonfinite"] += 1
+                except (TypeError, ValueError):
+                    pass
                 continue
             at, ag = to_numpy(xt).reshape(-1), to_numpy(xg).reshape(-1)
             if at.size != ag.size:
@@ -123,10 +136,12 @@ def training_signals(ts: Mapping[int, DumpView], gs: Mapping[int, DumpView], ste
     rows.sort(key=lambda r: -(r["underflow_ratio"] if r["numel"] else -1))
     overall = uf_total / total if total else math.nan
     overflow = sum(p["target_nonfinite"] for p in rows)
+    all_zero = [p["param"] for p in rows if p.get("all_zero_in_target")]
     out: dict[str, Any] = {"params": rows, "underflow_ratio": overall, "overflow_elems": overflow,
                            "max_underflow": max_uf, "low_dtype": low,
                            "grad_min_cosine_per_step": per_step_cos,
-                           "underflow_exceeds": bool(total and overall > max_uf), "overflow": overflow > 0}
+                           "underflow_exceeds": bool(total and overall > max_uf) or bool(all_zero),
+                           "all_zero_in_target": all_zero, "overflow": overflow > 0}
     if golden_abs:
         rec = recommend_loss_scale(np.concatenate(golden_abs), low, max_uf, total)
         if overflow > 0 and not out["underflow_exceeds"]:
