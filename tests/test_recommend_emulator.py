@@ -129,3 +129,29 @@ def test_cli_exit_2_on_bad_input(tmp_path, capsys):
     bad.write_text("{not json")
     (tmp_path / "run").mkdir()
     assert main(["recommend", "--profile", str(tmp_path / "run"), "--mixlist", str(bad)]) == 2
+
+
+@pytest.mark.slow
+def test_gradient_underflow_gets_loss_scale_not_list_edit(runs):
+    rec = recommend(runs("mlp_train_underflow"))
+    assert rec.status == "loss-scale" and rec.exit_code == 0
+    assert rec.edits == [] and rec.mixlist.is_empty()
+    ls = rec.to_dict()["loss_scale"]
+    assert ls["underflow_exceeds"] is True
+    assert ls["loss_scale"]["dynamic"] or ls["loss_scale"]["static"] > 1
+    assert any("loss scale" in n for n in rec.notes)
+
+
+def test_profile_only_mode_from_a_profile_directory(runs, tmp_path, capsys):
+    import shutil
+    run = runs("mlp_exp")
+    prof = tmp_path / "npu_run"
+    shutil.copytree(run / "profile", prof / "profile")     # a profile alone: no dumps, no local errors
+    code = main(["recommend", "--profile", str(prof), "--json"])
+    assert code == 0
+    d = json.loads(capsys.readouterr().out)
+    assert d["status"] == "profile-only" and d["edits"] == []
+    assert any("sensitivity" in n and "capture" in n for n in d["notes"])
+    assert d["predicted"]["base"]["final_rel_l2"] is None
+    assert json.loads((prof / "advice" / "modify_mixlist.json").read_text()) == {
+        "black-list": {"to-add": [], "to-remove": []}, "white-list": {"to-add": [], "to-remove": []}}

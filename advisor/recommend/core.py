@@ -41,7 +41,7 @@ class EditReport:
 
 @dataclass
 class Recommendation:
-    status: str                       # no-change-needed | recommended | no-solution | profile-only
+    status: str                       # no-change-needed | recommended | no-solution | profile-only | loss-scale
     mixlist: Mixlist                  # relative to the chip defaults, composed with the start mixlist
     edits: list[EditReport]           # accuracy edits (the recommendation)
     perf_edits: list[EditReport]      # performance edits (validated with the model; separate file)
@@ -132,7 +132,7 @@ def recommend_graph(g: nx.DiGraph | Compiled, defaults: OpLists, *, mode: str = 
                     perf_min_share: float = 0.01, perf_headroom: float = 0.1,
                     findings: list[dict] | None = None, loss_scale: Any = None,
                     mixlist_path: str = "modify_mixlist.json", profile_only_reason: str | None = None,
-                    ) -> Recommendation:
+                    gradient_underflow_only: bool = False) -> Recommendation:
     """Recommend edits for one op graph.  ``defaults`` = chip default lists; ``run_mixlist`` = the
     mixlist the measured run used; ``base_mixlist`` = where the search starts (default: the run's).
     ``ops`` = attribution per-op frame, ``local`` = local_error.csv frame (either may be None)."""
@@ -172,6 +172,18 @@ def recommend_graph(g: nx.DiGraph | Compiled, defaults: OpLists, *, mode: str = 
     if profile_only:
         status = "profile-only"
         chosen = base
+    elif gradient_underflow_only:
+        status = "loss-scale"
+        chosen = base
+        perf = False
+        ls = (loss_scale or {}).get("loss_scale") if isinstance(loss_scale, dict) else None
+        how = ("dynamic loss scaling" if (ls or {}).get("dynamic") else
+               f"a static loss scale of {ls.get('static')} (2^{ls.get('log2')})" if ls else "a larger loss scale")
+        notes.append("the forward outputs and the loss are within tolerance; only the gradients fail, because "
+                     "they underflow in low precision (more than the 1 % rule): the fix is " + how +
+                     ", not a list edit (see loss_scale)")
+        minimality = {"proved": True, "statement": "no list edit proposed: the failure is gradient underflow, "
+                      "fixed by the loss scale", "checks": []}
     elif base.ok:
         status = "no-change-needed"
         chosen = base
@@ -261,7 +273,7 @@ def recommend_graph(g: nx.DiGraph | Compiled, defaults: OpLists, *, mode: str = 
                              "this is the closest the model found"}
     rec = Recommendation(
         status=status, mixlist=full, edits=edit_reports, perf_edits=perf_reports, predicted=predicted,
-        ok=bool(chosen.ok and not profile_only) if status != "profile-only" else False,
+        ok=(bool(chosen.ok) if status not in ("profile-only", "loss-scale") else False),
         tolerance=tolmod.describe(tol), mode=mode, soc=defaults.soc, start_mixlist=start,
         minimality=minimality, alternative=alternative, closest=closest_d, findings=findings,
         calibration=calibration, search={**stats, "max_edits": max_edits, "evaluations": s.evaluations},

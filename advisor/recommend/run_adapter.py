@@ -132,6 +132,31 @@ def _measured_final(att: Any) -> float | None:
     return max(vals) if vals else None
 
 
+def _forward_ok(att: Any, tol: Any) -> bool:
+    """The run's forward outputs and loss are within tolerance on every step (only the gradients fail)."""
+    from .tolerance import limits
+    rel, cos, fin = limits(tol)
+    max_loss = getattr(tol, "max_loss_rel", 1e-2)
+    finals = getattr(att, "final", None) or []
+    if not finals:
+        return False
+    for f in finals:
+        o = f.get("output") or {}
+        if fin and o.get("finite") is False:
+            return False
+        r = o.get("rel_l2")
+        if r is not None and not (isinstance(r, (int, float)) and r <= rel):
+            return False
+        c = o.get("cosine")
+        if c is not None and isinstance(c, (int, float)) and c == c and c < cos:
+            return False
+        loss = f.get("loss") or {}
+        ld = loss.get("rel_diff")
+        if ld is not None and not (isinstance(ld, (int, float)) and ld <= max_loss):
+            return False
+    return True
+
+
 def _saturation_findings(ops: pd.DataFrame | None) -> list[dict]:
     if ops is None or ops.empty or "saturated" not in ops.columns:
         return []
@@ -208,6 +233,7 @@ def gather(run: Any, tolerance: Any = None, *, attribution: Any = None, soc: str
     culprits: list[str] = []
     measured_final = None
     loss_scale = None
+    gradient_only = False
     if att is not None:
         ops = getattr(att, "ops", None)
         if isinstance(ops, pd.DataFrame) and ops.empty:
@@ -220,13 +246,16 @@ def gather(run: Any, tolerance: Any = None, *, attribution: Any = None, soc: str
         tr = getattr(att, "training", None)
         if tr:
             loss_scale = {k: v for k, v in tr.items() if k not in ("params",)} if isinstance(tr, Mapping) else tr
+            if isinstance(tr, Mapping) and tr.get("underflow_exceeds") and not tr.get("overflow") \
+                    and tr.get("loss_scale") and _forward_ok(att, tolerance):
+                gradient_only = True
     elif local is None:
         reason = ("profile-only mode: the run has no precision dumps and no local errors, so op sensitivity is "
                   "unknown; only what the profile proves is reported (fp32 time by inheritance, casts, saturation). "
                   "Sensitivity needs msprobe dumps or an emulator capture (`advisor capture`).")
     return dict(run=r, graph=g, defaults=defaults, mode=mode, run_mixlist=run_ml, ops=ops, local=local,
                 tolerance=tolerance, culprit_types=culprits, measured_final=measured_final, findings=findings,
-                loss_scale=loss_scale, profile_only_reason=reason, attribution=att)
+                loss_scale=loss_scale, profile_only_reason=reason, attribution=att, gradient_only=gradient_only)
 
 
 def recommend(run: Any, tolerance: Any = None, base_mixlist: mx.Mixlist | None = None, exclude: Iterable[str] = (),
@@ -241,4 +270,5 @@ def recommend(run: Any, tolerance: Any = None, base_mixlist: mx.Mixlist | None =
                            base_mixlist=base_mixlist, ops=d["ops"], local=d["local"], tolerance=d["tolerance"],
                            exclude=exclude, max_edits=max_edits, culprit_types=d["culprit_types"],
                            measured_final=d["measured_final"], findings=d["findings"], loss_scale=d["loss_scale"],
-                           mixlist_path=mixlist_path, profile_only_reason=d["profile_only_reason"], **kw)
+                           mixlist_path=mixlist_path, profile_only_reason=d["profile_only_reason"],
+                           gradient_underflow_only=d["gradient_only"], **kw)
