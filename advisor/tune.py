@@ -714,7 +714,7 @@ class Tuner:
         m = _mixlist_or_none(b["mixlist"]) if b else None
         atomic_write_text(self.out / "modify_mixlist.json", (m or Mixlist()).to_json(), keep_existing=True)
         atomic_write_json(self.out / "summary.json", s)
-        atomic_write_text(self.out / "report.html", render_html(s), keep_existing=False)
+        atomic_write_text(self.out / "report.html", render_html(s, self.out), keep_existing=False)
         return s
 
 
@@ -740,9 +740,17 @@ def _nanmin(xs: list) -> float | None:
 
 
 # ====================================================================== report
-def render_html(s: dict) -> str:
-    """Self-contained HTML: verdict, final list, every iteration with its edits and figures."""
+def render_html(s: dict, out: Path | None = None) -> str:
+    """Self-contained HTML: verdict, final list, every iteration (edits, verdicts, figures, links to
+    its comparison and recommendation), error and low-precision-share plots (advisor.report's SVG).
+    Hooks: ``#summary``, ``#status[data-status]``, ``table#iterations`` with ``tr.iteration
+    [data-iteration][data-ok]``, ``#error-plot``, ``#share-plot``, ``#mixlist``, ``#excluded``."""
     e = html.escape
+    try:
+        from .report.html import CSS
+        from .report.svg import line_plot, share_bars
+    except ImportError:  # pragma: no cover - report stage absent
+        CSS, line_plot, share_bars = "table{border-collapse:collapse}td,th{border:1px solid #ccc}", None, None
 
     def fmt(x, spec=".4g"):
         if x is None:
@@ -761,12 +769,23 @@ def render_html(s: dict) -> str:
                     parts.append(f"{lst} {action} <code>{e(t)}</code>")
         return "<br>".join(parts) or "<i>default lists</i>"
 
+    def links(h: dict) -> str:
+        out_l = []
+        for rel, label in (("recommendation/report.html", "recommendation"), ("comparison/comparison.json",
+                           "comparison"), ("final_metrics.json", "final metrics"), ("stdout.txt", "stdout"),
+                           ("stderr.txt", "stderr")):
+            p = f"{h['dir']}/{rel}"
+            if out is None or (out / p).exists():
+                out_l.append(f"<a href='{e(p)}'>{label}</a>")
+        return " · ".join(out_l)
+
     rows = []
     for h in s["history"]:
         cls = "ok" if h["ok"] else ("pending" if h["ok"] is None else "bad")
         rows.append(
-            f"<tr class='{cls}'><td>{h['iteration']}</td><td>{e(h['dir'])}</td><td>{e(h['reason'])}</td>"
-            f"<td>{edits_txt(h['edits'])}</td><td>{e(h['status'])}</td><td>{fmt(h['ok'])}</td>"
+            f"<tr class='iteration {cls}' data-iteration='{h['iteration']}' data-ok='{str(bool(h['ok'])).lower()}'>"
+            f"<td>{h['iteration']}</td><td>{e(h['dir'])}<br>{links(h)}</td><td>{e(h['reason'])}</td>"
+            f"<td>{edits_txt(h['edits'])}</td><td>{e(h['status'])}</td><td class='{cls}'>{fmt(h['ok'])}</td>"
             f"<td>{fmt(h['calibration_ok'])}</td><td>{fmt(h['holdout_ok'])}</td><td>{fmt(h['cosine'], '.6f')}</td>"
             f"<td>{fmt(h['rel_l2'])}</td><td>{fmt(h['finite'])}</td><td>{fmt(h['low_precision_time_share'], '.1%')}</td>"
             f"<td>{fmt((h['predicted'] or {}).get('rel_l2'))}</td><td>{fmt(h['runs_after'])}</td>"
@@ -774,23 +793,41 @@ def render_html(s: dict) -> str:
     head = ("<tr><th>#</th><th>folder</th><th>why this run</th><th>edits vs default</th><th>run</th><th>pass</th>"
             "<th>calibration</th><th>held-out</th><th>cosine (min)</th><th>rel L2 (max)</th><th>finite</th>"
             "<th>low-precision time</th><th>predicted rel L2</th><th>runs so far</th><th>notes</th></tr>")
+    plots = ""
+    if line_plot is not None and s["history"]:
+        tol = (s.get("tolerance") or {}).get("max_rel_l2")
+        meas = [h["rel_l2"] if h["finite"] is not False else None for h in s["history"]]
+        pred = [(h["predicted"] or {}).get("rel_l2") for h in s["history"]]
+        plots += "<div id='error-plot-wrap'>" + line_plot(
+            {"measured": meas, "predicted": pred}, {"measured": "#1f6feb", "predicted": "#d29922"},
+            title="final relative L2 per iteration (gaps: non-finite or not run)", threshold=tol,
+            svg_id="error-plot", y_label="rel. L2 (log10)") + "</div>"
+        bars = [(h["dir"], h["low_precision_time_share"]) for h in s["history"]
+                if h["low_precision_time_share"] is not None]
+        if bars:
+            plots += share_bars(bars, svg_id="share-plot", title="low-precision kernel time share")
     f = s["final"]
+    status = "confirmed" if s["confirmed"] else "not-confirmed"
     verdict = "confirmed" if s["confirmed"] else "NOT confirmed"
     ml = json.dumps(s["edits"], indent=2)
     excl = "".join(f"<li>{e(json.dumps(x['edits']))}: {e(x['why'])}</li>" for x in s["excluded"]) or "<li>none</li>"
-    return f"""<!doctype html><html><head><meta charset="utf-8"><title>advisor tune</title>
-<style>body{{font-family:sans-serif;margin:2em}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;
-padding:4px 6px;font-size:13px;vertical-align:top}}tr.ok{{background:#e8f6e8}}tr.bad{{background:#fbeaea}}
-code,pre{{background:#f4f4f4}}</style></head><body>
-<h1>advisor tune: {verdict}</h1>
-<p>{e(s.get('stop_reason', ''))}</p>
-<p>runs: <b>{s['runs']}</b> of {s['max_runs']} ({e(s['run_counting'])}); captures {s['captures']},
+    eff = s.get("learning", {}).get("edit_effects") or {}
+    eff_html = "".join(f"<tr><td><code>{e(k)}</code></td><td>{v:+.4g}</td></tr>" for k, v in sorted(eff.items()))
+    return f"""<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>advisor tune</title><style>{CSS}
+tr.ok td{{background:#eef8ee}}tr.bad td{{background:#fbeeee}}</style></head><body>
+<h1>advisor tune: <span id="status" data-status="{status}" class="{'ok' if s['confirmed'] else 'bad'}">{verdict}</span></h1>
+<div id="summary"><p>{e(s.get('stop_reason', ''))}</p>
+<p>runs: <b>{s['runs']}</b> of {s['max_runs']} ({e(s['run_counting'])}); runner calls {s['captures']},
 model executions {s['executions']}; mode {e(s['mode'])}; held-out steps {e(str(s.get('holdout_steps')))}</p>
-<p>final: cosine {fmt(f['cosine'], '.6f')}, relative L2 {fmt(f['rel_l2'])}, finite {fmt(f['finite'])};
-low-precision time share {fmt(s['low_precision_time_share'], '.1%')} (iteration {fmt(s['best_iteration'])})</p>
-<h2>modify_mixlist.json</h2><pre>{e(ml)}</pre>
-<h2>Iterations</h2><table>{head}{''.join(rows)}</table>
-<h2>Excluded edit sets</h2><ul>{excl}</ul>
+<p>final (iteration {fmt(s['best_iteration'])}): cosine {fmt(f['cosine'], '.6f')}, relative L2 {fmt(f['rel_l2'])},
+finite {fmt(f['finite'])}; low-precision time share {fmt(s['low_precision_time_share'], '.1%')}</p></div>
+<h2>modify_mixlist.json</h2><pre id="mixlist">{e(ml)}</pre>
+<h2>Iterations</h2><table id="iterations">{head}{''.join(rows)}</table>
+{plots}
+<h2>Excluded edit sets</h2><ul id="excluded">{excl}</ul>
+<h2>Learned edit effects</h2><p class="muted">ridge regression of the measured final relative L2 on edit
+indicators (finite runs only); negative = the edit removed error</p><table id="effects">{eff_html or '<tr><td>none yet</td></tr>'}</table>
 </body></html>
 """
 

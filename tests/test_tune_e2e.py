@@ -32,6 +32,8 @@ def test_planted_hazard_confirmed_within_three_runs_after_reference(tmp_path):
     assert first["ok"] is False and last["ok"] and last["holdout_ok"] and last["calibration_ok"]
     assert s["holdout_steps"] == [3]            # 4 batches: the last is held out
     html = (out / "report.html").read_text()
+    assert 'id="error-plot"' in html and 'data-status="confirmed"' in html
+    assert html.count("class='iteration ") == len(s["history"])
     for h in s["history"]:
         d = out / h["dir"]
         assert h["dir"] in html
