@@ -308,7 +308,8 @@ def _edit_report(s: Searcher, e: Edit, purpose: str, without: Evaluated, with_: 
     nodes = np.unique(np.asarray(nodes, dtype=np.int64))
     if len(nodes):
         key = np.nan_to_num(contrib[nodes], nan=0.0, posinf=1e300)
-        nodes = nodes[np.argsort(-key, kind="stable")][:5].tolist()
+        own_type = np.array([c.types[i] == e.type for i in nodes.tolist()], dtype=bool)
+        nodes = nodes[np.lexsort((-key, ~own_type))][:5].tolist()   # the edited type's instances first
     else:
         nodes = []
     worst = []
@@ -457,11 +458,18 @@ def _curve(c: Compiled, before: Prediction, after: Prediction, ev: Evidence | No
             return None
         v = np.asarray(a, dtype=float)[ops]
         if len(v) <= points:
-            return [float(x) if math.isfinite(x) else None for x in v]
+            return [float(x) if not math.isnan(x) else None for x in v]
         edges = np.linspace(0, len(v), points + 1).astype(int)
-        r = np.maximum.reduceat(np.nan_to_num(v, nan=-1.0, posinf=1e30), edges[:-1])
+        r = np.maximum.reduceat(np.nan_to_num(v, nan=-1.0, posinf=np.inf), edges[:-1])
         return [float(x) if x >= 0 else None for x in r]
-    return {"n_ops": int(len(ops)), "before": bucket(before.errors), "after": bucket(after.errors),
+    def with_nf(p: Prediction) -> np.ndarray | None:
+        if p.errors is None:
+            return None
+        e = np.asarray(p.errors, dtype=float).copy()
+        if p.nonfinite is not None:
+            e[p.nonfinite] = np.inf
+        return e
+    return {"n_ops": int(len(ops)), "before": bucket(with_nf(before)), "after": bucket(with_nf(after)),
             "measured": bucket(ev.out) if ev is not None and ev.have_measured else None,
             "low_before": float(low_mask(pb)[ops].mean()), "low_after": float(low_mask(pa)[ops].mean()),
             "share_before": before.low_share, "share_after": after.low_share,
