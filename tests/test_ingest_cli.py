@@ -186,3 +186,29 @@ def test_fuzz_text_cells(tmp_path_factory):
         except InputError:
             pass
     run()
+
+
+def test_rank_step_and_trace_through_cli(tmp_path):
+    for r in (0, 1):
+        d = tmp_path / f"w{r}_ascend_pt"
+        out = d / "ASCEND_PROFILER_OUTPUT"
+        out.mkdir(parents=True)
+        (out / "kernel_details.csv").write_bytes(GOOD)
+        (d / f"profiler_info_{r}.json").write_text(json.dumps({"rank_id": r}))
+    shutil.copy(FIX / "trace_view.json", tmp_path / "w0_ascend_pt" / "ASCEND_PROFILER_OUTPUT" / "trace_view.json")
+    code, out, err = _run(["inspect", "--profile", str(tmp_path), "--json"])
+    assert code == 0, err
+    s = json.loads(out)
+    n = len(GOOD.decode().strip().splitlines()) - 1
+    assert s["ranks"] == [0, 1] and s["kernels"] == 2 * n
+    assert s["trace"]["linked"] == 2 and s["trace"]["bwd_ops"] == 1
+    code, out, err = _run(["inspect", "--profile", str(tmp_path), "--rank", "1", "--step", "1", "--json"])
+    assert code == 0, err
+    s = json.loads(out)
+    assert s["kernels"] == n and s["graph_rank"] == 1 and s["graph_step"] == 1
+    code, out, err = _run(["inspect", "--profile", str(tmp_path), "--rank", "4"])
+    _one_line_error(code, err, "ranks found: 0, 1")
+    code, out, err = _run(["inspect", "--profile", str(tmp_path), "--step", "9"])
+    _one_line_error(code, err, "steps found: 1")
+    code, out, err = _run(["inspect", "--profile", str(tmp_path)])
+    assert code == 0 and "trace_view.json" in out and "Time share per precision" in out

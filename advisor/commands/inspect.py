@@ -87,6 +87,10 @@ def _print(s: dict) -> None:
             e(f"  {r['type']:<28} {r['list']:>5} -> {r['behaved_as']:<5} ({r['low_kernels']}/{r['kernels']} low){flag}")
         if ba:
             e(f"  ({len(s['behaved_as']) - len(ba)} other types behaved as their list says)")
+    tr = s.get("trace")
+    if tr:
+        e(f"\ntrace_view.json: {tr['framework_ops']:,} framework ops ({tr['bwd_ops']:,} backward, "
+          f"{tr['with_call_stack']:,} with call stacks), {tr['kernels']:,} kernels, {tr['linked']:,} op->kernel links (async_npu)")
     d = s["dumps"]
     if d["target"] or d["golden"]:
         e(f"\nDumps: target steps {', '.join(d['target']) or '-'}; golden steps {', '.join(d['golden']) or '-'}")

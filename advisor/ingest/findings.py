@@ -200,6 +200,14 @@ def summarize(run: Run, lists: OpLists, mode: str | None = None, top: int = 15) 
             al = align(run.target_dump[s[0]], run.golden_dump[s[0]])
             out["dumps"]["alignment"] = {"step": s[0], "common": len(al.common), "only_target": al.only_target[:20],
                                          "only_golden": al.only_golden[:20]}
+    traces = [pr.trace_view for pr in (found.profiles if found else []) if pr.trace_view is not None]
+    if traces:
+        from .profile import read_trace_view
+        t = read_trace_view(traces[0])
+        ops = t["ops"]
+        out["trace"] = {"path": str(traces[0]), "framework_ops": int(len(ops)), "kernels": int(len(t["kernels"])),
+                        "linked": int(len(t["links"])), "bwd_ops": int((ops["phase"] == "bwd").sum()) if len(ops) else 0,
+                        "with_call_stack": int((ops["call_stack"] != "").sum()) if len(ops) else 0}
     out["saturation"] = saturation_hits(run)
     out["overflow"] = saturation_hits(run, "overflow")
     out["missing"] = missing(run)
