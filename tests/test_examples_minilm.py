@@ -89,6 +89,15 @@ def test_padding_does_not_change_embeddings(model, tok):
 def test_workload_batches_and_low_precision(minilm):
     model, batches = minilm.workload()
     assert len(batches) >= 3
+    # the workload returns mean-pooled embeddings; L2-normalised they are the sentence embeddings
+    ref_model = minilm.load_model()
+    tok = minilm.load_tokenizer()
+    with torch.no_grad():
+        pooled = model(*batches[0])
+        assert not torch.allclose(pooled.norm(dim=1), torch.ones(len(pooled)), atol=1e-2)
+        assert torch.allclose(F.normalize(pooled, dim=1), ref_model(*batches[0]), atol=1e-6)
+        first = embed(ref_model, tok, minilm.SENTENCES[:1])
+        assert torch.allclose(first[0], F.normalize(pooled, dim=1)[0], atol=1e-5)
     for ids, mask in batches:
         assert ids.dtype == mask.dtype == torch.int64 and ids.shape == mask.shape
         assert (ids[:, 0] == 101).all()
