@@ -489,7 +489,7 @@ class Tuner:
                 it["low_precision_time_share"] = self.stages.low_precision_time_share(run)
                 m = it["measured"]
                 self.surrogate.add(edits_from_json(it["edits"]), m.get("rel_l2"), m.get("finite"))
-        atomic_write_json(d / "iteration.json", it)
+        atomic_write_json(d / "iteration.json", json_safe(it))
         it["done"].append("judge")
         self._done(f"{it['dir']}:judge")
 
@@ -524,8 +524,8 @@ class Tuner:
             "rel_l2": _nanmax(rels), "cosine": _nanmin(coss), "finite": finite,
             "steps": len(steps), "holdout_steps": sorted(hold),
             "calibration_steps": [s for s in steps if s not in hold]}
-        atomic_write_json(d / "final_metrics.json", {"steps": per_step, "holdout_steps": sorted(hold),
-                                                     "verdict": it["verdict"]})
+        atomic_write_json(d / "final_metrics.json", json_safe({"steps": per_step, "holdout_steps": sorted(hold),
+                                                               "verdict": it["verdict"]}))
 
     # ------------------------------------------------------------------ decisions
     def _tried(self) -> set[frozenset[Edit]]:
@@ -566,7 +566,7 @@ class Tuner:
         else:
             self.state["status"] = "confirmed" if self._passing() else "exhausted"
             self.state["stop_reason"] = stop or ""
-        atomic_write_json(d / "iteration.json", it)
+        atomic_write_json(d / "iteration.json", json_safe(it))
         it["done"].append("decide")
         self._done(f"{it['dir']}:decide")
 
@@ -713,9 +713,20 @@ class Tuner:
         b = self.best()
         m = _mixlist_or_none(b["mixlist"]) if b else None
         atomic_write_text(self.out / "modify_mixlist.json", (m or Mixlist()).to_json(), keep_existing=True)
-        atomic_write_json(self.out / "summary.json", s)
+        atomic_write_json(self.out / "summary.json", json_safe(s))
         atomic_write_text(self.out / "report.html", render_html(s, self.out), keep_existing=False)
         return s
+
+
+def json_safe(o: Any) -> Any:
+    """Non-finite floats -> None, so summary.json is strict JSON (the journal keeps Python's NaN)."""
+    if isinstance(o, float):
+        return o if math.isfinite(o) else None
+    if isinstance(o, dict):
+        return {k: json_safe(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [json_safe(v) for v in o]
+    return o
 
 
 def _mixlist_or_none(d: dict | None) -> Mixlist | None:

@@ -14,8 +14,12 @@ ROOT = Path(__file__).resolve().parents[1]
 EX = ROOT / "examples"
 
 
+def _strict(x):
+    raise ValueError(f"non-standard JSON constant {x}")
+
+
 def _summary(out: Path) -> dict:
-    return json.loads((out / "summary.json").read_text())
+    return json.loads((out / "summary.json").read_text(), parse_constant=_strict)   # strict JSON
 
 
 def test_planted_hazard_confirmed_within_three_runs_after_reference(tmp_path):
