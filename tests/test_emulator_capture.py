@@ -301,3 +301,15 @@ def test_load_target_errors(tmp_path):
 def test_cli_capture_bad_target_exit_2(tmp_path):
     from advisor.cli import main
     assert main(["capture", "nope.py:f", "--out", str(tmp_path / "o")]) == 2
+
+
+def test_out_folder_is_never_clobbered(tmp_path):
+    other = tmp_path / "mine"
+    other.mkdir()
+    (other / "notes.txt").write_text("keep me")
+    with pytest.raises(InputError):
+        capture(mlp_wl(), other, dump="stats", local=False)
+    assert (other / "notes.txt").read_text() == "keep me"
+    run = capture(mlp_wl(), tmp_path / "run", dump="stats", local=False)
+    capture(mlp_wl(), tmp_path / "run", dump="stats", local=False)
+    assert (tmp_path / "run.bak" / "run.json").exists() and (run / "run.json").exists()

@@ -129,6 +129,9 @@ def _prepare_out(out: str | os.PathLike) -> tuple[Path, str | None]:
     if p.exists() and not p.is_dir():
         raise InputError(p, "--out exists and is not a directory")
     if p.is_dir() and any(p.iterdir()):
+        if not (p / "run.json").is_file():
+            raise InputError(p, "--out exists, is not empty and is not a run directory; choose a new folder")
+        p = p.resolve()
         i, cand = 0, p.with_name(p.name + ".bak")
         while cand.exists():
             i += 1
@@ -239,7 +242,7 @@ def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semanti
         wl.batches = normalize((wl.model, batches), "batches").batches
     if not isinstance(wl.model, torch.nn.Module) and not callable(wl.model) or _is_tf(wl.model):
         return _delegate_tf(wl, out, mode=mode, mixlist=mixlist, soc=soc, ops_info=ops_info, seed=seed,
-                            dump=dump, target=target)
+                            dump=dump, target=target, local=local)
     try:
         family, low = semantics.mode_info(mode)
     except ValueError as e:

@@ -200,6 +200,10 @@ class EmuMode(TorchDispatchMode):
                                           {k: _map_tree(snap, v) for k, v in kwargs.items()}))
         if self.keep_entries and mutates:
             self._snapshot_mutated(args, mutates)
+            # this op's own record of what it overwrites: the value before the op
+            for i in mutates:
+                if i < len(args) and isinstance(args[i], torch.Tensor) and id(args[i]) not in rounded_inputs:
+                    rounded_inputs[id(args[i])] = args[i].detach().clone()
         out = func(*run_args, **run_kwargs)
         flat_out, _ = tree_flatten(out)
         tout = [x for x in flat_out if isinstance(x, torch.Tensor)]
