@@ -147,3 +147,11 @@ def test_fuzz_reader(tmp_path_factory):
         except InputError:
             pass
     run()
+
+
+def test_absurd_slot_count_rejected(tmp_path):
+    p = tmp_path / "ge_onnx_00000_graph_0_Build.pbtxt"
+    p.write_text('graph { node { name: "a" op_type: "ge:Add" '
+                 'attribute { name: "input_desc_nums" i: 1000000000 type: INT } } }')
+    with pytest.raises(InputError):
+        read_ge_dump(p)

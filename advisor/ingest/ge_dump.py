@@ -24,6 +24,7 @@ TYPE_ROLES = {"Data": "data", "RefData": "data", "Placeholder": "data",
               "Variable": "variable", "VariableV2": "variable", "VarHandleOp": "variable"}
 NO_KERNEL_TYPES = frozenset({"NetOutput", "Identity", "IdentityN", "NoOp", "Reshape", "Squeeze",
                              "Unsqueeze", "ExpandDims", "Flatten", "FlattenV2"})
+_MAX_SLOTS = 1 << 16
 _ADV = "_advisor."  # prefix of advisor's own round-trip attributes (ignored by GE tools)
 _WRITTEN = {"type", "name", "role", "kernel", "decides", "float", "dtype", "cast_to", "origin_dtype",
             "in_shapes", "out_shapes", "in_dtypes", "out_dtypes", "order", "stream", "precision", "why"}
@@ -353,6 +354,8 @@ def nodes_to_graph(nodes: list[dict], path: object = None) -> nx.DiGraph:
         n_out = int(at.get("output_desc_nums", 0) or 0)
         n_in = max(n_in, 1 + max([int(k.rsplit(":", 1)[1]) for k in at if k.startswith("input_desc_dtype:")], default=-1))
         n_out = max(n_out, 1 + max([int(k.rsplit(":", 1)[1]) for k in at if k.startswith("output_desc_dtype:")], default=-1))
+        if n_in > _MAX_SLOTS or n_out > _MAX_SLOTS or n_in < 0 or n_out < 0:
+            raise InputError(path, f"node {name!r} declares {max(n_in, n_out)} tensor slots; not a plausible GE dump")
         in_dt = [from_ge_dtype(at.get(f"input_desc_dtype:{i}", "DT_UNDEFINED")) for i in range(n_in)]
         out_dt = [from_ge_dtype(at.get(f"output_desc_dtype:{i}", "DT_UNDEFINED")) for i in range(n_out)]
         a: dict[str, Any] = {"type": typ, "name": name, "role": role,

@@ -201,8 +201,8 @@ def _sig_frame(codes_dt, lists_dt, codes_sh, lists_sh, n, vdt: dict, vsh: dict) 
     r2, p2, e2 = _explode(codes_sh, lists_sh)
     cdt = _canon_codes(lists_dt, vdt)
     csh = _canon_codes(lists_sh, vsh)
-    k1 = r1 * 4096 + p1
-    k2 = r2 * 4096 + p2
+    k1 = r1 * (1 << 24) + p1  # (row, port) as one sortable int; ports < 2**24
+    k2 = r2 * (1 << 24) + p2
     _, i1, i2 = np.intersect1d(k1, k2, assume_unique=True, return_indices=True)
     m = pd.DataFrame({"row": r1[i1], "port": p1[i1],
                       "dt": cdt[e1[i1]] if i1.size else np.zeros(0, np.int64),
