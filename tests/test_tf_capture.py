@@ -197,3 +197,23 @@ def test_bf16_mode_runs_low_ops_in_bfloat16(tmp_path):
     assert set(kd.loc[kd["Type"] == "MatMulV2", "Output Data Types"]) == {"DT_BF16"}
     d = json.loads((run / "dump" / "mixed" / "step0" / "rank0" / "dump.json").read_text())
     assert d["task"] == "statistics"
+
+
+@pytest.mark.parametrize("mode", ["must_keep_origin_dtype", "force_fp16", "allow_fp32_to_fp16", "mixed_float16"])
+def test_every_mode_executes_the_plan_on_a_cnn(tmp_path, mode):
+    def cnn():
+        keras.utils.set_random_seed(0)
+        m = keras.Sequential([keras.Input((8, 8, 3)), keras.layers.Conv2D(4, 3, activation="relu"),
+                              keras.layers.BatchNormalization(), keras.layers.AveragePooling2D(2),
+                              keras.layers.Flatten(), keras.layers.Dense(5, activation="sigmoid")])
+        return m, [(np.random.default_rng(1).standard_normal((2, 8, 8, 3)).astype("float32"),)]
+    run = capture_tf(cnn(), tmp_path / mode, mode=mode, dump="stats")
+    assert_kernels_follow_plan(run)
+    kd = kernel_frame(run)
+    outs = set(";".join(kd["Output Data Types"]).split(";"))
+    if mode == "must_keep_origin_dtype":
+        assert "FLOAT16" not in outs
+    elif mode == "force_fp16":
+        assert "FLOAT" not in outs
+    elif mode == "allow_fp32_to_fp16":  # cube ops only
+        assert set(kd.loc[kd["Output Data Types"] == "FLOAT16", "Type"]) == {"Conv2D", "MatMulV2"}
