@@ -142,7 +142,11 @@ def _ge_calls(node: ast.AST) -> list[str]:
 
 def _primary(fn: ast.FunctionDef, helpers: dict[str, ast.FunctionDef]) -> tuple[str | None, list[str]]:
     calls = _ge_calls(fn)
-    called = {getattr(s.func, "id", None) for s in ast.walk(fn) if isinstance(s, ast.Call)}
+    called: list[str] = []   # helper functions called, in source order (deterministic output)
+    for s in sorted((c for c in ast.walk(fn) if isinstance(c, ast.Call)), key=lambda c: (c.lineno, c.col_offset)):
+        h = getattr(s.func, "id", None)
+        if h and h not in called:
+            called.append(h)
     for h in called:
         if h in helpers and helpers[h] is not fn:
             calls += _ge_calls(helpers[h])
