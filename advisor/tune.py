@@ -494,6 +494,11 @@ class Tuner:
         self._done(f"{it['dir']}:judge")
 
     def _calib_steps(self, it: dict) -> list[int] | None:
+        """Steps recommend may see: the calibration steps -- or all steps once a list passed the
+        calibration steps but failed the held-out ones (the held-out batches then carry the only
+        evidence of the remaining hazard; ``holdout_consumed`` is recorded in the summary)."""
+        if self.state.get("holdout_consumed"):
+            return None
         m = it.get("measured") or {}
         if "calibration_steps" in m:
             return list(m["calibration_steps"])
@@ -516,6 +521,8 @@ class Tuner:
         ok = bool(vc["ok"]) and (vh is None or bool(vh["ok"]))
         it["verdict"] = {"ok": ok, "calibration": vc, "holdout": vh,
                          "reasons": list(vc.get("reasons", [])) + list((vh or {}).get("reasons", []))}
+        if vc["ok"] and vh is not None and not vh["ok"]:
+            self.state["holdout_consumed"] = True
         outs = [x.get("output") or x for x in per_step]
         rels = [o.get("rel_l2") for o in outs if o.get("rel_l2") is not None]
         coss = [o.get("cosine") for o in outs if o.get("cosine") is not None]
@@ -701,6 +708,7 @@ class Tuner:
             "final": {"cosine": meas.get("cosine"), "rel_l2": meas.get("rel_l2"), "finite": meas.get("finite")},
             "low_precision_time_share": (b or {}).get("low_precision_time_share"),
             "holdout_steps": self.state.get("holdout_steps"),
+            "holdout_consumed": bool(self.state.get("holdout_consumed")),
             "tolerance": self.stages.tolerance.to_dict() if hasattr(self.stages.tolerance, "to_dict") else None,
             "learning": {"enabled": self.cfg.learn, "edit_effects": self.surrogate.effects()
                          if self.cfg.learn else {}},

@@ -86,6 +86,7 @@ class FakeStages(Stages):
         self.candidates = [frozenset(("black", "to-add", t) for t in c) for c in candidates]
         self.queue = queue
         self.recommend_calls = 0
+        self.steps_seen = []
 
     def load(self, run_dir):
         return json.loads((Path(run_dir) / "result.json").read_text())
@@ -106,6 +107,7 @@ class FakeStages(Stages):
 
     def recommend(self, run, base, exclude_types, steps=None):
         self.recommend_calls += 1
+        self.steps_seen.append(steps)
         cur = edits_of(base)
         if self.queue:
             return self._proposal(self.candidates.pop(0)) if self.candidates else Proposal(None, {}, False)
@@ -167,10 +169,12 @@ def test_failed_edit_set_is_excluded_and_overfix_trimmed(tmp_path):
 def test_holdout_batch_catches_what_calibration_misses(tmp_path):
     # Exp only hurts on the last batch (held out); Sigmoid hurts everywhere
     world = World({"Sigmoid": (0.5, None), "Exp": (0.3, {2})})
-    s, _, _ = run_tune(tmp_path, world, [{"Sigmoid"}, {"Exp"}])
+    s, stages, _ = run_tune(tmp_path, world, [{"Sigmoid"}, {"Exp"}])
+    assert stages.steps_seen[0] == [0, 1]          # recommend never saw the held-out step ...
+    assert stages.steps_seen[1] is None            # ... until a list failed only there
     h1 = s["history"][1]
     assert h1["calibration_ok"] is True and h1["holdout_ok"] is False and h1["ok"] is False
-    assert s["holdout_steps"] == [2]
+    assert s["holdout_steps"] == [2] and s["holdout_consumed"] is True
     assert s["confirmed"] and s["edits"]["black-list"]["to-add"] == ["Exp", "Sigmoid"]
 
 
