@@ -279,15 +279,41 @@ def _infer_edges(g, kf, keys, icodes, ilists, ocodes, olists, iscodes, islists, 
     e = _edge_frame(kf, icodes, ilists, ocodes, olists, iscodes, islists, oscodes, oslists)
     if e.empty:
         return
-    matched = e[e["src"].notna()]
-    src = keys[matched["src"].astype("int64").to_numpy()]
-    dst = keys[matched["dst"].to_numpy()]
-    pair = pd.DataFrame({"s": matched["src"].astype("int64").to_numpy(), "d": matched["dst"].to_numpy()})
-    dup = pair.duplicated(keep=False).to_numpy()
-    op = matched["out_port"].astype("int64").to_numpy()
-    ip = matched["in_port"].to_numpy()
-    fl = matched["float"].to_numpy()
-    cf = matched["confidence"].to_numpy()
+    n = len(keys)
+    has = e["src"].notna().to_numpy()
+    un_mask = ~has & e["float"].to_numpy().astype(bool)
+    all_keys = keys
+    src_id = e["src"].fillna(-1).astype("int64").to_numpy().copy()
+    out_port = pd.to_numeric(e["out_port"], errors="coerce").fillna(0).astype("int64").to_numpy().copy()
+    conf = e["confidence"].to_numpy().astype(float).copy()
+    if un_mask.any():
+        # unmatched float inputs -> one data node per (group, signature); ids n, n+1, ...
+        un = e[un_mask]
+        sig = "input:" + un["shape"].astype(str) + ":" + un["dtype"].astype(str)
+        grp = un["grp"].to_numpy()
+        if len(np.unique(grp)) > 1:
+            sig = sig + "@" + pd.Series(grp, index=un.index).astype(str)
+        dcodes, duniq = pd.factorize(sig, sort=False)
+        first = np.unique(dcodes, return_index=True)[1]
+        dnames = np.asarray(duniq, dtype=object)
+        g.add_nodes_from(
+            (k, {"type": "Data", "name": k, "role": "data", "dtype": dt, "out_shapes": [sh], "out_dtypes": [dt]})
+            for k, dt, sh in zip(dnames.tolist(), un["dtype"].to_numpy()[first].tolist(),
+                                 un["shape"].to_numpy()[first].tolist()))
+        src_id[un_mask] = n + dcodes
+        out_port[un_mask] = 0
+        conf[un_mask] = 0.5
+        all_keys = np.concatenate([keys, dnames])
+    use = src_id >= 0
+    sid = src_id[use]
+    did = e["dst"].to_numpy()[use]
+    src = all_keys[sid]
+    dst = keys[did]
+    op = out_port[use]
+    ip = e["in_port"].to_numpy()[use]
+    fl = e["float"].to_numpy().astype(bool)[use]
+    cf = conf[use]
+    dup = pd.DataFrame({"s": sid, "d": did}).duplicated(keep=False).to_numpy()
     u1 = ~dup
     succ, pred = g._succ, g._pred
     # unique (producer, consumer) pairs straight into networkx's adjacency (one shared dict per edge)
@@ -304,23 +330,6 @@ def _infer_edges(g, kf, keys, icodes, ilists, ocodes, olists, iscodes, islists, 
             d["ports"].append((o, i))
             d["float"] = d["float"] or f
             d["confidence"] = min(d["confidence"], c)
-    # unmatched float inputs -> one data node per (group, signature)
-    un = e[e["src"].isna() & e["float"]]
-    if len(un):
-        sig = "input:" + un["shape"].astype(str) + ":" + un["dtype"].astype(str)
-        grp = un["grp"].to_numpy()
-        multi = len(np.unique(grp)) > 1
-        dkeys = (sig + "@" + pd.Series(grp, index=un.index).astype(str)) if multi else sig
-        first = ~dkeys.duplicated().to_numpy()
-        g.add_nodes_from(
-            (k, {"type": "Data", "name": k, "role": "data", "dtype": dt, "out_shapes": [sh], "out_dtypes": [dt]})
-            for k, dt, sh in zip(dkeys[first].tolist(), un["dtype"][first].tolist(), un["shape"][first].tolist()))
-        for u, v, i in zip(dkeys.tolist(), keys[un["dst"].to_numpy()].tolist(), un["in_port"].tolist()):
-            d = edges.get((u, v))
-            if d is None:
-                edges[(u, v)] = {"ports": [(0, i)], "float": True, "confidence": 0.5}
-            else:
-                d["ports"].append((0, i))
     for (u, v), d in edges.items():
         succ[u][v] = d
         pred[v][u] = d
