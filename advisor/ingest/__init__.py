@@ -6,10 +6,12 @@ from importlib import import_module
 from typing import Any
 
 _EXPORTS = {
-    "write_ge_onnx": "ge_dump", "write_ge_proto": "ge_dump", "read_ge_dump": "ge_dump",
+    "write_ge_onnx": "ge_dump", "render_ge_onnx": "ge_dump", "render_ge_proto": "ge_dump", "read_ge_dump": "ge_dump",
     "read_kernel_details": "profile", "read_op_summary": "profile", "read_op_statistic": "profile",
     "read_profiler_info": "profile", "read_trace_view": "profile", "read_kernels": "profile",
     "load_dump": "msprobe", "load_dump_root": "msprobe", "align": "msprobe", "load_tensor": "msprobe",
+    "saturation": "msprobe", "overflow": "msprobe", "Dump": "msprobe", "Entry": "msprobe", "TensorRecord": "msprobe",
+    "Alignment": "msprobe", "bulk_graph": "infer", "kernel_precision": "profile",
     "infer_edges": "infer", "graph_from_kernels": "infer",
     "discover": "discover", "load_run": "run", "Run": "run",
 }
