@@ -5,8 +5,8 @@ An op the plan puts in fp16/bf16 gets its float type attributes (``T`` ...) set 
 what a consumer takes (GE's ``trans_Cast`` nodes).  Two execution styles for a low op:
 
 * native: TF's CPU kernel for the low dtype runs the op (vector ops);
-* cube-style: matrix ops (MatMul, BatchMatMul, Conv, ... — ``is_cube_type``), and ops with no CPU
-  kernel for the low dtype, take inputs rounded to the low dtype, compute in fp32 (fp32
+* cube-style: matrix ops (MatMul, BatchMatMul, Conv, ... — ``is_cube_type``; and TF ``Einsum``),
+  and ops with no CPU kernel for the low dtype, take inputs rounded to the low dtype, compute in fp32 (fp32
   accumulation, as the Ascend cube unit does) and round their outputs to the low dtype.
 
 Either way every tensor an op consumes and produces carries exactly the dtype the plan gives it
@@ -23,6 +23,8 @@ from . import opmap
 from .graph import TFGraphInfo, split_tensor, topo_order
 
 DT_FLOAT, DT_DOUBLE, DT_BFLOAT16, DT_HALF = 1, 2, 14, 19
+# TF contractions that are not GE cube types by name but run as matrix products: executed cube-style
+CONTRACTIONS = frozenset({"Einsum"})
 FLOAT_ENUMS = (DT_FLOAT, DT_DOUBLE, DT_BFLOAT16, DT_HALF)
 LOW_ENUM = {"fp16": DT_HALF, "bf16": DT_BFLOAT16}
 ENUM_NAME = {DT_FLOAT: "fp32", DT_DOUBLE: "fp64", DT_BFLOAT16: "bf16", DT_HALF: "fp16"}
@@ -211,7 +213,7 @@ def apply_plan(tf, graph_def, info: TFGraphInfo, precision: Mapping[str, str], l
         p = precision.get(name, "fp32")
         is_op = g is None or (name in g and g.nodes[name].get("role") == "op")
         want_low = is_op and p in LOW_ENUM
-        cube = is_cube_type(g.nodes[name]["type"]) if (g is not None and name in g) else False
+        cube = nd.op in CONTRACTIONS or (is_cube_type(g.nodes[name]["type"]) if (g is not None and name in g) else False)
         outs, consumed, outs_t, style = b.emit_op(nd, name, ins, LOW_ENUM[p] if want_low else None, cube, opdef)
         if want_low and LOW_ENUM[p] != low:
             pass  # a plan never mixes fp16 and bf16; kept general
@@ -252,7 +254,8 @@ def local_graph(tf, graph_def, info: TFGraphInfo, g, low_dtype: str) -> tuple[An
         for i, (src, k) in enumerate(info.inputs[name]):
             t = fp32_in[i] if i < len(fp32_in) else DT_FLOAT
             ins.append((f"{src}:{k}", t))
-        lo, _, _, _ = b.emit_op(nd, f"{name}/advisor_local", ins, low, is_cube_type(a["type"]), opdef)
+        lo, _, _, _ = b.emit_op(nd, f"{name}/advisor_local", ins, low, is_cube_type(a["type"]) or nd.op in CONTRACTIONS,
+                                opdef)
         rnd = [(b.to_dtype(f"{name}/advisor_inrnd_r{i}", s, t, low), low if t == DT_FLOAT else t)
                for i, (s, t) in enumerate(ins)]
         rnd = [(b.to_dtype(f"{name}/advisor_inrnd_c{i}", s, t, DT_FLOAT) if t == low else s,
