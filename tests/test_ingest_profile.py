@@ -255,3 +255,9 @@ def test_emulator_layout_run(tmp_path):
     r1 = load_run(tmp_path, step=1)
     assert set(r1.kernels["step"]) == {1} and list(r1.target_dump) == [1]
     assert r1.graph.nodes["Aten.mm.default.0"]["duration_us"] == pytest.approx(3.0)
+
+
+def test_public_exports_resolve():
+    import advisor.ingest as I
+    for n in I.__all__:
+        assert getattr(I, n) is not None
