@@ -217,3 +217,24 @@ def test_every_mode_executes_the_plan_on_a_cnn(tmp_path, mode):
         assert "FLOAT" not in outs
     elif mode == "allow_fp32_to_fp16":  # cube ops only
         assert set(kd.loc[kd["Output Data Types"] == "FLOAT16", "Type"]) == {"Conv2D", "MatMulV2"}
+
+
+def test_cli_capture_of_a_subclassed_keras_model_is_a_tf_capture(tmp_path):
+    # a user subclass of keras.Model has the user's module name: detection must use the class hierarchy
+    target = tmp_path / "sub.py"
+    target.write_text(
+        "import numpy as np, keras\n"
+        "class Net(keras.Model):\n"
+        "    def __init__(self):\n"
+        "        super().__init__(); self.d = keras.layers.Dense(3)\n"
+        "    def call(self, x):\n"
+        "        return keras.ops.exp(self.d(x))\n"
+        "def workload():\n"
+        "    keras.utils.set_random_seed(0)\n"
+        "    return Net(), [(np.ones((2, 4), 'float32'),)]\n")
+    from advisor.cli import main
+    assert main(["capture", f"{target}:workload", "--out", str(tmp_path / "run")]) == 0
+    run = tmp_path / "run"
+    assert json.loads((run / "run.json").read_text())["framework"] == "tensorflow"
+    assert {"MatMulV2", "Exp"} <= set(kernel_frame(run)["Type"])
+    assert_kernels_follow_plan(run)
