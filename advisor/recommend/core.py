@@ -3,19 +3,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Hashable, Iterable, Sequence
 
 import networkx as nx
 import numpy as np
 import pandas as pd
 
-from ..mixlist import Mixlist, compose, effective, list_changes
+from ..mixlist import Mixlist, compose, effective
 from ..oplists import BLACK, OpLists
-from ..semantics import DEFAULT_MODE, LOW, Compiled, Plan, compile_graph, flips_between, mode_info, uses_mixlist
+from ..semantics import DEFAULT_MODE, Compiled, Plan, compile_graph, mode_info, uses_mixlist
 from . import tolerance as tolmod
 from .model import (_CAST, _OP, ErrorModel, Evidence, Prediction, build_evidence, build_time_model, low_mask)
-from .search import Edit, Evaluated, Searcher, _err_key, _pred_dict, edits_mixlist, lists_with
+from .search import Edit, Evaluated, Searcher, _pred_dict, edits_mixlist, lists_with
 
 MAX_FLIPS_PER_EDIT = 200
 
@@ -126,7 +125,8 @@ def recommend_graph(g: nx.DiGraph | Compiled, defaults: OpLists, *, mode: str = 
                     run_mixlist: Mixlist | None = None, base_mixlist: Mixlist | None = None,
                     ops: pd.DataFrame | None = None, local: pd.DataFrame | None = None,
                     tolerance: Any = None, exclude: Iterable[str] = (), max_edits: int = 4,
-                    culprit_types: Sequence[str] = (), measured_final: float | None = None,
+                    culprit_types: Sequence[str] = (), culprit_nodes: Sequence[Hashable] = (),
+                    measured_final: float | None = None,
                     finals: Iterable[Hashable] | None = None, max_candidates: int = 10,
                     max_evals: int = 2000, time_budget_s: float | None = 20.0, perf: bool = True,
                     perf_min_share: float = 0.01, perf_headroom: float = 0.1,
@@ -190,7 +190,7 @@ def recommend_graph(g: nx.DiGraph | Compiled, defaults: OpLists, *, mode: str = 
         minimality = {"proved": True, "statement": "no edit is needed: the model predicts the run already "
                       "meets the tolerance (the empty set is trivially 1-minimal)", "checks": []}
     else:
-        cands = s.fix_candidates(culprit_types, max_candidates=max_candidates)
+        cands = s.fix_candidates(culprit_types, max_candidates=max_candidates, extra_nodes=culprit_nodes)
         cand_info = {cd.edit: cd for cd in cands}
         best, fewest, closest, stats = s.search(cands, max_edits=max_edits, max_evals=max_evals,
                                                 time_budget_s=time_budget_s)
@@ -230,9 +230,13 @@ def recommend_graph(g: nx.DiGraph | Compiled, defaults: OpLists, *, mode: str = 
             entry["verdict"] = "no headroom: local error at low precision too large"
             perf_findings.append(entry)
             continue
-        trial = s.evaluate(perf_set | {e})
-        if trial.ok and trial.pred.time_us < s.evaluate(perf_set).pred.time_us:
-            prev = s.evaluate(perf_set)
+        prev = s.evaluate(perf_set)
+        options = [e] + ([Edit("black-remove", e.type)] if pc["current_list"] == BLACK else [])
+        trials = [(s.evaluate(perf_set | {o}), o) for o in options]
+        good = [(t, o) for t, o in trials if t.ok and t.pred.time_us < prev.pred.time_us]
+        if good:
+            trial, e = min(good, key=lambda x: (x[0].pred.time_us, x[1].kind != "black-remove"))
+            entry["edit"] = str(e)
             perf_set = trial.edits
             entry["verdict"] = "proposed"
             perf_reports.append(_edit_report(s, e, "performance", prev, trial, ev, cand_info, pc))

@@ -6,7 +6,6 @@ has activations (dumps or local errors), the predicted final error of each side.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -73,7 +72,8 @@ def diff(run: Any, a: Any, b: Any, *, tolerance: Any = None, soc: str | None = N
         from .core import recommend_graph
         rec = recommend_graph(d["graph"], defaults, mode=mode, run_mixlist=d["run_mixlist"], base_mixlist=ma,
                               ops=d["ops"], local=d["local"], tolerance=d["tolerance"],
-                              culprit_types=d["culprit_types"], measured_final=d["measured_final"], **rec_kw)
+                              culprit_types=d["culprit_types"], culprit_nodes=d["culprit_nodes"],
+                              measured_final=d["measured_final"], **rec_kw)
         mb = rec.mixlist
         notes.append(f"B = the recommendation computed from A ({rec.status})")
     else:

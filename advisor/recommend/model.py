@@ -21,8 +21,8 @@ of the run it was built from.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import Any, Hashable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Hashable, Iterable
 
 import numpy as np
 import pandas as pd
@@ -345,6 +345,7 @@ class ErrorModel:
         if not self.enabled:
             self.own_low = np.zeros(n)
             self.gain = np.ones(n)
+            self.gain_prop = np.ones(n)
             self.calib = np.ones(n)
             self.absorbs = np.zeros(n, bool)
             self.local_nf = np.zeros(n, bool)
@@ -397,14 +398,23 @@ class ErrorModel:
             gain = np.where(determined, np.clip(g_meas, 0.0, GAIN_MAX), gain)
             # ops without a determined gain (e.g. downstream of a non-finite value) take the median
             # determined gain of their type when it has one, unless inrnd shows a clear amplification
+            use = np.zeros(n, bool)
             if determined.any():
                 tcode, tuniq = pd.factorize(pd.Series(c.types, dtype=object))
                 med = pd.Series(np.where(determined, gain, np.nan)).groupby(tcode).median()
                 tmed = med.reindex(range(len(tuniq))).to_numpy()[tcode]
                 use = ~determined & is_float_op & np.isfinite(tmed) & ~(r_in > AMPLIFY) & ~amp
                 gain = np.where(use, tmed, gain)
+            # errors received from an fp32 producer (not a fresh rounding of the op's input) pass with
+            # the measured/type gain, else at most 1: inrnd's amplification is that of input rounding
+            gain_prop = np.where(determined | amp | use, gain, np.minimum(gain, 1.0))
+            es_, ed_ = float_edges(c)
+            rounded_in = np.zeros(n, bool)
+            if len(es_):
+                np.logical_or.at(rounded_in, ed_, lowm[es_])
+            g_eff = np.where(rounded_in, gain, gain_prop)
             # teacher-forced calibration: reproduce each measured output from its measured input
-            pred = own_base + gain * np.nan_to_num(ev.inp)
+            pred = own_base + g_eff * np.nan_to_num(ev.inp)
             with np.errstate(divide="ignore", invalid="ignore"):
                 cf = ev.out / pred
             ok = is_float_op & np.isfinite(cf) & (pred > 0) & (ev.out > 0)
@@ -412,7 +422,9 @@ class ErrorModel:
             self.absorbs = ev.in_nf & ~ev.out_nf
         else:
             self.absorbs = np.zeros(n, bool)
+            gain_prop = np.minimum(gain, 1.0)
         self.gain = gain
+        self.gain_prop = gain_prop
         self.calib = calib
         self.scale = 1.0
         self.base_pred = None
@@ -438,6 +450,7 @@ class ErrorModel:
         # per-op terms as Python lists for a tight loop
         own_l = own.tolist()
         gain_l = (self.gain * self.calib).tolist()
+        gprop_l = (self.gain_prop * self.calib).tolist()
         cal_l = self.calib.tolist()
         lnf = (self.local_nf & low).tolist()
         inf_l = self.inrnd_nf.tolist()
@@ -466,7 +479,7 @@ class ErrorModel:
                         anf = True
                     if low_l[p]:
                         anylow = True
-                e[i] = own_l[i] * cal_l[i] + gain_l[i] * r
+                e[i] = own_l[i] * cal_l[i] + (gain_l[i] if anylow else gprop_l[i]) * r
                 nf[i] = lnf[i] or (anf and not absorbs[i]) or (anylow and inf_l[i])
             else:
                 e[i] = own_l[i] * cal_l[i]

@@ -231,6 +231,7 @@ def gather(run: Any, tolerance: Any = None, *, attribution: Any = None, soc: str
         local = None
     findings = _profile_findings(r)
     culprits: list[str] = []
+    culprit_nodes: list[str] = []
     measured_final = None
     loss_scale = None
     gradient_only = False
@@ -241,6 +242,8 @@ def gather(run: Any, tolerance: Any = None, *, attribution: Any = None, soc: str
         types = getattr(att, "types", None)
         if isinstance(types, pd.DataFrame) and not types.empty:
             culprits = [str(t) for t in types.index]
+            if "worst_instance" in types.columns:
+                culprit_nodes = [str(x) for x in types["worst_instance"].tolist() if x is not None]
         measured_final = _measured_final(att)
         findings = _saturation_findings(ops) + findings
         tr = getattr(att, "training", None)
@@ -254,7 +257,8 @@ def gather(run: Any, tolerance: Any = None, *, attribution: Any = None, soc: str
                   "unknown; only what the profile proves is reported (fp32 time by inheritance, casts, saturation). "
                   "Sensitivity needs msprobe dumps or an emulator capture (`advisor capture`).")
     return dict(run=r, graph=g, defaults=defaults, mode=mode, run_mixlist=run_ml, ops=ops, local=local,
-                tolerance=tolerance, culprit_types=culprits, measured_final=measured_final, findings=findings,
+                tolerance=tolerance, culprit_types=culprits, culprit_nodes=culprit_nodes,
+                measured_final=measured_final, findings=findings,
                 loss_scale=loss_scale, profile_only_reason=reason, attribution=att, gradient_only=gradient_only)
 
 
@@ -269,6 +273,7 @@ def recommend(run: Any, tolerance: Any = None, base_mixlist: mx.Mixlist | None =
     return recommend_graph(d["graph"], d["defaults"], mode=d["mode"], run_mixlist=d["run_mixlist"],
                            base_mixlist=base_mixlist, ops=d["ops"], local=d["local"], tolerance=d["tolerance"],
                            exclude=exclude, max_edits=max_edits, culprit_types=d["culprit_types"],
+                           culprit_nodes=d["culprit_nodes"],
                            measured_final=d["measured_final"], findings=d["findings"], loss_scale=d["loss_scale"],
                            mixlist_path=mixlist_path, profile_only_reason=d["profile_only_reason"],
                            gradient_underflow_only=d["gradient_only"], **kw)

@@ -12,11 +12,11 @@ from typing import Any, Hashable, Iterable, Sequence
 
 import numpy as np
 
-from ..mixlist import Mixlist, apply as apply_mixlist, compose, from_targets
+from ..mixlist import Mixlist, from_targets
 from ..oplists import BLACK, GRAY, WHITE, OpLists
-from ..semantics import LOW, Compiled, Plan, flips_between
+from ..semantics import LOW, Compiled, Plan
 from . import tolerance as tolmod
-from .model import _CAST, _OP, ErrorModel, Evidence, Prediction, TimeModel, low_mask
+from .model import _OP, ErrorModel, Evidence, Prediction, low_mask
 
 KINDS = ("black-add", "white-add", "black-remove", "white-remove")
 _TARGET = {"black-add": BLACK, "white-add": WHITE, "black-remove": GRAY, "white-remove": GRAY}
@@ -119,13 +119,20 @@ class Searcher:
 
     # ------------------------------------------------------------------ candidates
     def fix_candidates(self, extra_types: Sequence[str] = (), max_candidates: int = 10,
-                       max_culprits: int = 60) -> list[Candidate]:
+                       max_culprits: int = 60, extra_nodes: Sequence[Hashable] = ()) -> list[Candidate]:
         """Edits that can remove error: the culprit ops (top contributions to the final error under
         the model), every op along their decision chain (via ... root), plus attribution's types."""
         c, p, lists = self.c, self.base_plan, self.base_lists
         contrib = self.base_contributions()
         order = np.argsort(-np.nan_to_num(contrib, posinf=1e300))
         top = [int(i) for i in order[:max_culprits] if contrib[i] > 0]
+        # the attribution's blamed ops (and, through the chain walk below, their decision roots)
+        for nd in extra_nodes:
+            i = c.index.get(nd)
+            if i is None:
+                i = next((j for j, k in enumerate(c.order) if str(k) == str(nd)), None) if len(c) < 5000 else None
+            if i is not None and i not in top:
+                top.append(int(i))
         cands: dict[Edit, Candidate] = {}
 
         def add(edit: Edit, prio: float, reason: str, node: int) -> None:
@@ -141,7 +148,7 @@ class Searcher:
 
         kind = c.kind
         for rank, i in enumerate(top):
-            prio = float(min(contrib[i], 1e300))
+            prio = float(min(contrib[i], 1e300)) if contrib[i] > 0 else 1e-30
             # walk the decision chain from the culprit to its root: each op on it decides i
             j, steps = i, 0
             while j >= 0 and steps < 64:
