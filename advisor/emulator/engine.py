@@ -36,6 +36,8 @@ _DT_NAME = {torch.float32: "fp32", torch.float64: "fp64", torch.float16: "fp16",
 _AUX_FP32_OUTPUTS = {"native_layer_norm": (1, 2), "native_batch_norm": (1, 2, 3, 4),
                      "_native_batch_norm_legit": (1, 2, 3, 4), "_native_batch_norm_legit_functional": (1, 2, 3, 4),
                      "_scaled_dot_product_flash_attention_for_cpu": (1,)}
+_BN_TRAINING_ARG = ("native_batch_norm", "_native_batch_norm_legit")
+_ALLOC = frozenset({"empty", "empty_like", "new_empty", "new_empty_strided", "empty_strided"})
 # ops without tensor data semantics: not graph nodes
 _SKIP = {"_local_scalar_dense", "sym_size", "sym_numel", "sym_stride", "sym_storage_offset", "is_same_size",
          "_has_compatible_shallow_copy_type", "is_nonzero", "equal", "set_", "record_stream", "_version"}
@@ -168,7 +170,7 @@ class EmuMode(TorchDispatchMode):
         low_t = LOW_TORCH.get(prec)
         run_args, run_kwargs = args, kwargs
         rounded_inputs: dict[int, torch.Tensor] = {}
-        kernel = rec.kernel if rec is not None else opmap.lookup(packet, overload)[1]
+        kernel = rec.kernel if rec is not None else (opmap.lookup(packet, overload)[1] and packet not in _ALLOC)
         if replay and low_t is not None and kernel:
             mut_ids = {id(args[i]) for i in mutates if i < len(args) and isinstance(args[i], torch.Tensor)}
 
@@ -226,6 +228,10 @@ class EmuMode(TorchDispatchMode):
         # ---- record
         if rec is None:
             typ, kernel, mapped = opmap.lookup(packet, overload)
+            if packet in _ALLOC:
+                kernel = False  # memory allocation: no kernel in GE
+            if packet in _BN_TRAINING_ARG and len(args) > 5 and args[5] is False:
+                typ = "BNInfer"  # batch norm in eval mode (running statistics): GE's BNInfer
             k = self.counters.get(f"{packet}.{overload}", 0)
             self.counters[f"{packet}.{overload}"] = k + 1
             name = f"Aten.{packet}.{overload}.{k}"
