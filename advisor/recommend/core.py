@@ -9,6 +9,7 @@ import networkx as nx
 import numpy as np
 import pandas as pd
 
+from ..errors import InputError
 from ..mixlist import Mixlist, compose, effective
 from ..oplists import BLACK, OpLists
 from ..semantics import DEFAULT_MODE, Compiled, Plan, compile_graph, mode_info, uses_mixlist
@@ -138,8 +139,14 @@ def recommend_graph(g: nx.DiGraph | Compiled, defaults: OpLists, *, mode: str = 
     ``ops`` = attribution per-op frame, ``local`` = local_error.csv frame (either may be None)."""
     tol = tolerance if tolerance is not None else tolmod.default_tolerance()
     rel_tol = tolmod.limits(tol)[0]
-    c = g if isinstance(g, Compiled) else compile_graph(g)
-    family, low_dtype = mode_info(mode)
+    try:
+        family, low_dtype = mode_info(mode)
+    except ValueError as e:          # an unknown precision mode
+        raise InputError(None, str(e)) from None
+    try:
+        c = g if isinstance(g, Compiled) else compile_graph(g)
+    except ValueError as e:          # a cyclic graph
+        raise InputError(g.graph.get("source") if hasattr(g, "graph") else None, str(e)) from None
     low_dtype = low_dtype or "fp16"
     notes: list[str] = []
     findings = list(findings or [])

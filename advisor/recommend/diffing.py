@@ -78,12 +78,19 @@ def diff(run: Any, a: Any, b: Any, *, tolerance: Any = None, soc: str | None = N
         notes.append(f"B = the recommendation computed from A ({rec.status})")
     else:
         mb = _load_side(b, "B")
+    try:
+        mode_info(mode)
+    except ValueError as e:
+        raise InputError(None, str(e)) from None
     if not uses_mixlist(mode):
         notes.append(f"precision mode {mode!r} ignores mixlists; flips shown for mixed_float16")
         mode = "mixed_bfloat16" if mode_info(mode)[1] == "bf16" else DEFAULT_MODE
     la, lb = mx.effective(defaults, ma), mx.effective(defaults, mb)
     changes = mx.list_changes(la, lb)
-    c = compile_graph(d["graph"])
+    try:
+        c = compile_graph(d["graph"])
+    except ValueError as e:
+        raise InputError(getattr(d["run"], "path", None), str(e)) from None
     low = mode_info(mode)[1] or "fp16"
     pa = c.plan(la, mode)
     pb = c.what_if(pa, lb)
