@@ -238,3 +238,12 @@ def test_cli_capture_of_a_subclassed_keras_model_is_a_tf_capture(tmp_path):
     assert json.loads((run / "run.json").read_text())["framework"] == "tensorflow"
     assert {"MatMulV2", "Exp"} <= set(kernel_frame(run)["Type"])
     assert_kernels_follow_plan(run)
+
+
+def test_dropout_masks_are_the_same_in_both_runs(runs):
+    # random ops draw in fp32 in the mixed run too: the mixed training step stays close to FP32
+    run = runs["cnn_train"]
+    a, b = _final(run, "mixed"), _final(run, "fp32")
+    assert np.linalg.norm(a - b) / np.linalg.norm(b) < 1e-2
+    kd = kernel_frame(run)
+    assert "StatelessRandomUniformV2" in set(kd["Type"])

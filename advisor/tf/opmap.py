@@ -103,6 +103,12 @@ RANDOM_OPS = frozenset({"RandomUniform", "RandomStandardNormal", "TruncatedNorma
                         "StatelessRandomUniformV2", "StatelessRandomNormalV2"})
 
 
+def is_random(tf_type: str) -> bool:
+    """Random-number ops (stateful or stateless)."""
+    return tf_type in RANDOM_OPS or tf_type.startswith(("StatelessRandom", "StatelessTruncated", "Random",
+                                                         "StatelessParameterized", "Multinomial"))
+
+
 def ge_type(tf_type: str, attrs: dict | None = None, const_inputs: set[int] | frozenset[int] = frozenset()) -> str:
     """The GE op type of a TF node.  ``attrs``: decoded attributes that change the mapping
     (``is_training`` of FusedBatchNorm*); ``const_inputs``: input indices fed by constants."""

@@ -213,7 +213,10 @@ def apply_plan(tf, graph_def, info: TFGraphInfo, precision: Mapping[str, str], l
         p = precision.get(name, "fp32")
         is_op = g is None or (name in g and g.nodes[name].get("role") == "op")
         want_low = is_op and p in LOW_ENUM
-        cube = nd.op in CONTRACTIONS or (is_cube_type(g.nodes[name]["type"]) if (g is not None and name in g) else False)
+        # random ops draw in fp32 and round (same numbers as the FP32 run, as a fixed-seed NPU run
+        # draws the same bits whatever the output dtype); contractions accumulate in fp32
+        cube = (nd.op in CONTRACTIONS or opmap.is_random(nd.op)
+                or (is_cube_type(g.nodes[name]["type"]) if (g is not None and name in g) else False))
         outs, consumed, outs_t, style = b.emit_op(nd, name, ins, LOW_ENUM[p] if want_low else None, cube, opdef)
         if want_low and LOW_ENUM[p] != low:
             pass  # a plan never mixes fp16 and bf16; kept general
@@ -246,7 +249,7 @@ def local_graph(tf, graph_def, info: TFGraphInfo, g, low_dtype: str) -> tuple[An
         if a.get("role") != "op" or not a.get("float", True) or not a.get("kernel", True):
             continue
         nd = info.nodes[name]
-        if nd.op in opmap.RANDOM_OPS or nd.op.startswith("StatelessRandom"):
+        if opmap.is_random(nd.op):
             continue
         opdef = _opdef(nd.op)
         fp32_in = arg_types(nd, opdef, opdef.input_arg)
