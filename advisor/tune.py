@@ -214,10 +214,12 @@ class Surrogate:
     fitted on the runs with a finite output only (a non-finite output masks every other hazard).
     Errors of independent hazards add, so each coefficient is the measured effect of one edit
     (negative = it removes error).  An edit is *identified* when finite runs with and without it
-    exist.  Used three ways:
+    exist.  Used four ways:
 
     * **exclude**: op types whose identified edit changed the error by less than a tenth of the
       tolerance are passed to recommend as ``exclude`` -- it will not propose them again;
+    * **combine**: after a failure, if the identified edits that each removed error are predicted to
+      pass together (2x margin) and that set was never run, it is run before asking recommend;
     * **screen**: a proposal made only of *identified* edits (each seen both present and absent
       among measured runs) is predicted by the regression; if that prediction fails the tolerance
       the proposal is excluded without spending a run.  Proposals with a new edit are trusted to
@@ -300,6 +302,17 @@ class Surrogate:
         if p is None:
             return True, None
         return p <= max_rel_l2, p
+
+    def combine(self, max_rel_l2: float) -> frozenset[Edit] | None:
+        """The set of identified edits that each measurably removed error (effect below -a tenth of
+        the tolerance), when the regression predicts it passes with a 2x margin; else None."""
+        eff = self.effects()
+        helpful = frozenset(e for p in self._finite() for e in p["edits"]
+                            if self.identified(e) and eff.get(edit_key(e), 0.0) < -0.1 * max_rel_l2)
+        if not helpful:
+            return None
+        pred = self.predict(helpful)
+        return helpful if pred is not None and pred <= 0.5 * max_rel_l2 else None
 
     def trim(self, edits: frozenset[Edit], measured: float, max_rel_l2: float) -> frozenset[Edit] | None:
         """A strict subset of a passing list predicted to pass with a 2x margin, or None."""
@@ -599,6 +612,12 @@ class Tuner:
         return (prop.mixlist, "performance edits on a passing list", prop.predicted), None
 
     def _after_fail(self, it: dict, edits: frozenset[Edit], d: Path):
+        if self.cfg.learn:
+            combo = self.surrogate.combine(self.stages.tolerance.max_rel_l2)
+            if combo is not None and combo not in self._tried() and combo not in self._excluded():
+                return (mixlist_from_edits(combo), "learned: combine the edits measured to remove error "
+                        f"({', '.join(edit_key(e) for e in sorted(combo))})",
+                        {"surrogate_rel_l2": self.surrogate.predict(combo)}), None
         # recommend from the latest measured run (the failing one if it was measured, else its parent)
         src = it if it.get("measured") else self._measured_ancestor(it)
         if src is None:

@@ -210,6 +210,19 @@ def test_surrogate_rejects_proposal_predicted_to_fail(tmp_path):
     assert s2["confirmed"] and runner2.calls == 5 and s2["runs"] == s["runs"] + 1
 
 
+def test_learned_combination_of_measured_fixes(tmp_path):
+    # two finite hazards; recommend finds each fix on a different branch but never both together:
+    # the regression sees that Exp and Sigmoid each removed ~0.3 and runs them together
+    world = World({"Exp": (0.3, None), "Sigmoid": (0.3, None)})
+    cands = [{"Exp"}, {"Sigmoid"}, {"Add"}, {"Mul"}, {"Tanh"}]
+    s, _, runner = run_tune(tmp_path, world, cands, max_runs=6, queue=True, perf=False)
+    h = s["history"]
+    assert s["confirmed"] and runner.calls == 4 and h[3]["reason"].startswith("learned: combine")
+    assert s["edits"]["black-list"]["to-add"] == ["Exp", "Sigmoid"]
+    s2, _, _ = run_tune(tmp_path / "nolearn", world, cands, max_runs=6, queue=True, learn=False, perf=False)
+    assert not s2["confirmed"]
+
+
 def test_surrogate_effects_and_trim_unit():
     sg = Surrogate()
     E, S = ("black", "to-add", "Exp"), ("black", "to-add", "Sigmoid")
