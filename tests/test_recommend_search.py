@@ -177,9 +177,12 @@ def test_profile_only_mode_says_sensitivity_needs_dumps():
     rec = recommend_graph(b.g, LISTS)
     assert rec.status == "profile-only" and rec.edits == [] and rec.exit_code == 0
     assert any("dump" in n and "capture" in n for n in rec.notes)
-    f = [x for x in rec.findings if x.get("type") == "Gelu"]
+    f = [x for x in rec.findings if x.get("type") == "Gelu" and x["kind"] != "fp32-time"]
     assert f and "sensitivity" in f[0]["verdict"]
     assert rec.predicted["base"]["final_rel_l2"] is None
+    t = [x for x in rec.findings if x["kind"] == "fp32-time" and x["type"] == "Gelu"]
+    assert t and t[0]["rule"] == "gray-inherit" and t[0]["saving_if_low_us"] > 0
+    assert rec.mixlist.is_empty()
 
 
 def test_flips_in_evidence_match_semantics():

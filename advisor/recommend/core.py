@@ -251,6 +251,8 @@ def recommend_graph(g: nx.DiGraph | Compiled, defaults: OpLists, *, mode: str = 
             entry["verdict"] = "model predicts it breaks the tolerance or saves nothing"
         perf_findings.append(entry)
     findings.extend(perf_findings)
+    if profile_only:
+        findings.extend(_fp32_time_findings(s, chosen))
     findings.extend(_cast_findings(s, chosen))
     # ---------------------------------------------------------------- reports
     edit_reports = []
@@ -413,6 +415,31 @@ def _explain(s: Searcher, e: Edit, purpose: str, worst: list[dict], lvr: dict | 
                      f"{_fmt(lvr.get('worst_local_rel_l2') if lvr else None)}; predicted time {dt:+.1f} us; predicted "
                      f"final error {_fmt(with_.pred.final_rel_l2)} (still within tolerance).")
     return " ".join(parts)
+
+
+def _fp32_time_findings(s: Searcher, at: Evaluated, top: int = 10) -> list[dict]:
+    """Profile-only: fp32 kernel time per (type, rule) for ops that run fp32 by black membership or
+    gray inheritance, with what low precision would save (cost model) - what the profile proves."""
+    c, p = s.c, at.plan
+    tm = s.model.times
+    low = at.low if at.low is not None else low_mask(p)
+    kind = np.asarray(c.kind)
+    rules = np.asarray(p.rules, dtype=object)
+    sel = np.flatnonzero((kind == _OP) & ~low & np.isin(rules, ["black", "gray-inherit", "gray-skip-cast"]))
+    if not len(sel):
+        return []
+    total = float(np.where(low, tm.t_low, tm.t_fp32)[tm.is_op].sum()) or 1.0
+    df = pd.DataFrame({"type": np.asarray(c.types, dtype=object)[sel], "rule": rules[sel],
+                       "fp32_us": tm.t_fp32[sel], "saving_us": tm.t_fp32[sel] - tm.t_low[sel]})
+    g = df.groupby(["type", "rule"], sort=False).agg(instances=("fp32_us", "size"), fp32_us=("fp32_us", "sum"),
+                                                      saving_us=("saving_us", "sum"))
+    g = g.sort_values("saving_us", ascending=False).head(top)
+    return [{"kind": "fp32-time", "type": t, "rule": r, "instances": int(x["instances"]),
+             "fp32_time_us": round(float(x["fp32_us"]), 3), "saving_if_low_us": round(float(x["saving_us"]), 3),
+             "share_of_step": round(float(x["fp32_us"]) / total, 6),
+             "message": "runs fp32 by " + ("black membership" if r == "black" else "gray inheritance")
+                        + "; whether it tolerates low precision needs dumps or a capture"}
+            for (t, r), x in g.iterrows()]
 
 
 def _cast_findings(s: Searcher, at: Evaluated, top: int = 5, max_tries: int = 4) -> list[dict]:
