@@ -40,3 +40,15 @@ def test_keras_control_confirms_without_edit(tmp_path):
     assert rc == 0 and s["confirmed"]
     assert s["edits"]["black-list"]["to-add"] == []
     assert s["history"][0]["ok"] is True
+
+
+def test_keras_training_control_confirms_without_edit(tmp_path):
+    out = tmp_path / "tune"
+    rc = main(["tune", f"{EX / 'keras_train.py'}:workload", "--out", str(out), "--max-runs", "3"])
+    s = json.loads((out / "summary.json").read_text())
+    assert rc == 0 and s["confirmed"] and s["history"][0]["ok"] is True
+    assert s["edits"]["black-list"]["to-add"] == []
+    run = out / s["history"][0]["dir"] / "run"
+    assert json.loads((run / "run.json").read_text())["training"] is True
+    d = json.loads((run / "dump" / "mixed" / "step0" / "rank0" / "dump.json").read_text())["data"]
+    assert "Model.loss.0.forward" in d and any(k.startswith("Grad.") for k in d)
