@@ -5,7 +5,7 @@ import numpy as np
 import torch
 
 
-SMALL = 1 << 16   # tensors up to this many elements are reduced together with segment_reduce
+SMALL = 1 << 12   # tensors up to this many elements are reduced together (per-call overhead dominates)
 
 
 def _static_key(t: torch.Tensor, static_ptrs: set) -> tuple | None:
