@@ -417,6 +417,8 @@ class Tuner:
             it = self.state["iterations"][-1]
             if "run" not in it["done"]:
                 self._step_run(it)
+            elif self._needs_reference(it):
+                self._step_reference()
             elif "judge" not in it["done"]:
                 self._step_judge(it)
             elif "decide" not in it["done"]:
@@ -439,29 +441,31 @@ class Tuner:
         if res.ok and res.has_reference and not self.state["reference"]:
             self.state["reference"] = {"kind": "embedded", "iteration": it["index"]}
             self.state["runs"] += 1
-        elif res.ok and not res.has_reference:
-            self._ensure_reference(run_dir)
         it["result"] = res.to_dict()
         it["runs_after"] = self.state["runs"]
         it["done"].append("run")
         self._done(f"{it['dir']}:run")
 
-    def _ensure_reference(self, run_dir: Path) -> None:
-        ref = self.state["reference"]
-        if not ref:
-            rdir = self.out / "reference" / "run"
-            if rdir.exists():
-                shutil.rmtree(rdir)
-            res = self.runner.reference(rdir)
-            self.state["runs"] += 1
-            self.state["captures"] += 1
-            self.state["executions"] += res.executions
-            ref = {"kind": "separate", "dir": "reference/run", "result": res.to_dict()}
-            self.state["reference"] = ref
-            self._done("reference:run")
-        if ref.get("kind") != "separate" or not ref["result"]["status"] == OK:
+    def _needs_reference(self, it: dict) -> bool:
+        r = it.get("result") or {}
+        return r.get("status") == OK and not r.get("has_reference") and not self.state["reference"]
+
+    def _step_reference(self) -> None:
+        """The FP32 reference for runners whose runs carry no golden: one run, its own step."""
+        rdir = self.out / "reference" / "run"
+        res = self.runner.reference(rdir)
+        self.state["runs"] += 1
+        self.state["captures"] += 1
+        self.state["executions"] += res.executions
+        self.state["reference"] = {"kind": "separate", "dir": "reference/run", "result": res.to_dict()}
+        self._done("reference:run")
+
+    def _attach_golden(self, run_dir: Path) -> None:
+        """Copy the separate reference's dump in as ``dump/fp32`` of a run without a golden (copied,
+        not symlinked: readers glob with ``**``, which does not follow directory symlinks)."""
+        ref = self.state["reference"] or {}
+        if ref.get("kind") != "separate" or ref["result"]["status"] != OK:
             return
-        # copied, not symlinked: readers glob with ``**``, which does not follow directory symlinks
         golden = self.out / ref["dir"] / "dump" / "mixed"
         dest = run_dir / "dump" / "fp32"
         if golden.exists() and not dest.exists():
@@ -484,7 +488,14 @@ class Tuner:
             it["verdict"] = {"ok": False, "calibration": None, "holdout": None,
                              "reasons": [f"run {res.status}: {res.message}"]}
             it["measured"] = None
+        elif not res.has_reference and (self.state["reference"] or {}).get("result", {}).get("status", OK) != OK:
+            r = self.state["reference"]["result"]
+            it["verdict"] = {"ok": False, "calibration": None, "holdout": None,
+                             "reasons": [f"the FP32 reference run {r['status']}: {r['message']}"]}
+            it["measured"] = None
         else:
+            if not res.has_reference:
+                self._attach_golden(self.out / it["dir"] / "run")
             try:
                 run = self._load(it)
                 per_step = self.stages.final_metrics(run)

@@ -308,3 +308,40 @@ def test_sigkill_mid_run_then_resume_does_not_redo_completed_steps(tmp_path):
     assert summary["edits"]["black-list"]["to-add"] == ["Sigmoid"]
     # runs: reference + default + Exp + Exp,Sigmoid + Sigmoid; the killed attempt is not counted
     assert summary["runs"] == 5
+
+
+class NoGoldenRunner(FakeRunner):
+    """Like a user command on an NPU: runs carry no golden; the reference run can be made to fail."""
+
+    def __init__(self, world, reference_fails=False):
+        super().__init__(world)
+        self.reference_fails = reference_fails
+        self.reference_calls = 0
+
+    def run(self, mixlist, mode, run_dir):
+        r = super().run(mixlist, mode, run_dir)
+        r.has_reference, r.executions = False, 1
+        return r
+
+    def reference(self, run_dir):
+        self.reference_calls += 1
+        Path(run_dir, "dump", "mixed").mkdir(parents=True)
+        if self.reference_fails:
+            return RunResult(str(run_dir), FAILED, "exited with code 9", 9, 0.0, False, 1)
+        return RunResult(str(run_dir), OK, "", 0, 0.0, False, 1)
+
+
+def test_separate_reference_run_counted_once(tmp_path):
+    world = World({"Exp": (math.inf, None)})
+    runner = NoGoldenRunner(world)
+    s, _, _ = run_tune(tmp_path, world, [{"Exp"}], runner=runner)
+    assert runner.reference_calls == 1 and s["confirmed"] and s["runs"] == 3 and s["executions"] == 3
+    state = json.loads((tmp_path / "out" / "tune_state.json").read_text())
+    assert [e["step"] for e in state["events"]][:2] == ["iter_00:run", "reference:run"]
+    assert (tmp_path / "out" / "iter_01" / "run" / "dump" / "fp32").is_dir()
+
+
+def test_failed_reference_is_reported(tmp_path):
+    world = World({})
+    s, _, _ = run_tune(tmp_path, world, [], runner=NoGoldenRunner(world, reference_fails=True))
+    assert not s["confirmed"] and "FP32 reference run failed" in s["history"][0]["reasons"][0]
