@@ -508,7 +508,7 @@ def _curve(c: Compiled, before: Prediction, after: Prediction, ev: Evidence | No
             e[p.nonfinite] = np.inf
         return e
     return {"n_ops": int(len(ops)), "before": bucket(with_nf(before)), "after": bucket(with_nf(after)),
-            "measured": bucket(ev.out) if ev is not None and ev.have_measured else None,
+            "measured": bucket(np.where(ev.out_nf, np.inf, ev.out)) if ev is not None and ev.have_measured else None,
             "low_before": float(low_mask(pb)[ops].mean()), "low_after": float(low_mask(pa)[ops].mean()),
             "share_before": before.low_share, "share_after": after.low_share,
             "time_before": before.time_us, "time_after": after.time_us}
