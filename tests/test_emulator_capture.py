@@ -313,3 +313,23 @@ def test_out_folder_is_never_clobbered(tmp_path):
     run = capture(mlp_wl(), tmp_path / "run", dump="stats", local=False)
     capture(mlp_wl(), tmp_path / "run", dump="stats", local=False)
     assert (tmp_path / "run.bak" / "run.json").exists() and (run / "run.json").exists()
+
+
+def test_dump_json_matches_real_msprobe_layout(tmp_path):
+    sample = (Path(__file__).resolve().parents[1].parent / "shared" / "samples" / "msprobe_dump_pair_cpu" /
+              "pair_bf16" / "step0" / "proc9125" / "dump.json")
+    if not sample.exists():
+        pytest.skip("shared samples not available")
+    real = json.loads(sample.read_text())
+    out = capture(mlp_wl(), tmp_path / "fmt", dump="tensors", local=False)
+    ours = json.loads((out / "dump" / "mixed" / "step0" / "rank0" / "dump.json").read_text())
+    assert set(ours) == set(real)
+    real_t = real["data"]["Functional.linear.0.forward"]["input_args"][0]
+    entry = ours["data"]["Aten.addmm.default.0.forward"]
+    assert set(entry) >= {"input_args", "input_kwargs", "output"}
+    for rec in entry["input_args"] + entry["output"]:
+        assert set(rec) == set(real_t)
+        f = out / "dump" / "mixed" / "step0" / "rank0" / "dump_tensor_data" / rec["data_name"]
+        t = torch.load(f, weights_only=True)
+        assert str(t.dtype) == rec["dtype"] == "torch.float16" and list(t.shape) == rec["shape"]
+        assert float(t.float().max()) == pytest.approx(rec["Max"], rel=1e-6, abs=1e-6)
