@@ -5,6 +5,8 @@ from typing import Optional
 
 import typer
 
+from ..compare.cli_options import (AllowNonfiniteOption, MaxLossRelOption, MaxRelL2Option, MinCosineOption,
+                                   MinGradCosineOption, MsprobeRuleOption)
 from ..errors import AdvisorError, InputError
 from .common import OpsInfoOption, SocOption
 
@@ -33,13 +35,14 @@ def register(app: typer.Typer) -> None:
              seed: int = typer.Option(0, "--seed", help="Emulator seed."),
              no_learn: bool = typer.Option(False, "--no-learn", help="Do not use the learned edit-effect model."),
              no_perf: bool = typer.Option(False, "--no-perf", help="Do not try performance edits after a pass."),
-             min_cosine: float = typer.Option(0.999, "--min-cosine", help="Tolerance: minimum final cosine."),
-             max_rel_l2: float = typer.Option(1e-2, "--max-rel-l2", help="Tolerance: maximum final relative L2."),
+             min_cosine: float = MinCosineOption, max_rel_l2: float = MaxRelL2Option,
+             allow_nonfinite: bool = AllowNonfiniteOption, max_loss_rel: float = MaxLossRelOption,
+             min_grad_cosine: float = MinGradCosineOption, msprobe_rule: bool = MsprobeRuleOption,
              as_json: bool = typer.Option(False, "--json", help="Print summary.json to stdout.")) -> None:
         """Tune the mixlist with re-run confirmation on calibration and held-out batches."""
         import json
 
-        from ..compare.tolerance import Tolerance
+        from ..compare.tolerance import tolerance_from_options
         from ..mixlist import load
         from ..runners import make_runner
         from ..tune import tune as do_tune
@@ -47,9 +50,11 @@ def register(app: typer.Typer) -> None:
             if runner == "emulator" and not target:
                 raise InputError("TARGET", "the emulator runner needs a workload, e.g. examples/mlp_exp.py:workload")
             r = make_runner(runner, target=target, cmd=cmd, timeout=timeout, soc=soc, ops_info=ops_info, seed=seed)
-            if not (-1 <= min_cosine <= 1) or max_rel_l2 < 0:
-                raise InputError("--min-cosine/--max-rel-l2", "cosine must be in [-1, 1] and relative L2 >= 0")
-            tol = Tolerance(min_cosine=min_cosine, max_rel_l2=max_rel_l2)
+            try:
+                tol = tolerance_from_options(min_cosine, max_rel_l2, allow_nonfinite, max_loss_rel, min_grad_cosine,
+                                             msprobe_rule)
+            except ValueError as e:
+                raise InputError("tolerance", str(e)) from None
             base = load(mixlist) if mixlist else None
             s = do_tune(r, out, mode=mode, max_runs=max_runs, holdout=holdout, resume=resume, tolerance=tol,
                         learn=not no_learn, perf=not no_perf, base_mixlist=base, soc=soc, ops_info=ops_info)
