@@ -29,7 +29,7 @@ from ..rundir import RunWriter, tensor_record, versions
 from . import opmap, require_tf
 from .freeze import Frozen, freeze, quiet_tf, to_feed
 from .graph import FLOAT_TF, build, prune, split_tensor
-from .rewrite import DT_FLOAT, ENUM_NAME, LOW_ENUM, apply_plan, enum_name, local_graph
+from .rewrite import ENUM_NAME, apply_plan, local_graph
 
 SMALL_MODEL_PARAMS = 2_000_000   # default --dump tensors at or below this many parameters
 
@@ -308,7 +308,6 @@ def _const_value(tf, nd) -> np.ndarray:
 def _kernels(g, info, rw, p, vals, step: int) -> list[dict]:
     """kernel_details rows of the mixed (target) run: one per op with a kernel, dtypes as executed."""
     rows = []
-    tf_graph = info.tf_graph
     for n in info.order:
         a = g.nodes[n]
         if a["role"] != "op" or not a.get("kernel", True):
@@ -326,7 +325,6 @@ def _kernels(g, info, rw, p, vals, step: int) -> list[dict]:
         rows.append({"step": step, "name": n, "type": a["type"], "core": costmodel.core_type(a["type"]),
                      "duration_us": costmodel.op_time_us(a["type"], flops, nbytes, prec),
                      "in_shapes": in_shapes, "in_dtypes": ind, "out_shapes": out_shapes, "out_dtypes": outd})
-    _ = tf_graph
     return rows
 
 
@@ -433,4 +431,3 @@ def _local_errors(tf, gd, info, g, low_dtype: str, feed, val32) -> list[dict]:
 
 
 __all__ = ["capture_tf", "metrics", "as_dtype"]
-_ = (DT_FLOAT, LOW_ENUM, enum_name)

@@ -177,7 +177,6 @@ def _opdef(op: str):
 def apply_plan(tf, graph_def, info: TFGraphInfo, precision: Mapping[str, str], low_dtype: str,
                g=None) -> Rewritten:
     """The GraphDef that executes ``precision`` (node -> fp32/fp16/bf16/n/a from a semantics Plan)."""
-    low = LOW_ENUM.get(low_dtype, DT_HALF)
     out = tf.compat.v1.GraphDef()
     out.versions.CopyFrom(graph_def.versions)
     out.library.CopyFrom(graph_def.library)
@@ -218,8 +217,6 @@ def apply_plan(tf, graph_def, info: TFGraphInfo, precision: Mapping[str, str], l
         cube = (nd.op in CONTRACTIONS or opmap.is_random(nd.op)
                 or (is_cube_type(g.nodes[name]["type"]) if (g is not None and name in g) else False))
         outs, consumed, outs_t, style = b.emit_op(nd, name, ins, LOW_ENUM[p] if want_low else None, cube, opdef)
-        if want_low and LOW_ENUM[p] != low:
-            pass  # a plan never mixes fp16 and bf16; kept general
         for k, (t, dt) in enumerate(zip(outs, outs_t)):
             cur[(name, k)] = (t, dt)
             rw.tensor[(name, k)] = t
