@@ -171,7 +171,10 @@ def recommend_graph(g: nx.DiGraph | Compiled, defaults: OpLists, *, mode: str = 
     calibration = {"measured_final_rel_l2": model.measured_final,
                    "model_final_rel_l2_before_scaling": model.base_pred,
                    "global_scale": model.scale,
-                   "note": "the model is scaled so that it reproduces the measured final error of the run"}
+                   "note": getattr(model, "scale_note", "") or (
+                       "the model is scaled so that it reproduces the measured final error of the run"
+                       if model.measured_final is not None else
+                       "no finite measured final error: the model is not scaled (per-op calibration only)")}
     cand_info: dict[Edit, Any] = {}
     stats: dict = {}
     best = fewest = closest = None

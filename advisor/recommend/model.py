@@ -37,6 +37,7 @@ _OP, _DATA, _CONST, _NONFLOAT, _FOLLOW, _CAST = range(6)
 ROUNDING_REL = {"fp16": 2.0 ** -11 / math.sqrt(3.0), "bf16": 2.0 ** -8 / math.sqrt(3.0)}
 GAIN_MAX = 1e6
 AMPLIFY = 4.0
+SCALE_MAX = 20.0
 
 
 # ---------------------------------------------------------------------- shared graph arrays
@@ -427,6 +428,7 @@ class ErrorModel:
         self.gain_prop = gain_prop
         self.calib = calib
         self.scale = 1.0
+        self.scale_note = ""
         self.base_pred = None
         self.measured_final = measured_final
         if measured_plan is not None:
@@ -439,8 +441,14 @@ class ErrorModel:
                 if np.isfinite(fo).any():
                     meas = float(np.nanmax(fo))
             self.measured_final = meas
+            self.scale_note = ""
             if meas is not None and math.isfinite(meas) and raw > 0 and math.isfinite(raw) and meas > 0:
-                self.scale = float(np.clip(meas / raw, 1e-3, 1e3))
+                ratio = meas / raw
+                if 1.0 / SCALE_MAX <= ratio <= SCALE_MAX:
+                    self.scale = float(ratio)
+                else:   # e.g. training graphs whose sinks are gradients, not the judged outputs
+                    self.scale_note = (f"measured final error {meas:.3g} and the model's {raw:.3g} differ by more "
+                                       f"than {SCALE_MAX:g}x: not scaled (the graph outputs may not be the judged ones)")
 
     # --------------------------------------------------------------
     def _propagate(self, low: np.ndarray, start: int = 0, base: tuple[np.ndarray, np.ndarray] | None = None
