@@ -247,3 +247,17 @@ def test_dropout_masks_are_the_same_in_both_runs(runs):
     assert np.linalg.norm(a - b) / np.linalg.norm(b) < 1e-2
     kd = kernel_frame(run)
     assert "StatelessRandomUniformV2" in set(kd["Type"])
+
+
+def test_out_folder_policy(tmp_path):
+    other = tmp_path / "mine"
+    other.mkdir()
+    (other / "notes.txt").write_text("user file")
+    from advisor.errors import InputError
+    with pytest.raises(InputError, match="not a run directory"):
+        capture_tf(mlp(), other, batches=1, dump="stats", local=False)
+    assert (other / "notes.txt").read_text() == "user file"
+    run = capture_tf(mlp(), tmp_path / "run", batches=1, dump="stats", local=False)
+    capture_tf(mlp(), tmp_path / "run", batches=1, dump="stats", local=False)
+    assert (run / "run.json").is_file() and (tmp_path / "run.bak" / "run.json").is_file()
+    assert not (run / "local_error.csv").exists()

@@ -113,11 +113,16 @@ def _workload(obj: Any):
 
 
 def _prepare_out(out: str | os.PathLike) -> tuple[Path, str | None]:
+    """Same policy as the PyTorch capture: a previous run directory is kept as ``<out>.bak[N]``; a
+    non-empty folder that is not a run directory is refused (never overwrite a user's files)."""
     p = Path(out)
     kept = None
     if p.exists() and not p.is_dir():
         raise InputError(p, "--out exists and is not a directory")
     if p.is_dir() and any(p.iterdir()):
+        if not (p / "run.json").is_file():
+            raise InputError(p, "--out exists, is not empty and is not a run directory; choose a new folder")
+        p = p.resolve()
         i, cand = 0, p.with_name(p.name + ".bak")
         while cand.exists():
             i += 1
