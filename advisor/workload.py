@@ -34,8 +34,16 @@ class Workload:
 
 
 def _is_tf_object(obj: Any) -> bool:
-    mod = type(obj).__module__ or ""
-    return mod.startswith(("tensorflow", "keras", "tf_keras"))
+    """TensorFlow/Keras object (a user subclass of keras.Model included: decided on the class
+    hierarchy, without importing TensorFlow)."""
+    try:
+        from .tf import is_tf_object
+    except ImportError:
+        is_tf_object = None
+    if is_tf_object is not None:
+        return bool(is_tf_object(obj))
+    return any((getattr(c, "__module__", "") or "").startswith(("tensorflow", "keras", "tf_keras"))
+               for c in type(obj).__mro__)
 
 
 def normalize(result: Any, source: str = "", name: str | None = None) -> Workload:

@@ -364,8 +364,8 @@ def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semanti
 
 
 def _is_tf(model) -> bool:
-    mod = type(model).__module__ or ""
-    return mod.startswith(("tensorflow", "keras", "tf_keras"))
+    from ..workload import _is_tf_object
+    return _is_tf_object(model)
 
 
 def _delegate_tf(wl: Workload, out, **kw) -> Path:
