@@ -90,3 +90,23 @@ def test_cost_weighting_cube_vs_vector():
     low[i_exp] = False
     tot2, casts2, share2, lost2 = t.plan_time(low)
     assert casts2 == 1 and lost2 > 0 and share2 < 1.0 and tot2 > tot
+
+
+def test_pytorch_eager_policy_forces_the_black_listed_ops_to_fp32():
+    """The autocast snippet realises the decision in eager PyTorch: black-listed types (Exp, Sigmoid)
+    compute in fp32, everything else is untouched (run on CPU: DEVICE swapped)."""
+    torch = pytest.importorskip("torch")
+    from advisor.recommend.snippets import mixlist_snippets
+    code = mixlist_snippets("/x/modify_mixlist.json", "mixed_float16", ["Exp", "Sigmoid"])["pytorch_eager_autocast"]
+    saved = (torch.exp, torch.sigmoid)
+    try:
+        ns: dict = {}
+        exec(code.replace("DEVICE = 'npu'", "DEVICE = 'cpu'"), ns)
+        ns["apply_policy"]()
+        ns["apply_policy"]()                      # idempotent
+        x = torch.randn(8).half()
+        assert torch.exp(x).dtype == torch.float32 and torch.sigmoid(x).dtype == torch.float32
+        assert torch.tanh(x).dtype == torch.float16
+        assert torch.allclose(torch.exp(x), saved[0](x.float()))
+    finally:
+        torch.exp, torch.sigmoid = saved

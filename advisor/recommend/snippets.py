@@ -45,14 +45,18 @@ def mixlist_snippets(mixlist_path: str, mode: str, fp32_types: Iterable[str], lo
             "npu_device.global_options().modify_mixlist = %r\n"
             "npu_device.open().as_default()\n" % (v2, path)),
         "tf1_session_config": (
+            "import tensorflow as tf\n"
             "from npu_bridge.npu_init import *\n"
+            "from tensorflow.core.protobuf.rewriter_config_pb2 import RewriterConfig\n"
             "config = tf.compat.v1.ConfigProto()\n"
             "custom_op = config.graph_options.rewrite_options.custom_optimizers.add()\n"
             "custom_op.name = 'NpuOptimizer'\n"
             "custom_op.parameter_map['precision_mode_v2'].s = tf.compat.as_bytes(%r)\n"
             "custom_op.parameter_map['modify_mixlist'].s = tf.compat.as_bytes(%r)\n"
-            "config.graph_options.rewrite_options.remapping = RewriterConfig.OFF\n" % (v2, path)),
+            "config.graph_options.rewrite_options.remapping = RewriterConfig.OFF\n"
+            "sess = tf.compat.v1.Session(config=config)\n" % (v2, path)),
         "tf1_npu_run_config": (
+            "from npu_bridge.estimator.npu.npu_config import NPURunConfig\n"
             "run_config = NPURunConfig(precision_mode=%r, modify_mixlist=%r)\n" % (v1, path)),
         "atc": f"atc --model=model.onnx --framework=5 --output=model --soc_version=<soc> "
                f"--precision_mode={v1} --modify_mixlist={path}",
@@ -78,28 +82,38 @@ def _torch_policy(fp32_types: list[str], low_types: list[str], bf16: bool) -> st
             unmapped.append(t)
     lines = [
         "# torch_npu eager does not read mixlists: realise the same decision with autocast.",
-        "# Ops the recommendation forces to fp32 run outside autocast on fp32 inputs.",
-        "import functools, torch",
+        "# Ops the recommendation forces to fp32 run outside autocast on fp32 inputs; the ops after them",
+        "# then see fp32 inputs, as GE's gray inheritance would.  Tensor methods (x.exp()) are not",
+        "# patched: call the torch functions, or wrap the module that uses them in _fp32.",
+        "import functools",
+        "import torch",
+        "import torch.nn.functional",
         "",
-        "FP32_OPS = [" + ", ".join(funcs) + "]" + (f"  # GE types without a torch mapping: {', '.join(unmapped)}"
-                                                  if unmapped else ""),
+        "DEVICE = 'npu'",
+        "FP32_OPS = [" + ", ".join(repr(f) for f in funcs) + "]" + (
+            f"  # GE types without a torch mapping: {', '.join(unmapped)}" if unmapped else ""),
         "",
         "def _fp32(fn):",
         "    @functools.wraps(fn)",
         "    def wrapped(*args, **kwargs):",
-        "        with torch.autocast(device_type='npu', enabled=False):",
+        "        with torch.autocast(device_type=DEVICE, enabled=False):",
         "            args = [a.float() if torch.is_tensor(a) and a.is_floating_point() else a for a in args]",
         "            return fn(*args, **kwargs)",
+        "    wrapped._advisor_fp32 = True",
         "    return wrapped",
         "",
         "def apply_policy():",
-        "    # call once before building the model; patches the functions the model calls",
-        "    for f in FP32_OPS:",
-        "        mod, name = f.rsplit('.', 1)",
-        "        owner = eval(mod)",
-        "        setattr(owner, name, _fp32(getattr(owner, name)))",
+        "    # call once before running the model; patches the torch functions the model calls",
+        "    for path in FP32_OPS:",
+        "        parts = path.split('.')",
+        "        owner = torch",
+        "        for part in parts[1:-1]:",
+        "            owner = getattr(owner, part)",
+        "        fn = getattr(owner, parts[-1])",
+        "        if not getattr(fn, '_advisor_fp32', False):",
+        "            setattr(owner, parts[-1], _fp32(fn))",
         "",
-        f"# then: with torch.autocast(device_type='npu', dtype={dt}): out = model(*batch)",
+        f"# then: apply_policy(); with torch.autocast(device_type=DEVICE, dtype={dt}): out = model(*batch)",
     ]
     if not fp32_types:
         lines.insert(2, "# (no op type needs to be forced to fp32)")
