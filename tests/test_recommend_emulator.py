@@ -155,3 +155,20 @@ def test_profile_only_mode_from_a_profile_directory(runs, tmp_path, capsys):
     assert d["predicted"]["base"]["final_rel_l2"] is None
     assert json.loads((prof / "advice" / "modify_mixlist.json").read_text()) == {
         "black-list": {"to-add": [], "to-remove": []}, "white-list": {"to-add": [], "to-remove": []}}
+
+
+def test_profile_only_with_target_dump_names_the_overflowing_op(runs, tmp_path, capsys):
+    """A real-NPU-like directory: profile, graph and the low-precision dump only (no FP32 golden):
+    the statistics prove where the overflow starts; sensitivity still needs a golden or a capture."""
+    import shutil
+    run = runs("mlp_exp")
+    d = tmp_path / "npu_run"
+    for part in ("profile", "graph"):
+        shutil.copytree(run / part, d / part)
+    shutil.copy(run / "run.json", d / "run.json")
+    shutil.copytree(run / "dump" / "mixed", d / "dump" / "mixed")
+    assert main(["recommend", "--profile", str(d), "--json"]) == 0
+    rec = json.loads(capsys.readouterr().out)
+    assert rec["status"] == "profile-only"
+    ov = [f for f in rec["findings"] if f["kind"] == "overflow-in-dump"]
+    assert [f["type"] for f in ov] == ["Exp"] and ov[0]["edit"] == "black-list to-add Exp"

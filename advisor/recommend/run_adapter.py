@@ -181,20 +181,11 @@ def _profile_findings(run: Any) -> list[dict]:
             out.append({"kind": "profile-casts", "casts": int(len(casts)), "cast_time_us": round(float(dur), 3),
                         "share_of_kernel_time": round(float(dur / tot), 6) if tot else None,
                         "message": "Cast kernels measured in the profile"})
-    # saturation proved by a dump's statistics alone (no golden needed)
+    # overflow proved by the target dump's statistics alone (no golden needed): the ops whose outputs
+    # saturate (+-65504) or turn inf/nan while their inputs are finite
     t = getattr(run, "target_dump", None)
     if t is not None and not _has_dumps(run):
-        try:
-            from ..ingest.msprobe import saturation
-            dumps = t.values() if isinstance(t, Mapping) else [t]
-            for d in dumps:
-                f = saturation(d)
-                if len(f):
-                    out.append({"kind": "saturation", "records": int(len(f)),
-                                "message": "tensor statistics reach +-65504 (fp16 saturation)"})
-                    break
-        except Exception:  # noqa: BLE001 - statistics format not readable: skip the finding
-            pass
+        out.extend(_dump_overflow_findings(run, t))
     return out
 
 
@@ -260,6 +251,42 @@ def gather(run: Any, tolerance: Any = None, *, attribution: Any = None, soc: str
                 tolerance=tolerance, culprit_types=culprits, culprit_nodes=culprit_nodes,
                 measured_final=measured_final, findings=findings,
                 loss_scale=loss_scale, profile_only_reason=reason, attribution=att, gradient_only=gradient_only)
+
+
+def _dump_overflow_findings(run: Any, t: Any, limit: int = 10) -> list[dict]:
+    try:
+        from ..ingest.msprobe import overflow, saturation
+    except ImportError:
+        return []
+    g = getattr(run, "graph", None)
+    by_entry = {}
+    if g is not None:
+        for n, a in g.nodes(data=True):
+            by_entry[f"{a.get('dump') or a.get('name', n)}.forward"] = (n, a.get("type", ""))
+    dumps = list(t.values()) if isinstance(t, Mapping) else [t]
+    found: dict[str, dict] = {}
+    for d in dumps:
+        try:
+            frames = [("saturated (+-65504)", saturation(d)), ("non-finite", overflow(d))]
+        except Exception:  # noqa: BLE001 - a statistics layout this reader does not know: no finding
+            continue
+        for what, f in frames:
+            if f is None or f.empty or "role" not in f.columns:
+                continue
+            bad_out = set(f.loc[f["role"] == "output", "entry"].astype(str))
+            bad_in = set(f.loc[f["role"] == "input", "entry"].astype(str))
+            for e in bad_out - bad_in:          # outputs bad, inputs fine: this op overflowed
+                if e in found:
+                    continue
+                node, typ = by_entry.get(e, (None, ""))
+                if e.startswith(("Model.", "Grad.")) or (g is not None and node is None):
+                    continue                    # model outputs/loss/gradients: not an op
+                found[e] = {"kind": "overflow-in-dump", "entry": e, "node": None if node is None else str(node),
+                            "type": typ, "signal": what,
+                            "message": f"{e}: output {what} from finite inputs in the low-precision run "
+                                       f"(proved by the dump statistics)",
+                            "edit": f"black-list to-add {typ}" if typ else None}
+    return list(found.values())[:limit]
 
 
 def recommend(run: Any, tolerance: Any = None, base_mixlist: mx.Mixlist | None = None, exclude: Iterable[str] = (),
