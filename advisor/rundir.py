@@ -204,13 +204,13 @@ class RunWriter:
         return self.out / "dump" / which / f"step{int(step)}" / "rank0"
 
     def write_dump(self, which: str, step: int, data: dict, files: dict | None = None,
-                   level: str = "L2") -> Path:
+                   level: str = "L2", task: str | None = None) -> Path:
         """dump.json (msprobe layout) for ``which`` ("mixed" | "fp32") and ``step``; ``files`` maps
         data_name -> array/tensor written under dump_tensor_data/ (.pt for PyTorch, .npy otherwise)."""
         d = self.dump_dir(which, step)
         d.mkdir(parents=True, exist_ok=True)
         tdir = d / "dump_tensor_data"
-        task = "tensor" if files else "statistics"
+        task = task or ("tensor" if files else "statistics")
         if files:
             tdir.mkdir(exist_ok=True)
             if self.framework == "pytorch":

@@ -175,15 +175,18 @@ class _DumpBuilder:
         files: dict = {}
         rounded = getattr(rec, "rounded", {})
 
-        def trec(t, k, dt, fname=None, rg=None):
-            if self.files and fname is not None:
+        def trec(t, k, dt, fname=None, rg=None, always=False):
+            # model outputs, loss and gradients are small and statistics cannot show a finite "far off"
+            # error, so they keep their tensor files even in --dump stats
+            write = fname is not None and (self.files or always)
+            if write:
                 tt = t.detach()
                 if dt in ("fp16", "bf16") and tt.dtype != {"fp16": torch.float16, "bf16": torch.bfloat16}[dt]:
                     tt = tt.to(torch.float16 if dt == "fp16" else torch.bfloat16)
                 files[fname] = tt
             rg = bool(getattr(t, "requires_grad", False)) if rg is None else rg
             return tensor_record(dt, list(t.shape), st[k], rg,
-                                 fname if self.files else None, self.framework)
+                                 fname if write else None, self.framework)
 
         for i, (struct, tin, tout, rgs) in enumerate(rec.entries):
             op = self.ops[i]
@@ -211,13 +214,14 @@ class _DumpBuilder:
             r = rounded.get(id(t))
             return r[1] if r is not None and r[0] is t else dtype_name(t.dtype)
         data["Model.output.0.forward"] = {"input_args": [], "input_kwargs": {}, "output": [
-            trec(t, out_slots[j], low_of(t), f"Model.output.0.forward.output.{j}.pt") for j, t in enumerate(rec.outputs)]}
+            trec(t, out_slots[j], low_of(t), f"Model.output.0.forward.output.{j}.pt", always=True)
+            for j, t in enumerate(rec.outputs)]}
         if loss_slot is not None:
             data["Model.loss.0.forward"] = {"input_args": [], "input_kwargs": {}, "output": [
-                trec(rec.loss, loss_slot, low_of(rec.loss), "Model.loss.0.forward.output.0.pt")]}
+                trec(rec.loss, loss_slot, low_of(rec.loss), "Model.loss.0.forward.output.0.pt", always=True)]}
         for (n, gr), k in zip(grad_items, grad_slots):
             data[f"Grad.{n}"] = {"input_args": [], "input_kwargs": {}, "output": [
-                trec(gr, k, low_of(gr), f"Grad.{n}.output.0.pt")]}
+                trec(gr, k, low_of(gr), f"Grad.{n}.output.0.pt", always=True)]}
         return data, files
 
 
@@ -333,7 +337,7 @@ def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semanti
                                    ("mixed", mx, precs)):
                 static = _static_ptrs(params, round_cache)
                 data, fl = _DumpBuilder(rec, pr, fp.ops, files, stats_cache=stats_cache, static_ptrs=static).build()
-                writer.write_dump(which, step, data, fl if files else None)
+                writer.write_dump(which, step, data, fl or None, task="tensor" if files else "statistics")
             if local and step == 0:
                 for r, inp in zip(fp.ops, fp.local_inputs):
                     if not (r.kernel and r.is_float) or r.nondeterministic:
