@@ -48,3 +48,17 @@ def require_tf(path: object = None):
     except ImportError:
         raise InputError(path, INSTALL_HINT) from None
     return tf
+
+
+_GENERIC = ("Graph execution error:", "in user code:", "File \"", "Detected at node", "[[{{node", "[[", "Traceback")
+
+
+def one_line(e: BaseException, limit: int = 300) -> str:
+    """``Type: message`` of a TensorFlow/user error on one line: TF messages span many lines
+    ("in user code:", source frames, "Graph execution error:"); keep the most specific one."""
+    lines = [ln.strip() for ln in str(e).splitlines() if ln.strip()]
+    useful = [ln for ln in lines if not ln.startswith(_GENERIC)]
+    msg = (useful or lines or [""])[-1]
+    if not msg.startswith(e.__class__.__name__) and not msg.split(":")[0].endswith(("Error", "Exception")):
+        msg = f"{e.__class__.__name__}: {msg}"
+    return msg[:limit]

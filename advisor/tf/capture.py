@@ -26,7 +26,7 @@ from ..mixlist import Mixlist, effective
 from ..mixlist import load as load_mixlist
 from ..oplists import DEFAULT_SOC, load_lists
 from ..rundir import RunWriter, tensor_record, versions
-from . import opmap, require_tf
+from . import one_line, opmap, require_tf
 from .freeze import Frozen, freeze, quiet_tf, to_feed
 from .graph import FLOAT_TF, build, prune, split_tensor
 from .rewrite import ENUM_NAME, apply_plan, local_graph
@@ -198,7 +198,7 @@ def capture_tf(workload: Any, out: str | os.PathLike, mode: str = semantics.DEFA
     except AdvisorError:
         raise
     except Exception as e:  # user model code
-        raise InputError(target, f"freezing the TensorFlow model failed: {e.__class__.__name__}: {e}") from None
+        raise InputError(target, f"freezing the TensorFlow model failed: {one_line(e)}") from None
     fetch_nodes = [split_tensor(t)[0] for t in fr.outputs + ([fr.loss] if fr.loss else []) + [t for _, t in fr.grads]]
     gd = prune(fr.graph_def, fetch_nodes + [split_tensor(t)[0] for t in fr.inputs])
     _fix_seeds(gd, seed)
@@ -249,12 +249,12 @@ def capture_tf(workload: Any, out: str | os.PathLike, mode: str = semantics.DEFA
                 v32 = s32.run(fp32_fetch, feed)
             except Exception as e:
                 raise InputError(target, f"the model failed in the FP32 run (step {step}): "
-                                         f"{e.__class__.__name__}: {_first_line(e)}") from None
+                                         f"{one_line(e)}") from None
             try:
                 vmx = smx.run(mixed_fetch, feed)
             except Exception as e:
                 raise InputError(target, f"the model failed in the mixed run (step {step}): "
-                                         f"{e.__class__.__name__}: {_first_line(e)}") from None
+                                         f"{one_line(e)}") from None
             val32 = dict(zip(keys, v32))
             valmx = dict(zip(keys, vmx))
             for n, c in consts.items():
@@ -263,7 +263,7 @@ def capture_tf(workload: Any, out: str | os.PathLike, mode: str = semantics.DEFA
             for which, vals in (("fp32", val32), ("mixed", valmx)):
                 data, files = _dump_data(g, info, rw if which == "mixed" else None, vals, fr, model_keys,
                                          files_on)
-                writer.write_dump(which, step, data, files if files_on else None)
+                writer.write_dump(which, step, data, files or None, task="tensor" if files_on else "statistics")
             if local and step == 0:
                 local_rows = _local_errors(tf, gd, info, g, low_dtype, feed, val32)
     finally:
@@ -281,7 +281,7 @@ def capture_tf(workload: Any, out: str | os.PathLike, mode: str = semantics.DEFA
     try:
         graph_path = writer.write_graph(g, p)
     except Exception as e:  # the writer belongs to ingest; never lose the run for it
-        notes.append(f"GE graph dump not written: {e.__class__.__name__}: {e}")
+        notes.append(f"GE graph dump not written: {one_line(e)}")
     if local:
         writer.write_local_error(local_rows)
     unknown = sorted({g.nodes[n]["type"] for n in G.op_nodes(g)
@@ -293,10 +293,6 @@ def capture_tf(workload: Any, out: str | os.PathLike, mode: str = semantics.DEFA
                           n_ops=sum(1 for _ in G.op_nodes(g)), options=wl.options or {},
                           tf={"cube_style_types": cube_style, "inputs": fr.inputs})
     return out_dir
-
-
-def _first_line(e: BaseException) -> str:
-    return (str(e).strip().splitlines() or [""])[0][:300]
 
 
 def _enum_canon(tf, e: int) -> str:
@@ -357,12 +353,15 @@ def _dump_data(g, info, rw, vals, fr: Frozen, model_keys, files_on: bool) -> tup
     data: dict = {}
     files: dict = {}
 
-    def rec(arr, fname):
+    def rec(arr, fname, always=False):
+        # model outputs, loss and gradients keep their tensor files even in --dump stats (statistics
+        # cannot show a finite "far off" output), as in the PyTorch capture
         arr = np.asarray(arr)
         fname = _safe_file(fname, files)
-        if files_on:
+        write = files_on or always
+        if write:
             files[fname] = _file_array(arr)
-        return tensor_record(_canon(arr), list(arr.shape), _stats(arr), False, fname if files_on else None,
+        return tensor_record(_canon(arr), list(arr.shape), _stats(arr), False, fname if write else None,
                              "tensorflow")
 
     for n in info.order:
@@ -387,17 +386,17 @@ def _dump_data(g, info, rw, vals, fr: Frozen, model_keys, files_on: bool) -> tup
         data[name] = {"input_args": args, "input_kwargs": {}, "output": outs}
     n_out = len(fr.outputs)
     data["Model.output.0.forward"] = {"input_args": [], "input_kwargs": {}, "output": [
-        rec(vals[k], f"Model.output.0.forward.output.{j}.npy") for j, k in enumerate(model_keys[:n_out]) if k in vals]}
+        rec(vals[k], f"Model.output.0.forward.output.{j}.npy", True) for j, k in enumerate(model_keys[:n_out]) if k in vals]}
     rest = model_keys[n_out:]
     if fr.loss is not None and rest:
         k = rest[0]
         if k in vals:
             data["Model.loss.0.forward"] = {"input_args": [], "input_kwargs": {}, "output": [
-                rec(vals[k], "Model.loss.0.forward.output.0.npy")]}
+                rec(vals[k], "Model.loss.0.forward.output.0.npy", True)]}
         for (pname, _), k in zip(fr.grads, rest[1:]):
             if k in vals:
                 data[f"Grad.{pname}"] = {"input_args": [], "input_kwargs": {}, "output": [
-                    rec(vals[k], f"Grad.{pname}.output.0.npy")]}
+                    rec(vals[k], f"Grad.{pname}.output.0.npy", True)]}
     return data, files
 
 

@@ -16,7 +16,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ..errors import InputError
-from . import require_tf
+from . import one_line, require_tf
 
 _STATEFUL_DROP = ("AssignVariableOp", "AssignAddVariableOp", "AssignSubVariableOp", "Assign", "AssignAdd",
                   "AssignSub", "NoOp")
@@ -165,7 +165,11 @@ def freeze(model: Any, batches: Sequence[tuple], loss_fn: Callable | None = None
     except InputError:
         raise
     except Exception as e:  # user model code: one line
-        raise InputError(None, f"tracing the TensorFlow model failed: {e.__class__.__name__}: {e}") from None
+        hint = ""
+        if isinstance(e, TypeError) and training:
+            hint = (" (the model is called as model(*batch); when batches carry labels, return "
+                    "advisor.Workload(model, batches, loss_fn, options={'inputs': N}))")
+        raise InputError(None, f"tracing the TensorFlow model failed: {one_line(e)}{hint}") from None
 
     n_user = len(used)
     try:
