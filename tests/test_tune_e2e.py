@@ -49,10 +49,11 @@ def test_planted_hazard_confirmed_within_three_runs_after_reference(tmp_path):
     assert "Exp" in json.dumps(used.get("mixlist"))
 
 
-def test_control_confirms_without_black_list_edit(tmp_path):
+def test_control_confirms_without_black_list_edit(tmp_path, capsys):
     out = tmp_path / "tune"
-    rc = main(["tune", f"{EX / 'cnn_control.py'}:workload", "--out", str(out), "--max-runs", "4"])
+    rc = main(["tune", f"{EX / 'cnn_control.py'}:workload", "--out", str(out), "--max-runs", "4", "--json"])
     s = _summary(out)
+    assert json.loads(capsys.readouterr().out)["runs"] == s["runs"]
     assert rc == 0 and s["confirmed"]
     assert s["edits"]["black-list"]["to-add"] == []
     assert s["history"][0]["ok"] is True

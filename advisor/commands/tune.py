@@ -62,7 +62,8 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"advisor: error: {e}", err=True)
             raise typer.Exit(e.exit_code)
         if as_json:
-            typer.echo(json.dumps(s, indent=2, default=str))
+            from ..tune import json_safe
+            typer.echo(json.dumps(json_safe(s), indent=2, default=str))
         else:
             _print(s, out)
         raise typer.Exit(0 if s["confirmed"] else 1)
