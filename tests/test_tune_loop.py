@@ -18,7 +18,7 @@ from advisor.compare.tolerance import Tolerance
 from advisor.errors import InputError
 from advisor.mixlist import Mixlist, load
 from advisor.runners.base import FAILED, OK, Runner, RunResult
-from advisor.tune import Proposal, Stages, Surrogate, Tuner, TuneConfig, edits_of, mixlist_from_edits, tune
+from advisor.tune import Proposal, Stages, Surrogate, edits_of, mixlist_from_edits, tune
 
 HERE = Path(__file__).resolve().parent
 
