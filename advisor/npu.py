@@ -15,6 +15,10 @@ runs it.
   fp32 (and white-listed ones to the low dtype).  Eager ``ACL_PRECISION_MODE`` is set only for the
   two values torch_npu accepts (allow_fp32_to_fp16, must_keep_origin_dtype).
 
+Evidence for the next iteration: profile with the torch_npu profiler into ``cfg.profile_dir``
+(``torch_npu.profiler.tensorboard_trace_handler(str(cfg.profile_dir))``) and dump with msprobe's
+``PrecisionDebugger(**cfg.msprobe_kwargs(task="tensor"))``.
+
 Neither ``npu_device`` nor ``torch_npu`` is imported unless used (they cannot import without CANN).
 """
 from __future__ import annotations
@@ -103,6 +107,19 @@ class Applied:
     def autocast(self):
         """Context manager realising the mixlist decision in torch eager (no-op for TF)."""
         return self.policy.context() if self.policy is not None else contextlib.nullcontext()
+
+    def msprobe_kwargs(self, task: str = "statistics", level: str = "L1") -> dict:
+        """Arguments for msprobe's ``PrecisionDebugger(**kwargs)`` so its dump lands where tune reads
+        it: ``$ADVISOR_RUN_DIR/dump/mixed/step<N>/rank<R>/dump.json``.  ``task`` "tensor" dumps
+        tensors (needed for cosine/relative-L2 per op; "statistics" gives the stats-only subset)."""
+        if self.settings.dump_dir is None:
+            raise ValueError(f"{ENV_RUN_DIR} is not set: run under advisor tune --runner command")
+        return {"task": task, "dump_path": str(self.settings.dump_dir), "level": level}
+
+    @property
+    def profile_dir(self) -> Path | None:
+        """Where the torch_npu profiler should write (``tensorboard_trace_handler(str(cfg.profile_dir))``)."""
+        return self.settings.profile_dir
 
 
 def _has_module(name: str) -> bool:

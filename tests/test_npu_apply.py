@@ -100,3 +100,13 @@ def test_missing_mixlist_file_is_input_error(tmp_path):
 def test_unmapped_types_are_reported():
     p = npu.AutocastPolicy.from_mixlist(Mixlist(black_add=("Exp", "FancyCustomOp")), "float16", "cpu")
     assert p.unmapped == ("FancyCustomOp",) and "exp" in p.fp32
+
+
+def test_evidence_locations_for_the_script(tmp_path, fake_tf):
+    env, _ = _env(tmp_path)
+    cfg = npu.apply(environ=env)
+    assert cfg.msprobe_kwargs(task="tensor") == {"task": "tensor", "dump_path": str(tmp_path / "run" / "dump" / "mixed"),
+                                                 "level": "L1"}
+    assert cfg.profile_dir == tmp_path / "run" / "profile"
+    with pytest.raises(ValueError, match="ADVISOR_RUN_DIR"):
+        npu.apply(environ={"ADVISOR_MODE": "mixed_float16"}).msprobe_kwargs()
