@@ -3,13 +3,17 @@ with the CPU emulator standing in for the NPU (there is none here).
 
     advisor tune --runner command --cmd "python examples/npu_script.py examples/mlp_exp.py:workload" --out out/cmd
 
-A real script would, at the top::
+A real torch_npu script would do::
 
     import advisor.npu
     cfg = advisor.npu.apply()      # TF: npu_device.global_options(); torch: cfg.ge_options / cfg.autocast()
-
-then train/infer with the torch_npu profiler writing under ``$ADVISOR_RUN_DIR/profile`` and msprobe
-dumping to ``$ADVISOR_RUN_DIR/dump/mixed``.  Here ``apply()`` finds neither framework and configures
+    from msprobe.pytorch import PrecisionDebugger
+    debugger = PrecisionDebugger(**cfg.msprobe_kwargs(task="tensor"))       # -> $ADVISOR_RUN_DIR/dump/mixed
+    prof = torch_npu.profiler.profile(
+        on_trace_ready=torch_npu.profiler.tensorboard_trace_handler(str(cfg.profile_dir)))
+    with prof, cfg.autocast():
+        for batch in batches:          # batch i = step i
+            debugger.start(); out = model(*batch); debugger.stop(); debugger.step(); prof.step()  Here ``apply()`` finds neither framework and configures
 nothing; the emulator writes the same files.
 
 Options (for tests): ``--no-golden`` writes only what a real NPU run has (no ``dump/fp32``: tune then
