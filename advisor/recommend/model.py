@@ -5,7 +5,7 @@ indexed by the compiled topological index, precisions come only from ``Plan`` ob
 
 Error model (per node i, relative L2 error of its output against FP32):
 
-    e_i = c_i * (own_i + g_i * r_i)        r_i = max over float producers p of e_p
+    e_i = sqrt((c_i own_i)^2 + (c_i g_i r_i)^2)   r_i = max over float producers p of e_p
     own_i = local_i  if plan runs i in low precision, else 0
     nf_i  = (low_i and local_nonfinite_i) or (some producer low and inrnd_nonfinite_i)
             or (some producer nf and i propagates non-finite values)
@@ -376,7 +376,7 @@ class ErrorModel:
             # no local re-execution (real NPU run): estimate what a low op introduces from the run
             no_local = np.isnan(ev.local) & ~ev.local_nf & is_float_op & lowm & np.isfinite(ev.out)
             blamed = ev.blamed_elsewhere if ev.blamed_elsewhere is not None else np.zeros(n, bool)
-            excess = np.maximum(ev.out - np.nan_to_num(ev.inp), rnd)
+            excess = np.maximum(np.sqrt(np.maximum(ev.out ** 2 - np.nan_to_num(ev.inp) ** 2, 0.0)), rnd)
             own = np.where(no_local & ~blamed, excess, own)
             self.own_low = own
             nf_src = np.isnan(ev.local) & ~ev.local_nf & is_float_op & lowm & ev.out_nf & ~ev.in_nf
@@ -393,9 +393,9 @@ class ErrorModel:
             self.own_low = own
             own_base = np.where(lowm, own, 0.0)
             with np.errstate(divide="ignore", invalid="ignore"):
-                g_meas = (ev.out - own_base) / ev.inp
+                g_meas = np.sqrt(np.maximum(ev.out ** 2 - own_base ** 2, 0.0)) / ev.inp
             determined = (is_float_op & np.isfinite(g_meas) & (ev.inp > 2 * rnd)
-                          & ((ev.out - own_base) > 0.5 * ev.out)) & ~amp
+                          & (own_base < 0.87 * ev.out)) & ~amp
             gain = np.where(determined, np.clip(g_meas, 0.0, GAIN_MAX), gain)
             # ops without a determined gain (e.g. downstream of a non-finite value) take the median
             # determined gain of their type when it has one, unless inrnd shows a clear amplification
@@ -415,7 +415,7 @@ class ErrorModel:
                 np.logical_or.at(rounded_in, ed_, lowm[es_])
             g_eff = np.where(rounded_in, gain, gain_prop)
             # teacher-forced calibration: reproduce each measured output from its measured input
-            pred = own_base + g_eff * np.nan_to_num(ev.inp)
+            pred = np.sqrt(own_base ** 2 + (g_eff * np.nan_to_num(ev.inp)) ** 2)
             with np.errstate(divide="ignore", invalid="ignore"):
                 cf = ev.out / pred
             ok = is_float_op & np.isfinite(cf) & (pred > 0) & (ev.out > 0)
@@ -487,7 +487,9 @@ class ErrorModel:
                         anf = True
                     if low_l[p]:
                         anylow = True
-                e[i] = own_l[i] * cal_l[i] + (gain_l[i] if anylow else gprop_l[i]) * r
+                o = own_l[i] * cal_l[i]
+                q = (gain_l[i] if anylow else gprop_l[i]) * r
+                e[i] = (o * o + q * q) ** 0.5
                 nf[i] = lnf[i] or (anf and not absorbs[i]) or (anylow and inf_l[i])
             else:
                 e[i] = own_l[i] * cal_l[i]
