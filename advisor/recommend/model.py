@@ -12,9 +12,10 @@ Error model (per node i, relative L2 error of its output against FP32):
 
 ``local_i`` is the measured error of the op re-executed in low precision on FP32 inputs
 (local_error.csv / attribution), ``g_i`` the op's error gain: measured as
-(out - own)/in in the run when the received error is well determined, else derived from
+sqrt(out^2 - own^2)/in in the run when the received error is well determined, else derived from
 ``inrnd_i`` (the op in FP32 on inputs rounded to low: gain = inrnd / rounding error of the low
-dtype), else 1.  ``c_i`` is a per-op calibration factor (teacher forcing on the measured run,
+dtype) for freshly rounded inputs and at most 1 for errors arriving through fp32 producers,
+else 1.  ``c_i`` is a per-op calibration factor (teacher forcing on the measured run,
 clipped to [1/4, 4]) and a final global factor makes the model reproduce the measured final error
 of the run it was built from.
 """
