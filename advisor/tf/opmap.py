@@ -6,14 +6,19 @@ maps each TF op to a GE op type through framework plugins (``REGISTER_CUSTOM_OP(
 differ the table below says what GE calls it, which is the name a mixlist must use.  Sources and
 inferences are documented in docs/tensorflow.md:
 
-* renamed types read from CANN's TF plugins as recalled in the facts doc and confirmed by the
-  52 real ModelZoo mixlists (TF users black-list ``Add``, ``SoftmaxV2``, ``ReduceSumD``,
-  ``ReduceMeanD``, ``StridedSliceD``, ``TileD``, ``OneHotD`` — never ``AddV2``/``Sum``/``Mean``);
+* renamed types read from CANN's TF parser plugins (``ops/built-in/framework/tf_plugin/*.cc``:
+  ``REGISTER_CUSTOM_OP("Add").OriginOpType("AddV2")``, ``"MatMulV2"`` <- ``"MatMul"``,
+  ``"SoftmaxV2"`` <- ``"Softmax"``, ``"ReduceMean"`` <- ``"Mean"``, ``"DepthwiseConv2D"`` <-
+  ``"DepthwiseConv2dNative"``, ``"BatchMatMulV2"`` <- ``{"BatchMatMul", "BatchMatMulV2"}``,
+  ``"EinSum"`` <- ``"Einsum"``, ``"BatchNorm"`` <- ``FusedBatchNorm*``), consistent with the 52 real
+  ModelZoo mixlists (TF users black-list ``Add``, ``SoftmaxV2``, ``ReduceSumD``, ``ReduceMeanD``,
+  ``StridedSliceD``, ``TileD``, ``OneHotD`` — never ``AddV2``/``Sum``/``Mean``);
 * ``CONST_TO_ATTR``: when an op's axes/shape/multiples operand is a constant (always the case in a
   frozen graph), GE's ConstToAttr pass turns it into an attribute and the op becomes its ``D``
   variant.  This matters: on ascend910b ``ReduceMeanD`` is black while ``ReduceMean`` is gray.
-  (Inference from the ModelZoo mixlists; the dynamic-shape ``ReduceMean`` etc. are used when the
-  operand is not constant.)
+  (From the ModelZoo mixlists, and GE's own LayerNormFusionPass, which matches ``ReduceMeanD``
+  nodes in TF graphs; the dynamic-shape ``ReduceMean`` etc. are used when the operand is not
+  constant.)
 """
 from __future__ import annotations
 
@@ -24,9 +29,10 @@ TF_TO_GE: dict[str, str] = {
     "BiasAddV1": "BiasAdd",
     # matrix (cube) ops
     "MatMul": "MatMulV2",
-    "BatchMatMul": "BatchMatMul",
+    "BatchMatMul": "BatchMatMulV2",     # CANN's batch_matmul plugin: OriginOpType {BatchMatMul, BatchMatMulV2}
     "BatchMatMulV2": "BatchMatMulV2",
-    "BatchMatMulV3": "BatchMatMulV2",
+    "BatchMatMulV3": "BatchMatMulV2",   # parsed into BatchMatMulV2 (+ Cast)
+    "Einsum": "EinSum",                 # einsum plugin; no precision_reduce entry in CANN 8.1.RC1 (gray)
     "DepthwiseConv2dNative": "DepthwiseConv2D",
     "DepthwiseConv2dNativeBackpropInput": "DepthwiseConv2DBackpropInput",
     "DepthwiseConv2dNativeBackpropFilter": "DepthwiseConv2DBackpropFilter",
@@ -53,8 +59,11 @@ TF_TO_GE: dict[str, str] = {
     "AccumulateNV2": "AddN",
 }
 
-# FusedBatchNorm* with is_training=True: GE splits it into BNTrainingReduce + BNTrainingUpdate;
-# advisor keeps one node typed BNTrainingUpdate (both GE types are gray on every chip shipped).
+# FusedBatchNorm* are parsed into GE ``BatchNorm`` (``BatchNormGrad`` for the gradient), which GE's
+# original-graph fusion passes turn into BNInfer (inference) or BNTrainingReduce + BNTrainingUpdate
+# (training; gradient: BNTrainingReduceGrad + BNTrainingUpdateGrad) before precisions are chosen.
+# advisor keeps one node per TF op, typed BNInfer / BNTrainingUpdate / BNTrainingUpdateGrad (the
+# split parts are all gray on every chip shipped, so the precision is the same).
 BATCHNORM_TRAINING = "BNTrainingUpdate"
 
 # GE type -> its ConstToAttr "D" variant, used when the listed input indices are all constants.
@@ -107,6 +116,11 @@ def is_random(tf_type: str) -> bool:
     """Random-number ops (stateful or stateless)."""
     return tf_type in RANDOM_OPS or tf_type.startswith(("StatelessRandom", "StatelessTruncated", "Random",
                                                          "StatelessParameterized", "Multinomial"))
+
+
+# GE types the TF parser produces that have no precision_reduce entry in CANN 8.1.RC1's tables
+# (unknown -> gray; reported in run.json's unmapped_ops)
+NOT_IN_TABLES = frozenset({"EinSum"})
 
 
 def ge_type(tf_type: str, attrs: dict | None = None, const_inputs: set[int] | frozenset[int] = frozenset()) -> str:
