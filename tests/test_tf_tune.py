@@ -52,3 +52,16 @@ def test_keras_training_control_confirms_without_edit(tmp_path):
     assert json.loads((run / "run.json").read_text())["training"] is True
     d = json.loads((run / "dump" / "mixed" / "step0" / "rank0" / "dump.json").read_text())["data"]
     assert "Model.loss.0.forward" in d and any(k.startswith("Grad.") for k in d)
+
+
+def test_node_names_are_the_same_in_every_iteration(tmp_path):
+    # tune re-captures in one process; Keras' auto-naming must not drift between iterations
+    import pandas as pd
+    out = tmp_path / "tune"
+    main(["tune", f"{EX / 'keras_hazard.py'}:workload", "--out", str(out)])
+    s = json.loads((out / "summary.json").read_text())
+    names = []
+    for h in s["history"]:
+        (kd,) = (out / h["dir"] / "run").glob("profile/*_ascend_pt/ASCEND_PROFILER_OUTPUT/kernel_details.csv")
+        names.append(list(pd.read_csv(kd)["Name"]))
+    assert len(names) >= 2 and all(n == names[0] for n in names)

@@ -269,6 +269,7 @@ def capture_tf(workload: Any, out: str | os.PathLike, mode: str = semantics.DEFA
     finally:
         s32.close()
         smx.close()
+        _reset_keras_naming()
 
     writer.write_profile(kernels)
     for n in g:
@@ -304,6 +305,22 @@ def _const_value(tf, nd) -> np.ndarray:
         return tf.make_ndarray(nd.attr["value"].tensor)
     except Exception:  # noqa: BLE001 - non-tensor const
         return np.zeros((0,), np.float32)
+
+
+def _reset_keras_naming() -> None:
+    """Keras names layers and models from process-wide counters (sequential, sequential_1, ...), so a
+    second workload() call in the same process (``advisor tune`` re-captures in-process) would get
+    different node names than the first, unlike a real NPU job that starts a fresh process per run.
+    Clearing the Keras session after each capture restarts the counters: every capture's node, kernel
+    and dump names are those of a fresh process."""
+    import sys  # noqa: PLC0415
+    keras = sys.modules.get("keras")
+    if keras is None:
+        return
+    try:
+        keras.backend.clear_session()
+    except Exception:  # noqa: BLE001 - best effort; names then merely differ between captures
+        pass
 
 
 def _kernels(g, info, rw, p, vals, step: int) -> list[dict]:
