@@ -29,12 +29,25 @@ class EmulatorRunner(Runner):
                 "dump": self.dump, "batches": self.batches}
 
     def prepare(self, out_dir: Path) -> None:
-        if isinstance(self.target, (str, Path)):
-            try:
-                from ..workload import load_target
-            except ImportError:  # emulator stage not installed yet: capture will say
-                return
-            load_target(str(self.target))  # raises InputError with one clear line when unusable
+        """Cheap check of a TARGET string (the file or module exists); the workload itself is built by
+        each capture -- building it here too would cost a model load and shift framework auto-names."""
+        if not isinstance(self.target, (str, Path)):
+            return
+        t = str(self.target)
+        mod, sep, fn = t.rpartition(":")
+        if not sep or not mod or not fn:
+            raise InputError(t, "TARGET must be path/to/file.py:function or package.module:function")
+        if mod.endswith(".py"):
+            if not Path(mod).is_file():
+                raise InputError(mod, "no such workload file")
+            return
+        import importlib.util
+        try:
+            found = importlib.util.find_spec(mod) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            raise InputError(t, f"cannot find module {mod!r}")
 
     def run(self, mixlist: Mixlist | None, mode: str, run_dir: Path) -> RunResult:
         run_dir = Path(run_dir)
@@ -46,7 +59,12 @@ class EmulatorRunner(Runner):
             capture_run(self.target, run_dir, mode=mode, mixlist=ml_path, soc=self.soc, ops_info=self.ops_info,
                         seed=self.seed, dump=self.dump, batches=self.batches)
         except InputError:
-            raise
+            if mixlist is None:   # fails with the default lists too: the workload/target is the problem
+                raise
+            tb = traceback.format_exc(limit=3)
+            (run_dir.parent / "capture_error.txt").write_text(tb, encoding="utf-8")
+            return RunResult(str(run_dir), FAILED, f"capture failed with this list: {traceback.format_exc(0).strip()}",
+                             None, time.monotonic() - t0, False, 2)
         except (AdvisorError, Exception) as e:  # noqa: BLE001 - a failed run is recorded, not fatal
             tb = traceback.format_exc(limit=3)
             (run_dir.parent / "capture_error.txt").write_text(tb, encoding="utf-8")
