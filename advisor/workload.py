@@ -124,7 +124,7 @@ def load_target(target: str) -> Workload:
             sys.modules[mod_name] = module
             spec.loader.exec_module(module)
         except Exception as e:  # user code: report one line
-            raise InputError(path, f"importing the file failed: {e.__class__.__name__}: {e}") from None
+            raise _user_error(path, e, f"importing the file failed: {e.__class__.__name__}: {e}") from None
         finally:
             try:
                 sys.path.remove(str(path.resolve().parent))
@@ -135,23 +135,44 @@ def load_target(target: str) -> Workload:
         try:
             module = importlib.import_module(mod_part)
         except ImportError as e:
-            raise InputError(mod_part, f"cannot import module: {e}") from None
+            raise _user_error(mod_part, e, f"cannot import module: {e}") from None
         except Exception as e:
-            raise InputError(mod_part, f"importing the module failed: {e.__class__.__name__}: {e}") from None
+            raise _user_error(mod_part, e, f"importing the module failed: {e.__class__.__name__}: {e}") from None
         default_name = mod_part.rsplit(".", 1)[-1]
     fn = getattr(module, func_name, None)
     if fn is None or not callable(fn):
         raise InputError(target, f"no function {func_name!r} in {mod_part}")
+    _clear_keras_session()
     try:
         result = fn()
     except TypeError as e:
         raise InputError(target, f"calling {func_name}() failed (it must take no arguments): {e}") from None
     except Exception as e:
-        raise InputError(target, f"{func_name}() raised {e.__class__.__name__}: {e}") from None
+        raise _user_error(target, e, f"{func_name}() raised {e.__class__.__name__}: {e}") from None
     wl = normalize(result, target, name=f"{default_name}")
     return wl
 
 
 def tf_install_hint() -> str:
-    return ("this is a TensorFlow/Keras model: install the TensorFlow extra with "
-            "`pip install 'advisor[tf]'` (tensorflow-cpu) and run the same `advisor capture` command")
+    from .tf import INSTALL_HINT  # advisor.tf never imports TensorFlow itself
+
+    return INSTALL_HINT
+
+
+def _user_error(where: Any, e: BaseException, message: str) -> InputError:
+    """One-line error for a failure in the user's code; a missing TensorFlow gets the install hint."""
+    from .tf import is_missing_tf_error
+
+    return InputError(where, tf_install_hint() if is_missing_tf_error(e) else message)
+
+
+def _clear_keras_session() -> None:
+    """Keras names layers from process-wide counters: clear them so every capture of the same workload
+    in one process (tune iterations) gets the same node names."""
+    keras = sys.modules.get("keras")
+    if keras is None:
+        return
+    try:
+        keras.backend.clear_session()
+    except Exception:  # an unusual keras build: names may then differ between captures
+        pass
