@@ -101,24 +101,6 @@ def connect(g: nx.DiGraph, src: Any, dst: Any, src_out: int = 0, dst_in: int = 0
         g.add_edge(src, dst, ports=[(src_out, dst_in)], float=float, confidence=confidence)
 
 
-def ranked_inputs(g: nx.DiGraph, node: Any) -> list[tuple[int, Any, int]]:
-    """Float inputs of ``node`` as (input index, producer, producer output index), ranked the GE way:
-    inputs fed by a real node (op or graph input) first in index order, then const/variable ones."""
-    real: list[tuple[int, Any, int]] = []
-    weak: list[tuple[int, Any, int]] = []
-    nodes = g.nodes
-    for src, _, d in g.in_edges(node, data=True):
-        if not d.get("float", True):
-            continue
-        role = nodes[src].get("role", "op")
-        bucket = weak if role in ("const", "variable") else real
-        for out_idx, in_idx in d.get("ports", [(0, 0)]):
-            bucket.append((in_idx, src, out_idx))
-    real.sort(key=lambda t: t[0])
-    weak.sort(key=lambda t: t[0])
-    return real + weak
-
-
 def op_nodes(g: nx.DiGraph) -> Iterable[Any]:
     """Nodes with role "op"."""
     return (n for n, r in g.nodes(data="role", default="op") if r == "op")
