@@ -25,7 +25,7 @@ def atomic_write_text(path: str | os.PathLike, text: str, keep_existing: bool = 
         except (OSError, UnicodeDecodeError):
             same = False
         if not same:
-            kept = _free_backup_name(p)
+            kept = free_backup_name(p)
             os.replace(p, kept)
     fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=str(p.parent))
     try:
@@ -64,7 +64,8 @@ def _json_default(o: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
 
 
-def _free_backup_name(p: Path) -> Path:
+def free_backup_name(p: Path) -> Path:
+    """``<name>.bak``, or ``<name>.bak1``, ``.bak2``, ... when taken."""
     cand = p.with_name(p.name + ".bak")
     i = 1
     while cand.exists():

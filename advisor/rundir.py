@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 import math
 import os
 import platform
 import re
+import shutil
 import time
 from pathlib import Path
 from typing import Any, Iterable, Sequence
@@ -26,7 +26,8 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from . import __version__
-from .fsutil import atomic_write_json, atomic_write_text
+from .errors import InputError
+from .fsutil import atomic_write_json, atomic_write_text, free_backup_name
 
 # kernel_details.csv columns exactly as torch_npu writes them (sample: torch_npu_profile_mstt)
 KERNEL_COLUMNS = ["Step Id", "Model ID", "Task ID", "Stream ID", "Name", "Type", "Accelerator Core",
@@ -238,3 +239,22 @@ class RunWriter:
         p = self.out / "local_error.csv"
         atomic_write_text(p, buf.getvalue())
         return p
+
+
+def prepare_run_dir(out: str | os.PathLike) -> tuple[Path, str | None]:
+    """Create the run directory ``out``.  A previous run directory there is kept as ``<out>.bak[N]``;
+    a non-empty folder that is not a run directory is refused (never overwrite a user's files).
+    Returns (directory, path of the kept previous run or None)."""
+    p = Path(out)
+    kept = None
+    if p.exists() and not p.is_dir():
+        raise InputError(p, "--out exists and is not a directory")
+    if p.is_dir() and any(p.iterdir()):
+        if not (p / "run.json").is_file():
+            raise InputError(p, "--out exists, is not empty and is not a run directory; choose a new folder")
+        p = p.resolve()
+        cand = free_backup_name(p)
+        shutil.move(str(p), str(cand))
+        kept = str(cand)
+    p.mkdir(parents=True, exist_ok=True)
+    return p, kept

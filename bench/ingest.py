@@ -13,7 +13,6 @@ import resource
 import sys
 import tempfile
 import time
-from decimal import Decimal
 from pathlib import Path
 
 import numpy as np

@@ -2,7 +2,6 @@
 Exit 0 recommendation exists (or nothing needed), 1 no edit set within limits meets tolerance, 2 bad input."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import List, Optional
 

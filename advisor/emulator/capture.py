@@ -3,7 +3,6 @@ a run directory in the real NPU formats (see advisor/rundir.py and docs/formats.
 from __future__ import annotations
 
 import os
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +16,7 @@ from ..errors import AdvisorError, InputError
 from ..mixlist import Mixlist, effective
 from ..mixlist import load as load_mixlist
 from ..oplists import DEFAULT_SOC, load_lists
-from ..rundir import RunWriter, scalar_record, tensor_record
+from ..rundir import RunWriter, prepare_run_dir, scalar_record, tensor_record
 from ..workload import Workload, load_target, normalize, tf_install_hint
 from .engine import _AUX_FP32_OUTPUTS, _FLOAT_DT, EmuMode, StepRecord, _Ref, dtype_name, eager_math_attention
 from .local import local_error
@@ -121,25 +120,6 @@ def _exec_dtype(t: torch.Tensor, prec: str, low_ok: bool) -> str:
     if t.dtype in _FLOAT_DT and prec in ("fp16", "bf16", "fp32") and low_ok:
         return prec
     return dtype_name(t.dtype)
-
-
-def _prepare_out(out: str | os.PathLike) -> tuple[Path, str | None]:
-    p = Path(out)
-    kept = None
-    if p.exists() and not p.is_dir():
-        raise InputError(p, "--out exists and is not a directory")
-    if p.is_dir() and any(p.iterdir()):
-        if not (p / "run.json").is_file():
-            raise InputError(p, "--out exists, is not empty and is not a run directory; choose a new folder")
-        p = p.resolve()
-        i, cand = 0, p.with_name(p.name + ".bak")
-        while cand.exists():
-            i += 1
-            cand = p.with_name(f"{p.name}.bak{i}")
-        shutil.move(str(p), str(cand))
-        kept = str(cand)
-    p.mkdir(parents=True, exist_ok=True)
-    return p, kept
 
 
 # ---------------------------------------------------------------------- dumps
@@ -262,7 +242,7 @@ def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semanti
     n_params = sum(p.numel() for p in model.parameters()) if isinstance(model, torch.nn.Module) else 0
     dump = dump or ("tensors" if n_params <= SMALL_MODEL_PARAMS else "stats")
     low_for_local = low or "fp16"
-    out_dir, kept = _prepare_out(out)
+    out_dir, kept = prepare_run_dir(out)
     if kept:
         notes.append(f"previous contents of the output folder kept in {kept}")
     writer = RunWriter(out_dir, {"name": wl.name, "target": target, "mode": mode, "soc": soc,

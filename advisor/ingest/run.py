@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import networkx as nx
-import numpy as np
 import pandas as pd
 
 from ..errors import InputError

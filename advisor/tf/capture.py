@@ -13,7 +13,6 @@ from __future__ import annotations
 import math
 import os
 import re
-import shutil
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +24,7 @@ from ..errors import AdvisorError, InputError
 from ..mixlist import Mixlist, effective
 from ..mixlist import load as load_mixlist
 from ..oplists import DEFAULT_SOC, load_lists
-from ..rundir import RunWriter, tensor_record, versions
+from ..rundir import RunWriter, prepare_run_dir, tensor_record, versions
 from . import one_line, opmap, require_tf
 from .freeze import Frozen, freeze, quiet_tf, to_feed
 from .graph import FLOAT_TF, build, prune, split_tensor
@@ -112,27 +111,6 @@ def _workload(obj: Any):
     raise InputError(None, "a TensorFlow workload must return (model, batches) or (model, batches, loss_fn)")
 
 
-def _prepare_out(out: str | os.PathLike) -> tuple[Path, str | None]:
-    """Same policy as the PyTorch capture: a previous run directory is kept as ``<out>.bak[N]``; a
-    non-empty folder that is not a run directory is refused (never overwrite a user's files)."""
-    p = Path(out)
-    kept = None
-    if p.exists() and not p.is_dir():
-        raise InputError(p, "--out exists and is not a directory")
-    if p.is_dir() and any(p.iterdir()):
-        if not (p / "run.json").is_file():
-            raise InputError(p, "--out exists, is not empty and is not a run directory; choose a new folder")
-        p = p.resolve()
-        i, cand = 0, p.with_name(p.name + ".bak")
-        while cand.exists():
-            i += 1
-            cand = p.with_name(f"{p.name}.bak{i}")
-        shutil.move(str(p), str(cand))
-        kept = str(cand)
-    p.mkdir(parents=True, exist_ok=True)
-    return p, kept
-
-
 def _fix_seeds(graph_def, seed: int) -> None:
     """Stateful random ops with no op seed would draw differently in the two runs: pin them."""
     for k, n in enumerate(graph_def.node):
@@ -213,7 +191,7 @@ def capture_tf(workload: Any, out: str | os.PathLike, mode: str = semantics.DEFA
     dump = dump or ("tensors" if n_params <= SMALL_MODEL_PARAMS else "stats")
     files_on = dump == "tensors"
 
-    out_dir, kept = _prepare_out(out)
+    out_dir, kept = prepare_run_dir(out)
     if kept:
         notes.append(f"previous contents of the output folder kept in {kept}")
     vers = versions()
