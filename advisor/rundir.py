@@ -258,3 +258,17 @@ def prepare_run_dir(out: str | os.PathLike) -> tuple[Path, str | None]:
         kept = str(cand)
     p.mkdir(parents=True, exist_ok=True)
     return p, kept
+
+
+def worst_local(a: dict | None, b: dict) -> dict:
+    """Merge two steps' local-error rows of one op: the worst of each figure."""
+    if a is None:
+        return b
+    out = dict(a)
+    for k in ("local_rel_l2", "local_max_abs", "inrnd_rel_l2", "local_nonfinite", "inrnd_nonfinite"):
+        vals = [v for v in (a.get(k), b.get(k)) if v is not None and v == v]
+        nan = any(v is not None and v != v for v in (a.get(k), b.get(k)))
+        out[k] = float("nan") if nan else (max(vals) if vals else None)
+    cos = [v for v in (a.get("local_cosine"), b.get("local_cosine")) if v is not None]
+    out["local_cosine"] = min(cos) if cos else None
+    return out

@@ -74,9 +74,9 @@ def main(argv: list[str] | None = None) -> int:
     rec_s, rec_edits = grab(r"recommend: ([\d.]+) s", out), grab(r"edits (\[.*?\])", out)
     rows.append(("recommend on a 100k-op graph", f"{rec_s} s ({rec_edits})", "<= 30 s"))
 
-    tune_args = ["--seeds", "0" if q else "40"]
-    if q:
-        tune_args += ["--workloads", "mlp_exp", "cnn_control"]
+    tune_args = ["--seeds", "0" if q else "40", "--methods", "tune", "onnx-halving", "inc-onebyone", "--workloads"]
+    tune_args += ["mlp_exp", "cnn_control"] if q else ["mlp_exp", "transformer_hazard", "two_hazards", "layernorm_bias",
+                                                       "cnn_control"]
     out, _ = run("tune.py", *tune_args, timeout=1800)
     outputs["tune.py"] = out
     workload = None

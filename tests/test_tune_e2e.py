@@ -186,8 +186,6 @@ def test_hazard_only_in_held_out_batch_blocks_confirmation(tmp_path):
     assert (rc == 0) == s["confirmed"]
 
 
-@pytest.mark.xfail(strict=True, reason="recommend (issue 6) takes local errors from step 0 only and ignores a "
-                                       "non-finite measured final on another step, so it proposes nothing here")
 def test_hazard_only_in_held_out_batch_is_fixed(tmp_path):
     rc, s = _tune_holdout_workload(tmp_path)
     assert rc == 0 and s["confirmed"] and "Exp" in s["edits"]["black-list"]["to-add"]

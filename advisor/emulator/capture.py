@@ -16,7 +16,7 @@ from ..errors import AdvisorError, InputError
 from ..mixlist import Mixlist, effective
 from ..mixlist import load as load_mixlist
 from ..oplists import DEFAULT_SOC, load_lists
-from ..rundir import RunWriter, prepare_run_dir, scalar_record, tensor_record
+from ..rundir import RunWriter, prepare_run_dir, scalar_record, tensor_record, worst_local
 from ..workload import Workload, load_target, normalize, tf_install_hint
 from .engine import _AUX_FP32_OUTPUTS, _FLOAT_DT, EmuMode, StepRecord, _Ref, dtype_name, eager_math_attention
 from .local import local_error
@@ -258,7 +258,7 @@ def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semanti
     ref_sig = None
     ref_plan: list[str] | None = None
     g0 = plan0 = None
-    local_rows: list[dict] = []
+    local_rows: dict[str, dict] = {}
     round_cache: dict = {}
     stats_cache: dict = {}
     try:
@@ -266,7 +266,7 @@ def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semanti
             g = G.new_graph(framework="pytorch", step=step)
             try:
                 fp = run_step(model, batch, wl.loss_fn, graph=g, params=params, seed=seed, step=step,
-                              keep_local=(local and step == 0))
+                              keep_local=local)
             except AdvisorError:
                 raise
             except Exception as e:  # user model code failed
@@ -318,14 +318,15 @@ def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semanti
                 static = _static_ptrs(params, round_cache)
                 data, fl = _DumpBuilder(rec, pr, fp.ops, files, stats_cache=stats_cache, static_ptrs=static).build()
                 writer.write_dump(which, step, data, fl or None, task="tensor" if files else "statistics")
-            if local and step == 0:
+            if local:  # every step: a hazard may show only in some batches; rows keep the worst
                 for r, inp in zip(fp.ops, fp.local_inputs):
                     if not (r.kernel and r.is_float) or r.nondeterministic:
                         continue
                     try:
-                        local_rows.append(local_error(r, inp, low_for_local))
+                        row = local_error(r, inp, low_for_local)
                     except Exception:  # an op that cannot be re-run in isolation: no row
                         continue
+                    local_rows[row["name"]] = worst_local(local_rows.get(row["name"]), row)
             del fp, mx
     finally:
         _restore(model, state0)
@@ -338,7 +339,7 @@ def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semanti
         except Exception as e:  # the writer belongs to ingest; never lose the run for it
             notes.append(f"GE graph dump not written: {e.__class__.__name__}: {e}")
     if local:
-        writer.write_local_error(local_rows)
+        writer.write_local_error(local_rows.values())
     writer.write_run_json(steps=len(wl.batches), training=wl.loss_fn is not None, dump=dump,
                           low_dtype=low, lists_source=lists.source,
                           unmapped_ops=sorted(unmapped), notes=notes,

@@ -81,7 +81,7 @@ class StepRecord:
     outputs: list = field(default_factory=list)
     loss: Any = None
     grads: dict = field(default_factory=dict)
-    local_inputs: list = field(default_factory=list)   # fp32 run of step 0: (args, kwargs) per op
+    local_inputs: list = field(default_factory=list)   # fp32 run: (args, kwargs) per op, for local error
 
 
 class _Ref:

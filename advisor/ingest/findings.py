@@ -84,7 +84,7 @@ def behaved_as(k: pd.DataFrame, lists: OpLists) -> list[dict]:
     return out
 
 
-def gray_fp32_by_inheritance(run: Run, plan: semantics.Plan, lists: OpLists) -> list[dict]:
+def gray_fp32_ops(run: Run, plan: semantics.Plan, lists: OpLists) -> list[dict]:
     """Gray op types kept in fp32 because their first activation input is fp32 (rules
     gray-inherit / gray-skip-cast), confirmed by the profile where it ran (observed fp32)."""
     g = run.graph
@@ -188,7 +188,7 @@ def summarize(run: Run, lists: OpLists, mode: str | None = None, top: int = 15) 
         for n in ops:
             pr = p.precision.get(n, "n/a")
             out["plan_mix"][pr] = out["plan_mix"].get(pr, 0) + 1
-        out["gray_fp32_by_inheritance"] = gray_fp32_by_inheritance(run, p, lists)
+        out["gray_fp32_by_inheritance"] = gray_fp32_ops(run, p, lists)
     out["dumps"] = {
         "target": {str(s): {"entries": len(d), "task": d.task, "path": str(d.path)} for s, d in (run.target_dump or {}).items()},
         "golden": {str(s): {"entries": len(d), "task": d.task, "path": str(d.path)} for s, d in (run.golden_dump or {}).items()},

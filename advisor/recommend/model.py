@@ -433,7 +433,7 @@ class ErrorModel:
         self.base_pred = None
         self.measured_final = measured_final
         if measured_plan is not None:
-            e, nf = self._propagate(lowm)
+            e, nf = self._carry_errors(lowm)
             raw = self._final(e)
             self.base_pred = raw
             meas = measured_final
@@ -452,7 +452,7 @@ class ErrorModel:
                                        f"than {SCALE_MAX:g}x: not scaled (the graph outputs may not be the judged ones)")
 
     # --------------------------------------------------------------
-    def _propagate(self, low: np.ndarray, start: int = 0, base: tuple[np.ndarray, np.ndarray] | None = None
+    def _carry_errors(self, low: np.ndarray, start: int = 0, base: tuple[np.ndarray, np.ndarray] | None = None
                    ) -> tuple[np.ndarray, np.ndarray]:
         n = len(self.c)
         own = np.where(low, self.own_low, 0.0)
@@ -508,7 +508,7 @@ class ErrorModel:
         t, ncast, share, lost = self.times.plan_time(low)
         if not self.enabled:
             return Prediction(float("nan"), False, t, ncast, share, lost)
-        e, nf = self._propagate(low)
+        e, nf = self._carry_errors(low)
         e = e * self.scale
         fin_nf = bool(nf[self.finals].any()) if len(self.finals) else False
         return Prediction(self._final(e), fin_nf, t, ncast, share, lost,

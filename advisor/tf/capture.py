@@ -6,7 +6,7 @@ module's plan (``advisor.semantics.plan``, never decided here) -> GraphDef rewri
 plan (``rewrite``) -> one FP32 and one mixed session run per batch, fetching every node's outputs
 -> ``advisor.rundir.RunWriter``: kernel_details.csv (dtypes as executed = the plan, cost-model
 durations), GE-style graph dump, msprobe-format dumps (``framework: tensorflow``, ``.npy`` tensor
-files) and local_error.csv (step 0).
+files) and local_error.csv (the worst over all steps).
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from ..errors import AdvisorError, InputError
 from ..mixlist import Mixlist, effective
 from ..mixlist import load as load_mixlist
 from ..oplists import DEFAULT_SOC, load_lists
-from ..rundir import RunWriter, prepare_run_dir, tensor_record, versions
+from ..rundir import RunWriter, prepare_run_dir, tensor_record, versions, worst_local
 from . import one_line, opmap, require_tf
 from .freeze import Frozen, freeze, quiet_tf, to_feed
 from .graph import FLOAT_TF, build, prune, split_tensor
@@ -218,7 +218,7 @@ def capture_tf(workload: Any, out: str | os.PathLike, mode: str = semantics.DEFA
     s32 = _Session(tf, gd)
     smx = _Session(tf, rw.graph_def)
     kernels: list[dict] = []
-    local_rows: list[dict] = []
+    local_rows: dict[str, dict] = {}
     try:
         for step, batch in enumerate(wl.batches):
             arrays = to_feed(batch)
@@ -242,8 +242,9 @@ def capture_tf(workload: Any, out: str | os.PathLike, mode: str = semantics.DEFA
                 data, files = _dump_data(g, info, rw if which == "mixed" else None, vals, fr, model_keys,
                                          files_on)
                 writer.write_dump(which, step, data, files or None, task="tensor" if files_on else "statistics")
-            if local and step == 0:
-                local_rows = _local_errors(tf, gd, info, g, low_dtype, feed, val32)
+            if local:  # every step: a hazard may show only in some batches; rows keep the worst
+                for row in _local_errors(tf, gd, info, g, low_dtype, feed, val32):
+                    local_rows[row["name"]] = worst_local(local_rows.get(row["name"]), row)
     finally:
         s32.close()
         smx.close()
@@ -262,7 +263,7 @@ def capture_tf(workload: Any, out: str | os.PathLike, mode: str = semantics.DEFA
     except Exception as e:  # the writer belongs to ingest; never lose the run for it
         notes.append(f"GE graph dump not written: {one_line(e)}")
     if local:
-        writer.write_local_error(local_rows)
+        writer.write_local_error(local_rows.values())
     unknown = sorted({g.nodes[n]["type"] for n in G.op_nodes(g)
                       if g.nodes[n].get("kernel", True) and not lists.is_known(g.nodes[n]["type"])})
     cube_style = sorted({g.nodes[n]["type"] for n, s in rw.style.items() if s == "cube-style"})
