@@ -103,10 +103,12 @@ def main(argv: list[str] | None = None) -> int:
     bf_args = ["--examples", "mlp_exp"] if q else []
     out, _ = run("bruteforce.py", *bf_args, timeout=1800)
     outputs["bruteforce.py"] = out
-    for m in re.finditer(r"^(\w+)\s+(\S+)\s+(yes|NO)\s+(\S+)\s+\|\s+(\S+)\s+(\S+)\s+(\d+)$", out, re.M):
-        rows.append((f"edits vs brute-force minimum: {m.group(1)}",
+    pat = r"^(\w+)\s+(\S+)\s+(yes|NO)\s+(\S+)\s+\|\s+(\S+)\s+(\S+)\s+\|\s+(\S+)\s+(\S+)\s+(\d+)$"
+    for m in re.finditer(pat, out, re.M):
+        rows.append((f"edits vs brute-force: {m.group(1)}",
                      f"advisor {m.group(2).replace(',', '+')} (meets tolerance: {m.group(3)}, low-prec share {m.group(4)})",
-                     f"minimum {m.group(5).replace(',', '+')} (share {m.group(6)}, {m.group(7)} runs)"))
+                     f"fewest edits {m.group(5).replace(',', '+')} (share {m.group(6)}); best share "
+                     f"{m.group(7).replace(',', '+')} (share {m.group(8)}); {m.group(9)} captures"))
 
     total = time.perf_counter() - t_all
     w1 = max(len(r[0]) for r in rows)
