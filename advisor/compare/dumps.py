@@ -1,16 +1,13 @@
 """A thin, uniform view of msprobe dumps for the compare stage.
 
 ``DumpView`` wraps whatever produced the entries: the ingest reader's dump objects
-(``advisor.ingest.msprobe``), an in-memory dict (tests, emulator), or — only while the ingest reader
-is missing — the small fallback reader ``_read_dump_json`` here (dump.json + dump_tensor_data/, never
-unpickling, never leaving the dump folder).
+(``advisor.ingest.msprobe``, the only dump reader) or an in-memory dict (tests).
 
 Tensor records are msprobe's dicts (``dtype``, ``shape``, ``Max``, ``Min``, ``Mean``, ``Norm``,
 ``data_name``); an in-memory record may carry the tensor itself under ``"tensor"``.
 """
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -153,15 +150,10 @@ def load_dump_steps(path: str | Path) -> dict[int, DumpView]:
 
 
 def read_dump(dump_json: str | Path) -> DumpView:
-    """One dump.json as a DumpView: through ``advisor.ingest.msprobe.load_dump`` when it exists,
-    else the fallback reader."""
-    try:
-        from ..ingest import msprobe as _ms  # type: ignore[attr-defined]
-    except ImportError:
-        _ms = None
-    if _ms is not None and hasattr(_ms, "load_dump"):
-        return from_ingest(_ms.load_dump(dump_json), dump_json)  # the ingest reader (issue 3)
-    return _read_dump_json(Path(dump_json))
+    """One dump.json as a DumpView, read by ``advisor.ingest.msprobe.load_dump``."""
+    from ..ingest.msprobe import load_dump
+
+    return from_ingest(load_dump(dump_json), dump_json)
 
 
 def from_ingest(d: Any, source: str | Path = "") -> DumpView:
@@ -177,21 +169,6 @@ def from_ingest(d: Any, source: str | Path = "") -> DumpView:
         entries[name] = {"_inputs": [(r.index, conv(r)) for r in e.inputs],
                          "_outputs": [(r.index, conv(r)) for r in e.outputs]}
     return DumpView(entries, None, str(getattr(d, "path", source) or source))
-
-
-def _read_dump_json(f: Path) -> DumpView:
-    """Fallback reader (temporary until the ingest msprobe reader lands)."""
-    try:
-        obj = json.loads(f.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(f, f"cannot read dump.json ({e.__class__.__name__})") from None
-    except json.JSONDecodeError as e:
-        raise InputError(f, f"dump.json is not valid JSON (line {e.lineno}: {e.msg})") from None
-    if not isinstance(obj, dict) or not isinstance(obj.get("data"), dict):
-        raise InputError(f, "dump.json has no 'data' object of dump entries")
-    # msprobe writes dump_data_dir as the absolute folder where it ran: resolve tensor files next to dump.json
-    data_dir = f.parent / "dump_tensor_data"
-    return DumpView(obj["data"], data_dir if data_dir.is_dir() else None, str(f))
 
 
 def as_steps(d: Any) -> dict[int, DumpView]:

@@ -299,7 +299,6 @@ class Searcher:
         c, p = self.c, at.plan
         tm = self.model.times
         lists = lists_with(self.base_lists, at.edits)
-        n = len(c)
         kind = np.asarray(c.kind)
         types = np.asarray(c.types, dtype=object)
         fp32_op = (kind == _OP) & ~low_mask(p)
