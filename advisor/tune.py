@@ -845,12 +845,12 @@ def render_html(s: dict, out: Path | None = None) -> str:
     plots = ""
     if line_plot is not None and s["history"]:
         tol = (s.get("tolerance") or {}).get("max_rel_l2")
-        meas = [h["rel_l2"] if h["finite"] is not False else None for h in s["history"]]
+        meas = [h["rel_l2"] if h["finite"] is not False else float("inf") for h in s["history"]]
         pred = [(h["predicted"] or {}).get("rel_l2") for h in s["history"]]
         plots += "<div id='error-plot-wrap'>" + line_plot(
             {"measured": meas, "predicted": pred}, {"measured": "#1f6feb", "predicted": "#d29922"},
-            title="final relative L2 per iteration (gaps: non-finite or not run)", threshold=tol,
-            svg_id="error-plot", y_label="rel. L2 (log10)") + "</div>"
+            title="final relative L2 per iteration (dot on the top edge: non-finite; gap: not run)", threshold=tol,
+            svg_id="error-plot", y_label="rel. L2 (log10)", x_label="iteration") + "</div>"
         bars = [(h["dir"], h["low_precision_time_share"]) for h in s["history"]
                 if h["low_precision_time_share"] is not None]
         if bars:

@@ -14,11 +14,22 @@ def _log(v: float | None, floor: float) -> float | None:
     return math.log10(max(v, floor))
 
 
+def _nonfinite(v: object) -> bool:
+    if isinstance(v, str):
+        return v.strip().lower() in ("inf", "+inf", "-inf", "nan", "infinity")
+    return isinstance(v, float) and (math.isinf(v) or math.isnan(v))
+
+
 def line_plot(series: dict[str, Sequence[float | None]], colors: dict[str, str], *, width: int = 760,
               height: int = 240, title: str = "", threshold: float | None = None, svg_id: str = "",
-              y_label: str = "rel. L2 (log10)", floor: float = 1e-8) -> str:
-    """Log-scale line plot of several series against their index (graph order)."""
+              y_label: str = "rel. L2 (log10)", floor: float = 1e-8, x_label: str = "ops in graph order",
+              markers: bool | None = None) -> str:
+    """Log-scale line plot of several series against their index (graph order by default).  Non-finite
+    values (inf, or the strings "inf"/"nan" of a JSON round trip) are drawn as a dot on the top edge;
+    None is a gap.  ``markers`` (default: when there are at most 40 points) draws every point."""
     n = max((len(s) for s in series.values() if s), default=0)
+    if markers is None:
+        markers = n <= 40
     pad_l, pad_r, pad_t, pad_b = 56, 12, 24, 30
     w, h = width - pad_l - pad_r, height - pad_t - pad_b
     vals = [_log(v, floor) for s in series.values() if s for v in s]
@@ -58,7 +69,7 @@ def line_plot(series: dict[str, Sequence[float | None]], colors: dict[str, str],
                 if pts:
                     segs.append(pts)
                     pts = []
-                if v is not None and isinstance(v, float) and math.isinf(v):
+                if _nonfinite(v):
                     x, _ = xy(i, hi)
                     parts.append(f'<circle class="nonfinite" cx="{x:.1f}" cy="{pad_t + 3}" r="3" '
                                  f'fill="{colors.get(name, "#000")}"/>')
@@ -70,13 +81,16 @@ def line_plot(series: dict[str, Sequence[float | None]], colors: dict[str, str],
             d = " ".join(f"{x:.1f},{y:.1f}" for x, y in seg)
             parts.append(f'<polyline class="series series-{escape(name)}" points="{d}" fill="none" '
                          f'stroke="{colors.get(name, "#000")}" stroke-width="1.5"/>')
+            if markers or len(seg) == 1:
+                parts.extend(f'<circle class="point series-{escape(name)}" cx="{x:.1f}" cy="{y:.1f}" r="3" '
+                             f'fill="{colors.get(name, "#000")}"/>' for x, y in seg)
     lx = pad_l + 8
     for name in series:
         parts.append(f'<rect x="{lx}" y="{pad_t + 6}" width="10" height="3" fill="{colors.get(name, "#000")}"/>')
         parts.append(f'<text x="{lx + 14}" y="{pad_t + 11}" font-size="10">{escape(name)}</text>')
         lx += 14 + 7 * len(name) + 12
     parts.append(f'<text x="{pad_l + w / 2}" y="{height - 6}" font-size="10" text-anchor="middle">'
-                 f'ops in graph order ({n} points)</text>')
+                 f'{escape(x_label)} ({n} points)</text>')
     parts.append(f'<text x="12" y="{pad_t + h / 2}" font-size="10" transform="rotate(-90 12 {pad_t + h / 2})" '
                  f'text-anchor="middle">{escape(y_label)}</text>')
     parts.append("</svg>")
