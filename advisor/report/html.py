@@ -16,7 +16,9 @@ from typing import Any, Iterable, Mapping
 
 from .svg import line_plot, share_bars
 
-CSS = """
+CSS = """dl.kv{display:grid;grid-template-columns:max-content auto;gap:2px 12px;margin:4px 0 8px 12px}
+dl.kv dt{color:#555}dl.kv dd{margin:0}
+
 body{font-family:-apple-system,Segoe UI,Helvetica,Arial,sans-serif;margin:24px;color:#222;max-width:1100px}
 h1{font-size:22px}h2{font-size:18px;border-bottom:1px solid #ddd;padding-bottom:4px;margin-top:28px}
 table{border-collapse:collapse;font-size:12px;margin:8px 0}td,th{border:1px solid #ddd;padding:3px 6px;text-align:left}
@@ -224,10 +226,28 @@ def _findings(fs: list[Mapping]) -> str:
     for f in fs:
         kind = f.get("kind", "")
         rest = {k: v for k, v in f.items() if k != "kind"}
-        out.append(f'<li class="finding" data-kind="{escape(str(kind))}"><b>{escape(str(kind))}</b>: '
-                   f'<code>{escape(json.dumps(rest, default=str))}</code></li>')
+        out.append(f'<li class="finding" data-kind="{escape(str(kind))}"><b>{escape(str(kind))}</b>'
+                   f'{_kv(rest)}</li>')
     out.append("</ul>")
     return "".join(out)
+
+
+def _kv(d: Mapping) -> str:
+    """A finding's fields as a small definition list; lists of records as tables."""
+    parts = ['<dl class="kv">']
+    for k, v in d.items():
+        if isinstance(v, list) and v and all(isinstance(x, Mapping) for x in v):
+            cols = list(dict.fromkeys(c for x in v for c in x))
+            body = _table(list(v), [(c, c.replace("_", " ")) for c in cols])
+        elif isinstance(v, Mapping):
+            body = _kv(v)
+        elif isinstance(v, float):
+            body = escape(f"{v:.4g}")
+        else:
+            body = escape(json.dumps(v, default=str) if isinstance(v, (list, tuple)) else str(v))
+        parts.append(f"<dt>{escape(str(k).replace('_', ' '))}</dt><dd>{body}</dd>")
+    parts.append("</dl>")
+    return "".join(parts)
 
 
 def _page(title: str, body: Iterable[str]) -> str:
