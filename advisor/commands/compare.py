@@ -110,6 +110,8 @@ def register(app: typer.Typer) -> None:
         top: int = typer.Option(15, "--top", help="rows of the worst-ops table"),
         step: Optional[List[int]] = typer.Option(None, "--step", help="only these steps (repeatable)"),
         mode: Optional[str] = typer.Option(None, "--mode", help="precision mode for the plan (default: run.json's)"),
+        soc: Optional[str] = typer.Option(None, "--soc", help="chip whose default lists apply (default: run.json's, else ascend910b)"),
+        ops_info: Optional[str] = typer.Option(None, "--ops-info", help="a real CANN aic-<soc>-ops-info.json to read the lists from"),
         min_cosine: float = MinCosineOption,
         max_rel_l2: float = MaxRelL2Option,
         allow_nonfinite: bool = AllowNonfiniteOption,
@@ -138,7 +140,7 @@ def register(app: typer.Typer) -> None:
             else:
                 raise InputError("", "give --run RUNDIR, or both --target DUMP and --golden DUMP")
             try:
-                att = attribute(r, tol, steps=step or None, mode=mode)
+                att = attribute(r, tol, steps=step or None, mode=mode, soc=soc, ops_info=ops_info)
             except ValueError as e:
                 raise InputError(run or target, str(e)) from None
             render(att, top)

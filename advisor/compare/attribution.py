@@ -162,8 +162,9 @@ def _records(df: pd.DataFrame, index_name: str) -> list[dict]:
 
 
 # ---------------------------------------------------------------------- plan of a run
-def run_plan(run: Any, lists=None, mode: str | None = None):
-    """The semantics plan of ``run.graph`` under the run's mode and effective lists (or overrides)."""
+def run_plan(run: Any, lists=None, mode: str | None = None, soc: str | None = None, ops_info: str | None = None):
+    """The semantics plan of ``run.graph`` under the run's mode and effective lists (or overrides:
+    ``lists`` replaces them; ``soc``/``ops_info`` replace the chip tables the run's mixlist applies to)."""
     g = getattr(run, "graph", None)
     if g is None:
         return None
@@ -172,7 +173,7 @@ def run_plan(run: Any, lists=None, mode: str | None = None):
     if lists is None:
         from .. import mixlist as mx
         from ..oplists import DEFAULT_SOC, load_lists
-        lists = load_lists(meta.get("soc") or DEFAULT_SOC, meta.get("ops_info"))
+        lists = load_lists(soc or meta.get("soc") or DEFAULT_SOC, ops_info or meta.get("ops_info"))
         m = getattr(run, "mixlist", None)
         if m is None:
             m = meta.get("mixlist")
@@ -190,7 +191,8 @@ def run_plan(run: Any, lists=None, mode: str | None = None):
 
 # ---------------------------------------------------------------------- attribution
 def attribute(run: Any, tolerance: Tolerance | None = None, steps: Iterable[int] | None = None,
-              lists=None, mode: str | None = None) -> Attribution:
+              lists=None, mode: str | None = None, soc: str | None = None,
+              ops_info: str | None = None) -> Attribution:
     """Attribute the error of a run (``run.graph`` may be None: dump-only, dataflow inferred from
     identical tensor statistics).  ``run`` needs ``target_dump``, ``golden_dump`` (DumpView, ingest
     dump, {step: dump} or path); optional ``graph``, ``meta`` (mode/soc/mixlist), ``local_errors``
@@ -211,7 +213,7 @@ def attribute(run: Any, tolerance: Tolerance | None = None, steps: Iterable[int]
             notes.append("no op of the graph has an entry in the dumps (e.g. msprobe API-level names vs kernel "
                          "names): compared the dumps without the graph")
             g = None
-    plan = run_plan(run, lists, mode) if g is not None else None
+    plan = run_plan(run, lists, mode, soc, ops_info) if g is not None else None
     local = _local_frame(getattr(run, "local_errors", None))
 
     # ---- which entries are ops, in topological order
