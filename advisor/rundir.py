@@ -272,3 +272,23 @@ def worst_local(a: dict | None, b: dict) -> dict:
     cos = [v for v in (a.get("local_cosine"), b.get("local_cosine")) if v is not None]
     out["local_cosine"] = min(cos) if cos else None
     return out
+
+
+def capture_settings(mode: str, dump: str | None, mixlist: Any, soc: str, ops_info: Any):
+    """What both emulators check and resolve before a capture: (low dtype or None, the Mixlist or
+    None, effective lists, notes).  A mixlist is applied only in the mixed modes, as GE does."""
+    from . import semantics
+    from .mixlist import effective, load as load_mixlist
+    from .oplists import load_lists
+    try:
+        _, low = semantics.mode_info(mode)
+    except ValueError as e:
+        raise InputError(None, str(e)) from None
+    if dump not in (None, "tensors", "stats"):
+        raise InputError(None, f"--dump must be tensors or stats, not {dump!r}")
+    ml = load_mixlist(mixlist) if isinstance(mixlist, (str, os.PathLike)) else mixlist
+    base = load_lists(soc, ops_info)
+    notes: list[str] = []
+    if ml is not None and not semantics.uses_mixlist(mode):
+        notes.append(f"mode {mode} does not apply a mixlist (GE applies it only in the mixed modes): ignored")
+    return low, ml, (effective(base, ml) if semantics.uses_mixlist(mode) else base), notes

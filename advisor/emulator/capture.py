@@ -13,10 +13,9 @@ from torch.utils._pytree import tree_flatten
 from .. import costmodel, semantics
 from .. import graph as G
 from ..errors import AdvisorError, InputError
-from ..mixlist import Mixlist, effective
-from ..mixlist import load as load_mixlist
-from ..oplists import DEFAULT_SOC, load_lists
-from ..rundir import RunWriter, prepare_run_dir, scalar_record, tensor_record, worst_local
+from ..mixlist import Mixlist
+from ..oplists import DEFAULT_SOC
+from ..rundir import RunWriter, capture_settings, prepare_run_dir, scalar_record, tensor_record, worst_local
 from ..workload import Workload, load_target, normalize, tf_install_hint
 from .engine import _AUX_FP32_OUTPUTS, _FLOAT_DT, EmuMode, StepRecord, _Ref, dtype_name, eager_math_attention
 from .local import local_error
@@ -227,18 +226,9 @@ def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semanti
     if not isinstance(wl.model, torch.nn.Module) and not callable(wl.model) or _is_tf(wl.model):
         return _delegate_tf(wl, out, mode=mode, mixlist=mixlist, soc=soc, ops_info=ops_info, seed=seed,
                             dump=dump, target=target, local=local)
-    try:
-        family, low = semantics.mode_info(mode)
-    except ValueError as e:
-        raise InputError(None, str(e)) from None
-    if dump not in (None, "tensors", "stats"):
-        raise InputError(None, f"--dump must be tensors or stats, not {dump!r}")
-    ml = load_mixlist(mixlist) if isinstance(mixlist, (str, os.PathLike)) else mixlist
-    base = load_lists(soc, ops_info)
-    lists = effective(base, ml) if semantics.uses_mixlist(mode) else base
-    model, notes = _unwrap(wl.model)
-    if ml is not None and not semantics.uses_mixlist(mode):
-        notes.append(f"mode {mode} does not apply a mixlist (GE applies it only in the mixed modes): ignored")
+    low, ml, lists, notes = capture_settings(mode, dump, mixlist, soc, ops_info)
+    model, unwrap_notes = _unwrap(wl.model)
+    notes += unwrap_notes
     n_params = sum(p.numel() for p in model.parameters()) if isinstance(model, torch.nn.Module) else 0
     dump = dump or ("tensors" if n_params <= SMALL_MODEL_PARAMS else "stats")
     low_for_local = low or "fp16"

@@ -21,10 +21,9 @@ import numpy as np
 from .. import costmodel, semantics
 from .. import graph as G
 from ..errors import AdvisorError, InputError
-from ..mixlist import Mixlist, effective
-from ..mixlist import load as load_mixlist
-from ..oplists import DEFAULT_SOC, load_lists
-from ..rundir import RunWriter, prepare_run_dir, tensor_record, versions, worst_local
+from ..mixlist import Mixlist
+from ..oplists import DEFAULT_SOC
+from ..rundir import RunWriter, capture_settings, prepare_run_dir, tensor_record, versions, worst_local
 from . import one_line, opmap, require_tf
 from .freeze import Frozen, freeze, quiet_tf, to_feed
 from .graph import FLOAT_TF, build, prune, split_tensor
@@ -157,18 +156,7 @@ def capture_tf(workload: Any, out: str | os.PathLike, mode: str = semantics.DEFA
         wl.batches = _workload((wl.model, batches)).batches
     if not wl.batches:
         raise InputError(target, "batches is empty: give at least one batch (a tuple of arrays)")
-    try:
-        family, low = semantics.mode_info(mode)
-    except ValueError as e:
-        raise InputError(None, str(e)) from None
-    if dump not in (None, "tensors", "stats"):
-        raise InputError(None, f"--dump must be tensors or stats, not {dump!r}")
-    ml = load_mixlist(mixlist) if isinstance(mixlist, (str, os.PathLike)) else mixlist
-    base = load_lists(soc, ops_info)
-    lists = effective(base, ml) if semantics.uses_mixlist(mode) else base
-    notes: list[str] = []
-    if ml is not None and not semantics.uses_mixlist(mode):
-        notes.append(f"mode {mode} does not apply a mixlist (GE applies it only in the mixed modes): ignored")
+    low, ml, lists, notes = capture_settings(mode, dump, mixlist, soc, ops_info)
 
     tf.random.set_seed(seed)
     try:
