@@ -53,13 +53,14 @@ def _print(s: dict) -> None:
     e(f"  msprobe dump roots: {len(f.get('dump_roots', []))}" + "".join(f"\n    {x}" for x in f.get("dump_roots", [])))
     if f.get("run_json"):
         e(f"  run.json: {f['run_json']}  (mode {s['mode']}, soc {s['soc']})")
-    ranks = ", ".join(map(str, s["ranks"])) or "-"
+    ranks = ", ".join(str(r) for r in s["ranks"] if r is not None and r >= 0) or "unknown (no profiler_info)"
     steps = ", ".join(map(str, s["steps"][:20])) + (" ..." if len(s["steps"]) > 20 else "") or "-"
     e(f"  ranks: {ranks}   steps: {steps}   kernels: {s['kernels']:,}   kernel time: {s['kernel_time_us']:,.1f} us")
     if "graph" in s:
         gr = s["graph"]
         extra = f", mean edge confidence {gr['mean_edge_confidence']:.2f}" if "mean_edge_confidence" in gr else ""
-        e(f"  op graph (rank {s['graph_rank']}, step {s['graph_step']}): {gr['ops']:,} ops, {gr['edges']:,} edges "
+        grank = s["graph_rank"] if s.get("graph_rank") is not None and s["graph_rank"] >= 0 else "unknown"
+        e(f"  op graph (rank {grank}, step {s['graph_step']}): {gr['ops']:,} ops, {gr['edges']:,} edges "
           f"from {gr['edges_source']}{extra}; {gr['excluded']} excluded from precision decisions (HCCL/MemSet/AI_CPU)")
         mix = ", ".join(f"{k} {v}" for k, v in sorted(s.get("plan_mix", {}).items()))
         e(f"  semantics plan ({s['mode']}): {mix}")
