@@ -159,6 +159,11 @@ def _graph_from_kernels(kf: pd.DataFrame, step: int | None, infer: bool) -> nx.D
     ol = np.empty(len(olists), dtype=object); ol[:] = olists
     isl = np.empty(len(islists), dtype=object); isl[:] = islists
     osl = np.empty(len(oslists), dtype=object); osl[:] = oslists
+    # the edge matching is numpy/pandas work that largely releases the GIL: overlap it with the
+    # node dicts built below (pure Python) on the second core
+    edge_job = None
+    if infer and n:
+        edge_job = _Background(_edge_frame, kf, icodes, ilists, ocodes, olists, iscodes, islists, oscodes, oslists)
     prec = _obj(kf["precision"]) if "precision" in kf.columns else np.full(n, "n/a", object)
     cols = zip(keys.tolist(), types.tolist(), names.tolist(), kf["step"].to_numpy().tolist(), range(n),
                _obj(kf["stream"]).tolist(), cores.tolist(), kf["duration_us"].to_numpy().tolist(), prec.tolist(),
@@ -177,9 +182,32 @@ def _graph_from_kernels(kf: pd.DataFrame, step: int | None, infer: bool) -> nx.D
             nodes[i][1]["cast_to"] = ct
     g = bulk_graph(nodes)
     g.graph["edges"] = "inferred"
-    if infer and n:
-        _infer_edges(g, kf, keys, icodes, ilists, ocodes, olists, iscodes, islists, oscodes, oslists)
+    if edge_job is not None:
+        _add_inferred_edges(g, keys, edge_job.result())
     return g
+
+
+class _Background:
+    """Run ``fn(*args)`` in a thread; ``result()`` joins and re-raises its exception."""
+
+    def __init__(self, fn, *args):
+        import threading
+        self._out: list = []
+        self._t = threading.Thread(target=self._run, args=(fn, args), daemon=True)
+        self._t.start()
+
+    def _run(self, fn, args):
+        try:
+            self._out.append((True, fn(*args)))
+        except BaseException as e:  # noqa: BLE001 - handed to the caller
+            self._out.append((False, e))
+
+    def result(self):
+        self._t.join()
+        ok, v = self._out[0]
+        if not ok:
+            raise v
+        return v
 
 
 def _canon_codes(lists: list[list[str]], vocab: dict[str, int]) -> np.ndarray:
@@ -269,8 +297,7 @@ def _small(s: str) -> bool:
     return s in _SMALL_SHAPES
 
 
-def _infer_edges(g, kf, keys, icodes, ilists, ocodes, olists, iscodes, islists, oscodes, oslists) -> None:
-    e = _edge_frame(kf, icodes, ilists, ocodes, olists, iscodes, islists, oscodes, oslists)
+def _add_inferred_edges(g, keys, e: pd.DataFrame) -> None:
     if e.empty:
         return
     n = len(keys)
