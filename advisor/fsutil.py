@@ -82,3 +82,23 @@ def resolve_inside(base: str | os.PathLike, relative: str, what: str = "path") -
     if target != b and b not in target.parents:
         raise InputError(base, f"{what} {relative!r} points outside the dump folder; refusing to read it")
     return target
+
+
+def read_user_text(path: str | os.PathLike, what: str) -> str:
+    """A user's text file, or one clear InputError: unreadable, empty, binary or not UTF-8.
+    ``what`` names the expected file in the message ("an msprobe dump.json")."""
+    p = Path(path)
+    try:
+        raw = p.read_bytes()
+    except FileNotFoundError:
+        raise InputError(p, f"no such file, expected {what}") from None
+    except OSError as e:
+        raise InputError(p, f"cannot read {what}: {e.strerror or e}") from None
+    if not raw.strip():
+        raise InputError(p, f"empty file, expected {what}")
+    if b"\x00" in raw[:4096]:
+        raise InputError(p, f"binary data, expected {what}")
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise InputError(p, f"not UTF-8 text, expected {what}") from None

@@ -22,7 +22,8 @@ from dataclasses import asdict, dataclass
 from functools import lru_cache
 from pathlib import Path
 
-from .errors import InputError, MixlistError
+from .errors import MixlistError
+from .fsutil import read_user_text
 from .mixlist import ACTIONS, LIST_KEYS, parse_obj, strip_json_comments
 from .oplists import GRAPH_ENGINE_TYPES, SOCS, OpLists, load_default
 
@@ -157,23 +158,5 @@ def lint_text(text: str, lists: OpLists, source: str = "<text>") -> list[Finding
     return out
 
 
-def read_text(path: str | Path) -> str:
-    p = Path(path)
-    try:
-        data = p.read_bytes()
-    except FileNotFoundError:
-        raise InputError(p, "no such file") from None
-    except OSError as e:
-        raise InputError(p, f"cannot read ({e.strerror})") from None
-    if not data.strip():
-        raise InputError(p, "empty file")
-    if b"\x00" in data:
-        raise InputError(p, "binary file, not a JSON mixlist")
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise InputError(p, "not UTF-8 text") from None
-
-
 def lint_file(path: str | Path, lists: OpLists) -> list[Finding]:
-    return lint_text(read_text(path), lists, str(path))
+    return lint_text(read_user_text(path, "a JSON mixlist"), lists, str(path))

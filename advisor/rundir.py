@@ -190,15 +190,18 @@ class RunWriter:
         return out_dir
 
     # ------------------------------------------------------------------ GE graph dump
-    def write_graph(self, g, plan=None) -> Path | None:
-        """GE-style ONNX text graph dump via advisor.ingest.ge_dump (None when unavailable)."""
-        try:
-            from .ingest.ge_dump import write_ge_onnx
-        except ImportError:
-            return None
+    def write_graph(self, g, plan=None, notes: list | None = None) -> Path | None:
+        """GE-style ONNX text graph dump via advisor.ingest.ge_dump.  A failure never loses the run:
+        it returns None and, with ``notes``, says why there."""
+        from .ingest.ge_dump import write_ge_onnx
         d = self.out / "graph"
         d.mkdir(parents=True, exist_ok=True)
-        return write_ge_onnx(g, d / "ge_onnx_00000_graph_0_Build.pbtxt", plan)
+        try:
+            return write_ge_onnx(g, d / "ge_onnx_00000_graph_0_Build.pbtxt", plan)
+        except Exception as e:  # noqa: BLE001 - reported in run.json notes instead
+            if notes is not None:
+                notes.append(f"GE graph dump not written: {e.__class__.__name__}: {str(e).splitlines()[0] if str(e) else ''}")
+            return None
 
     # ------------------------------------------------------------------ msprobe dumps
     def dump_dir(self, which: str, step: int) -> Path:

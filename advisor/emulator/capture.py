@@ -324,10 +324,7 @@ def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semanti
     graph_path = None
     if g0 is not None:
         semantics.annotate(g0, plan0)
-        try:
-            graph_path = writer.write_graph(g0, plan0)
-        except Exception as e:  # the writer belongs to ingest; never lose the run for it
-            notes.append(f"GE graph dump not written: {e.__class__.__name__}: {e}")
+        graph_path = writer.write_graph(g0, plan0, notes)
     if local:
         writer.write_local_error(local_rows.values())
     writer.write_run_json(steps=len(wl.batches), training=wl.loss_fn is not None, dump=dump,

@@ -13,7 +13,7 @@ from typing import Any
 import networkx as nx
 
 from ..errors import InputError
-from ..fsutil import atomic_write_text
+from ..fsutil import atomic_write_text, read_user_text
 from ..graph import is_float_dtype, normalize_dtype
 from .common import GE_DTYPE_VALUE, from_ge_dtype, is_bookkeeping, shape_ints, shape_str, to_ge_dtype
 from .textproto import Message, first, parse, quote
@@ -438,18 +438,7 @@ def read_ge_dump(path: str | os.PathLike) -> nx.DiGraph:
     """Read a GE graph dump (``ge_onnx_*.pbtxt`` ONNX text or ``ge_proto_*.txt`` ModelDef text) into
     an op graph with true dataflow edges (ports from "producer:out_idx" inputs)."""
     p = Path(path)
-    try:
-        raw = p.read_bytes()
-    except OSError as e:
-        raise InputError(p, f"cannot read GE graph dump: {e.strerror or e}") from None
-    if not raw.strip():
-        raise InputError(p, "empty file, expected a GE graph dump")
-    if b"\x00" in raw[:4096]:
-        raise InputError(p, "binary data, expected a text GE graph dump (ge_onnx_*.pbtxt / ge_proto_*.txt)")
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError:
-        raise InputError(p, "not UTF-8 text, expected a GE graph dump") from None
+    text = read_user_text(p, "a text GE graph dump (ge_onnx_*.pbtxt / ge_proto_*.txt)")
     root = parse(text, p)
     try:
         if "graph" in root and any("node" in gr for gr in root["graph"] if isinstance(gr, dict)) \

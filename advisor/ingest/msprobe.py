@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
-from ..fsutil import resolve_inside
+from ..fsutil import read_user_text, resolve_inside
 from ..graph import normalize_dtype
 
 TENSOR_DIR = "dump_tensor_data"
@@ -202,18 +202,9 @@ def _entry(ctx: _Ctx, name: str, body: Any) -> Entry:
 
 
 def _read_json(p: Path) -> Any:
+    text = read_user_text(p, "an msprobe dump.json")
     try:
-        raw = p.read_bytes()
-    except OSError as e:
-        raise InputError(p, f"cannot read msprobe dump.json: {e.strerror or e}") from None
-    if not raw.strip():
-        raise InputError(p, "empty file, expected an msprobe dump.json")
-    if b"\x00" in raw[:4096]:
-        raise InputError(p, "binary data, expected an msprobe dump.json")
-    try:
-        return json.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise InputError(p, "not UTF-8 text, expected an msprobe dump.json") from None
+        return json.loads(text)
     except json.JSONDecodeError as e:
         raise InputError(p, f"invalid JSON at line {e.lineno} column {e.colno} ({e.msg}); "
                             "expected an msprobe dump.json") from None

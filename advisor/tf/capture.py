@@ -245,11 +245,7 @@ def capture_tf(workload: Any, out: str | os.PathLike, mode: str = semantics.DEFA
             a["in_dtypes"] = [_enum_canon(tf, e) for e in rw.in_dtypes[n]]
             a["out_dtypes"] = [_enum_canon(tf, e) for e in rw.out_dtypes[n]]
     semantics.annotate(g, p)
-    graph_path = None
-    try:
-        graph_path = writer.write_graph(g, p)
-    except Exception as e:  # the writer belongs to ingest; never lose the run for it
-        notes.append(f"GE graph dump not written: {one_line(e)}")
+    graph_path = writer.write_graph(g, p, notes)
     if local:
         writer.write_local_error(local_rows.values())
     unknown = sorted({g.nodes[n]["type"] for n in G.op_nodes(g)
