@@ -27,14 +27,13 @@ types along the decision chains.
 """
 from __future__ import annotations
 
-import gc
 import heapq
 from dataclasses import dataclass
 from typing import Any, Hashable, Iterable, Mapping
 
 import networkx as nx
 
-from .graph import normalize_dtype
+from .graph import no_gc, normalize_dtype
 from .oplists import BLACK, WHITE, OpLists, is_cube_type
 
 FP32, FP16, BF16, NA = "fp32", "fp16", "bf16", "n/a"
@@ -273,13 +272,8 @@ def _topological_order(g: nx.DiGraph) -> list:
 
 def compile_graph(g: nx.DiGraph) -> Compiled:
     # the build allocates many small objects; cyclic GC passes over a big graph would dominate
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with no_gc():
         return Compiled(g)
-    finally:
-        if enabled:
-            gc.enable()
 
 
 class Plan:

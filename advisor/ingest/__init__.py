@@ -11,7 +11,7 @@ _EXPORTS = {
     "read_profiler_info": "profile", "read_trace_view": "profile", "read_kernels": "profile",
     "load_dump": "msprobe", "load_dump_root": "msprobe", "align": "msprobe", "load_tensor": "msprobe",
     "saturation": "msprobe", "overflow": "msprobe", "Dump": "msprobe", "Entry": "msprobe", "TensorRecord": "msprobe",
-    "Alignment": "msprobe", "bulk_graph": "infer", "kernel_precision": "profile",
+    "Alignment": "msprobe", "kernel_precision": "profile",
     "infer_edges": "infer", "graph_from_kernels": "infer",
     "discover": "discover", "load_run": "run", "Run": "run",
 }

@@ -18,14 +18,11 @@ Communication (HCCL), memory (MemSet, memcpy), AI_CPU and DSA kernels are nodes 
 """
 from __future__ import annotations
 
-import gc
-from typing import Any, Iterable
-
 import networkx as nx
 import numpy as np
 import pandas as pd
 
-from ..graph import is_float_dtype, normalize_dtype
+from ..graph import is_float_dtype, no_gc, normalize_dtype
 from .common import BOOKKEEPING_CORES, BOOKKEEPING_PREFIXES, BOOKKEEPING_TYPES
 
 _NA = {"", "N/A", "n/a", "NA", "UNDEFINED", "nan", "None"}
@@ -47,41 +44,6 @@ def _split_unique(s: pd.Series, norm: bool = False) -> tuple[np.ndarray, list[li
     return codes, lists
 
 
-def _explode(codes: np.ndarray, lists: list[list[str]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(row index, port, value-code) for every element; value-code indexes ``vocab``."""
-    lens = np.fromiter((len(x) for x in lists), dtype=np.int64, count=len(lists))
-    per_row = lens[codes] if len(codes) else np.zeros(0, dtype=np.int64)
-    rows = np.repeat(np.arange(len(codes), dtype=np.int64), per_row)
-    if rows.size == 0:
-        return rows, rows.copy(), rows.copy()
-    starts = np.cumsum(per_row) - per_row
-    port = np.arange(rows.size, dtype=np.int64) - np.repeat(starts, per_row)
-    # flat element index within the unique list
-    offs = np.cumsum(lens) - lens
-    elem = np.repeat(offs[codes], per_row) + port
-    return rows, port, elem
-
-
-def bulk_graph(nodes: Iterable[tuple[Any, dict]], edges: Iterable[tuple[Any, Any, dict]] = ()) -> nx.DiGraph:
-    """A DiGraph from (key, attr dict) pairs with unique keys and (u, v, attr dict) edges between
-    existing nodes, filled directly into networkx's adjacency dicts (same structures as
-    ``add_nodes_from``/``add_edges_from``, several times faster for 10^6 nodes).  Attribute
-    dicts are used as given (not copied)."""
-    g = nx.DiGraph()
-    node, succ, pred = g._node, g._succ, g._pred
-    node.update(nodes)
-    succ.update({k: {} for k in node})
-    pred.update({k: {} for k in node})
-    for u, v, d in edges:
-        succ[u][v] = d
-        pred[v][u] = d
-    return g
-
-
-def _obj(s: pd.Series) -> np.ndarray:
-    return s.to_numpy(dtype=object)
-
-
 def _cumcount(codes: np.ndarray) -> np.ndarray:
     """Per element, how many earlier elements have the same code (numpy groupby-cumcount)."""
     if codes.size == 0:
@@ -95,31 +57,6 @@ def _cumcount(codes: np.ndarray) -> np.ndarray:
     return out
 
 
-def _keys(names: pd.Series) -> np.ndarray:
-    """Node keys: the name, ``<name>#<k>`` for its k-th repeat (k >= 1)."""
-    codes, _ = pd.factorize(names, sort=False)
-    rep = _cumcount(codes)
-    out = _obj(names)
-    idx = np.flatnonzero(rep > 0)
-    if idx.size:
-        out = out.copy()
-        out[idx] = [f"{a}#{b}" for a, b in zip(out[idx].tolist(), rep[idx].tolist())]
-    return out
-
-
-class no_gc:
-    """Pause the cyclic garbage collector while building millions of small containers (they
-    hold no cycles; without this CPython rescans the growing heap again and again)."""
-
-    def __enter__(self):
-        self.was = gc.isenabled()
-        gc.disable()
-
-    def __exit__(self, *exc):
-        if self.was:
-            gc.enable()
-
-
 def graph_from_kernels(kf: pd.DataFrame, step: int | None = None, infer: bool = True) -> nx.DiGraph:
     """The op graph of kernel rows (kernel frame, see profile.py).  ``step`` filters ``Step Id``;
     node key = kernel name (``<name>#<k>`` for the k-th repeat of a name, e.g. in later steps)."""
@@ -130,11 +67,14 @@ def graph_from_kernels(kf: pd.DataFrame, step: int | None = None, infer: bool = 
 def _graph_from_kernels(kf: pd.DataFrame, step: int | None, infer: bool) -> nx.DiGraph:
     if step is not None:
         kf = kf[kf["step"] == step]
-    kf = kf.sort_values(["step", "start_ns"], kind="stable").reset_index(drop=True)
+    if not _in_order(kf):
+        kf = kf.sort_values(["step", "start_ns"], kind="stable")
+    kf = kf.reset_index(drop=True)
     n = len(kf)
-    keys = _keys(kf["name"])
-    names = _obj(kf["name"])
-    # everything string-derived is computed once per distinct value
+    # everything string-derived is computed once per distinct value; per-row attributes are
+    # shared objects picked by code (no per-row string is created except the repeat keys)
+    ncodes, nuniq = pd.factorize(kf["name"], sort=False)
+    names = np.asarray(list(nuniq) + [""], dtype=object)[ncodes]
     tcodes, tuniq = pd.factorize(kf["type"])
     ccodes, cuniq = pd.factorize(kf["core"])
     tbook = np.array([t in BOOKKEEPING_TYPES or str(t).startswith(BOOKKEEPING_PREFIXES) for t in tuniq] + [False], bool)
@@ -161,30 +101,92 @@ def _graph_from_kernels(kf: pd.DataFrame, step: int | None, infer: bool) -> nx.D
     osl = np.empty(len(oslists), dtype=object); osl[:] = oslists
     # the edge matching is numpy/pandas work that largely releases the GIL: overlap it with the
     # node dicts built below (pure Python) on the second core
+    key_job = _Background(_keys_from_codes, kf["name"], names, ncodes)
     edge_job = None
     if infer and n:
-        edge_job = _Background(_edge_frame, kf, icodes, ilists, ocodes, olists, iscodes, islists, oscodes, oslists)
-    prec = _obj(kf["precision"]) if "precision" in kf.columns else np.full(n, "n/a", object)
-    cols = zip(keys.tolist(), types.tolist(), names.tolist(), kf["step"].to_numpy().tolist(), range(n),
-               _obj(kf["stream"]).tolist(), cores.tolist(), kf["duration_us"].to_numpy().tolist(), prec.tolist(),
+        edge_job = _Background(_edge_plan_of, kf, (icodes, ilists, ocodes, olists, iscodes, islists, oscodes, oslists))
+    if "precision" in kf.columns:
+        pcodes, puniq = pd.factorize(kf["precision"])
+        prec = np.asarray(list(puniq) + ["n/a"], dtype=object)[pcodes]
+    else:
+        prec = np.full(n, "n/a", object)
+    scodes, suniq = pd.factorize(kf["stream"])
+    streams = np.asarray(list(suniq) + ["N/A"], dtype=object)[scodes]
+    stcodes, stuniq = pd.factorize(kf["step"].to_numpy())
+    steps = np.asarray([int(x) for x in stuniq] + [-1], dtype=object)[stcodes]  # shared int objects
+    cols = zip(types.tolist(), names.tolist(), steps.tolist(), range(n),
+               streams.tolist(), cores.tolist(), kf["duration_us"].to_numpy().tolist(), prec.tolist(),
                il[icodes].tolist(), ol[ocodes].tolist(), isl[iscodes].tolist(), osl[oscodes].tolist())
-    nodes = [(k, {"type": t, "name": nm, "role": "op", "step": st, "order": o, "stream": sm, "core": c,
-                  "duration_us": du, "precision_observed": pr, "in_dtypes": a, "out_dtypes": b,
-                  "in_shapes": sa, "out_shapes": sb})
-             for k, t, nm, st, o, sm, c, du, pr, a, b, sa, sb in cols]
+    attrs = [{"type": t, "name": nm, "role": "op", "step": st, "order": o, "stream": sm, "core": c,
+              "duration_us": du, "precision_observed": pr, "in_dtypes": a, "out_dtypes": b,
+              "in_shapes": sa, "out_shapes": sb}
+             for t, nm, st, o, sm, c, du, pr, a, b, sa, sb in cols]
     for i in np.flatnonzero(book).tolist():
-        nodes[i][1]["decides"] = False
+        attrs[i]["decides"] = False
     for i in np.flatnonzero(not_float).tolist():
-        nodes[i][1]["float"] = False
+        attrs[i]["float"] = False
     for i in np.flatnonzero(types == "Cast").tolist():
         ct = cast_first[ocodes[i]]
         if ct:
-            nodes[i][1]["cast_to"] = ct
-    g = bulk_graph(nodes)
+            attrs[i]["cast_to"] = ct
+    key_list = key_job.result()
+    # one insertion per node into each outer dict (networkx's own structures, as add_nodes_from)
+    node_d = dict(zip(key_list, attrs))
+    if len(node_d) != n:  # a kernel literally named like another's repeat key ("x#1")
+        key_list = _dedupe(key_list)
+        node_d = dict(zip(key_list, attrs))
+    succ = [{} for _ in range(n)]
+    pred = [{} for _ in range(n)]
+    plan = edge_job.result() if edge_job is not None else None
+    # adjacency dicts by row number: edges are filled through these lists, never by key lookups
+    # in the million-entry outer dicts (random memory access is what costs there)
+    if plan is not None:
+        _fill_edges(plan, key_list, attrs, succ, pred, taken=node_d)
+        node_d.update(zip(key_list[n:], attrs[n:]))  # data nodes
+    g = nx.DiGraph()
     g.graph["edges"] = "inferred"
-    if edge_job is not None:
-        _add_inferred_edges(g, keys, edge_job.result())
+    g._node.update(node_d)
+    g._succ.update(zip(key_list, succ))
+    g._pred.update(zip(key_list, pred))
     return g
+
+
+def _dedupe(keys: list) -> list:
+    """Keys made unique by appending ``#`` (rare: only when a name looks like a repeat key)."""
+    seen: set = set()
+    out = []
+    for k in keys:
+        while k in seen:
+            k = f"{k}#"
+        seen.add(k)
+        out.append(k)
+    return out
+
+
+def _in_order(kf: pd.DataFrame) -> bool:
+    """True if rows are already sorted by (step, start_ns) (the common case: no sort needed)."""
+    if len(kf) < 2:
+        return True
+    st = kf["step"].to_numpy()
+    ns = kf["start_ns"].to_numpy()
+    ds = np.diff(st)
+    return bool(np.all((ds > 0) | ((ds == 0) & (np.diff(ns) >= 0))))
+
+
+def _keys_from_codes(name_col: pd.Series, names: np.ndarray, codes: np.ndarray) -> list:
+    """Node keys: the name, ``<name>#<k>`` for its k-th repeat (k >= 1) (strings built by Arrow)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    rep = _cumcount(codes)
+    if not rep.size or not rep.any():
+        return names.tolist()
+    arr = pa.array(name_col.array)
+    if arr.null_count:
+        arr = arr.fill_null("")
+    if not pa.types.is_string(arr.type) and not pa.types.is_large_string(arr.type):
+        arr = arr.cast(pa.string())
+    joined = pc.binary_join_element_wise(arr, pa.array(rep).cast(arr.type), pa.scalar("#", arr.type))
+    return pc.if_else(pa.array(rep > 0), joined, arr).to_pylist()
 
 
 class _Background:
@@ -210,150 +212,187 @@ class _Background:
         return v
 
 
-def _canon_codes(lists: list[list[str]], vocab: dict[str, int]) -> np.ndarray:
-    """Flattened unique-list elements -> canonical integer codes (shared vocabulary)."""
-    flat = [vocab.setdefault(x, len(vocab)) for lst in lists for x in lst]
-    return np.asarray(flat or [0], dtype=np.int64)
+_BAD_DT = ("n/a", "undefined")
+_BAD_SH = ("N/A",)
 
 
-def _sig_frame(codes_dt, lists_dt, codes_sh, lists_sh, n, vdt: dict, vsh: dict) -> pd.DataFrame:
-    """One row per (kernel row, tensor port) having both a dtype and a shape: row, port, dtype code,
-    shape code (codes into ``vdt``/``vsh``)."""
-    r1, p1, e1 = _explode(codes_dt, lists_dt)
-    r2, p2, e2 = _explode(codes_sh, lists_sh)
-    cdt = _canon_codes(lists_dt, vdt)
-    csh = _canon_codes(lists_sh, vsh)
-    k1 = r1 * (1 << 24) + p1  # (row, port) as one sortable int; ports < 2**24
-    k2 = r2 * (1 << 24) + p2
-    _, i1, i2 = np.intersect1d(k1, k2, assume_unique=True, return_indices=True)
-    m = pd.DataFrame({"row": r1[i1], "port": p1[i1],
-                      "dt": cdt[e1[i1]] if i1.size else np.zeros(0, np.int64),
-                      "sh": csh[e2[i2]] if i2.size else np.zeros(0, np.int64)})
-    bad_dt = [vdt[x] for x in ("n/a", "undefined") if x in vdt]
-    bad_sh = [vsh[x] for x in ("N/A",) if x in vsh]
-    keep = ~(np.isin(m["dt"].to_numpy(), bad_dt) | np.isin(m["sh"].to_numpy(), bad_sh))
-    return m[keep]
+def _sig_ports(codes_dt, lists_dt, codes_sh, lists_sh, vdt: dict, vsh: dict):
+    """One entry per (kernel row, tensor port) having both a dtype and a shape, in (row, port)
+    order: arrays row, port, dtype code, shape code (codes into ``vdt``/``vsh``).  Worked out once
+    per distinct (dtype list, shape list) pair, then repeated per row."""
+    cdt = [[vdt.setdefault(x, len(vdt)) for x in lst] for lst in lists_dt]
+    csh = [[vsh.setdefault(x, len(vsh)) for x in lst] for lst in lists_sh]
+    n = len(codes_dt)
+    nsh = len(lists_sh) + 1
+    pcodes, puniq = pd.factorize(codes_dt.astype(np.int64) * nsh + (codes_sh.astype(np.int64) + 1), sort=False)
+    port_l, dt_l, sh_l, lens = [], [], [], []
+    for u in puniq.tolist():
+        a, b = divmod(u, nsh)
+        dl = lists_dt[a] if a >= 0 else []
+        sl = lists_sh[b - 1] if b >= 1 else []
+        k = 0
+        for port in range(min(len(dl), len(sl))):
+            if dl[port] not in _BAD_DT and sl[port] not in _BAD_SH:
+                port_l.append(port)
+                dt_l.append(cdt[a][port])
+                sh_l.append(csh[b - 1][port])
+                k += 1
+        lens.append(k)
+    lens_a = np.asarray(lens, dtype=np.int64)
+    per_row = lens_a[pcodes] if n else np.zeros(0, np.int64)
+    rows = np.repeat(np.arange(n, dtype=np.int64), per_row)
+    offs = np.cumsum(lens_a) - lens_a
+    starts = np.cumsum(per_row) - per_row
+    elem = np.repeat(offs[pcodes] - starts, per_row) + np.arange(rows.size, dtype=np.int64)
+    port_a = np.asarray(port_l, dtype=np.int64)
+    return rows, port_a[elem], np.asarray(dt_l, dtype=np.int64)[elem], np.asarray(sh_l, dtype=np.int64)[elem]
 
 
 def infer_edges(kf: pd.DataFrame, keys: np.ndarray | None = None) -> pd.DataFrame:
-    """Inferred edges of kernel rows (already in execution order): src row, dst row, out port,
-    in port, float, confidence."""
+    """Inferred edges of kernel rows (already in execution order): src row (<NA> = no producer),
+    dst row, out port, in port, float, confidence, shape, dtype, grp (step/stream group)."""
     kf = kf.reset_index(drop=True)
     icodes, ilists = _split_unique(kf["in_dtypes"], norm=True)
     ocodes, olists = _split_unique(kf["out_dtypes"], norm=True)
     iscodes, islists = _split_unique(kf["in_shapes"])
     oscodes, oslists = _split_unique(kf["out_shapes"])
-    return _edge_frame(kf, icodes, ilists, ocodes, olists, iscodes, islists, oscodes, oslists)
+    e = _edge_arrays(kf, icodes, ilists, ocodes, olists, iscodes, islists, oscodes, oslists)
+    src = pd.array(e["src"], dtype="Int64")
+    src[e["src"] < 0] = pd.NA
+    return pd.DataFrame({"src": src, "dst": e["dst"], "out_port": e["out_port"], "in_port": e["in_port"],
+                         "float": e["float"], "confidence": e["confidence"],
+                         "shape": e["sh_names"][e["sh"]], "dtype": e["dt_names"][e["dt"]], "grp": e["grp"]})
 
 
-def _edge_frame(kf, icodes, ilists, ocodes, olists, iscodes, islists, oscodes, oslists) -> pd.DataFrame:
+def _edge_arrays(kf, icodes, ilists, ocodes, olists, iscodes, islists, oscodes, oslists) -> dict[str, np.ndarray]:
+    """One entry per (kernel row, float-or-not input port) with a dtype and a shape: numpy arrays
+    ``src`` (producer row, -1 = none), ``dst``, ``out_port``, ``in_port``, ``float``,
+    ``confidence``, ``sh``/``dt`` (codes into ``sh_names``/``dt_names``) and ``grp``."""
     n = len(kf)
     vdt: dict[str, int] = {}
     vsh: dict[str, int] = {}
-    ins = _sig_frame(icodes, ilists, iscodes, islists, n, vdt, vsh)
-    outs = _sig_frame(ocodes, olists, oscodes, oslists, n, vdt, vsh)
-    cols = ["src", "dst", "out_port", "in_port", "float", "confidence", "shape", "dtype", "grp"]
-    if ins.empty:
-        return pd.DataFrame(columns=cols)
-    st = kf["step"].to_numpy()
-    sm_codes, _ = pd.factorize(kf["stream"], sort=False)
-    grp = pd.factorize(st.astype(np.int64) * (int(sm_codes.max(initial=0)) + 2) + sm_codes)[0]
-    nsh = max(len(vsh), 1)
-    ins = ins.assign(sig=ins["dt"].to_numpy() * nsh + ins["sh"].to_numpy(), grp=grp[ins["row"].to_numpy()])
-    outs = outs.assign(sig=outs["dt"].to_numpy() * nsh + outs["sh"].to_numpy(), grp=grp[outs["row"].to_numpy()])
-    outs = outs.sort_values("row", kind="stable")
-    outs["nth"] = outs.groupby(["grp", "sig"], sort=False).cumcount() + 1
-    gpos = pd.Series(np.arange(n)).groupby(grp).cumcount().to_numpy()
-    left = ins.sort_values("row", kind="stable").rename(columns={"row": "dst", "port": "in_port"})
-    left["key"] = left["dst"]
-    right = outs.rename(columns={"row": "src", "port": "out_port"})[["src", "out_port", "sig", "grp", "nth"]]
-    right = right.assign(key=right["src"])
-    m = pd.merge_asof(left, right, on="key", by=["grp", "sig"], allow_exact_matches=False, direction="backward")
+    irow, iport, idt, ish = _sig_ports(icodes, ilists, iscodes, islists, vdt, vsh)
+    orow, oport, odt, osh = _sig_ports(ocodes, olists, oscodes, oslists, vdt, vsh)
     dt_names = np.empty(max(len(vdt), 1), dtype=object)
     for k, v in vdt.items():
         dt_names[v] = k
     sh_names = np.empty(max(len(vsh), 1), dtype=object)
     for k, v in vsh.items():
         sh_names[v] = k
-    dtn = dt_names[m["dt"].to_numpy()]
-    shn = sh_names[m["sh"].to_numpy()]
+    st = kf["step"].to_numpy()
+    sm_codes, _ = pd.factorize(kf["stream"], sort=False)
+    grp = pd.factorize(st.astype(np.int64) * (int(sm_codes.max(initial=0)) + 2) + sm_codes)[0].astype(np.int64)
+    # match key = (step/stream group, dtype, shape); input <- latest earlier output with its key
+    nsig = len(sh_names) * len(dt_names)
+    okey = grp[orow] * nsig + odt * len(sh_names) + osh
+    ikey = grp[irow] * nsig + idt * len(sh_names) + ish
+    ocomb = okey * (n + 1) + orow
+    oorder = np.argsort(ocomb, kind="stable")  # stable: ports of one row stay in port order
+    osorted = ocomb[oorder]
+    okey_s = okey[oorder]
+    pos = np.searchsorted(osorted, ikey * (n + 1) + irow, side="left") - 1  # strictly earlier rows
+    hit = pos >= 0
+    hit[hit] = okey_s[pos[hit]] == ikey[hit]
+    p = np.where(hit, pos, 0)
+    srcv = np.where(hit, orow[oorder][p] if oorder.size else 0, -1).astype(np.int64)
+    out_port = np.where(hit, oport[oorder][p] if oorder.size else 0, 0).astype(np.int64)
+    # nth: 1 + how many earlier outputs share the key (0.9 if the producer is the only one)
+    nth = np.where(hit, p - np.searchsorted(okey_s, okey_s[p] if okey_s.size else ikey, side="left") + 1, 0)
+    gpos = _cumcount(grp)
     float_dt = np.array([x in ("fp32", "fp16", "bf16", "fp64") for x in dt_names], dtype=bool)
     small_sh = np.array([x in _SMALL_SHAPES for x in sh_names], dtype=bool)
-    srcv = m["src"].fillna(-1).astype("int64").to_numpy()
-    conf = np.where(m["nth"].fillna(0).to_numpy() <= 1, 0.9, 0.7)
-    conf = conf - np.where(small_sh[m["sh"].to_numpy()], 0.2, 0.0)
-    dist = np.where(srcv >= 0, gpos[m["dst"].to_numpy()] - gpos[np.maximum(srcv, 0)], 0)
+    conf = np.where(nth <= 1, 0.9, 0.7)
+    conf = conf - np.where(small_sh[ish], 0.2, 0.0)
+    dist = np.where(srcv >= 0, gpos[irow] - gpos[np.maximum(srcv, 0)], 0)
     conf = conf - np.where(dist > 64, 0.1, 0.0)
-    return pd.DataFrame({"src": m["src"].astype("Int64"), "dst": m["dst"].to_numpy(),
-                         "out_port": m["out_port"].to_numpy(), "in_port": m["in_port"].to_numpy(),
-                         "float": float_dt[m["dt"].to_numpy()], "confidence": np.clip(np.round(conf, 3), 0.1, 0.9),
-                         "shape": shn, "dtype": dtn, "grp": m["grp"].to_numpy()})
+    return {"src": srcv, "dst": irow, "out_port": out_port, "in_port": iport, "float": float_dt[idt],
+            "confidence": np.clip(np.round(conf, 3), 0.1, 0.9), "sh": ish, "dt": idt,
+            "grp": grp[irow], "sh_names": sh_names, "dt_names": dt_names}
 
 
 _SMALL_SHAPES = {"", "1", "1,1", "1,1,1", "1,1,1,1", "0"}
 
 
-def _small(s: str) -> bool:
-    return s in _SMALL_SHAPES
+def _edge_plan_of(kf, split) -> dict | None:
+    return _edge_plan(_edge_arrays(kf, *split), len(kf))
 
 
-def _add_inferred_edges(g, keys, e: pd.DataFrame) -> None:
-    if e.empty:
-        return
-    n = len(keys)
-    has = e["src"].notna().to_numpy()
-    un_mask = ~has & e["float"].to_numpy().astype(bool)
-    all_keys = keys
-    src_id = e["src"].fillna(-1).astype("int64").to_numpy().copy()
-    out_port = pd.to_numeric(e["out_port"], errors="coerce").fillna(0).astype("int64").to_numpy().copy()
-    conf = e["confidence"].to_numpy().astype(float).copy()
+def _edge_plan(e: dict[str, np.ndarray], n: int) -> dict | None:
+    """From ``_edge_arrays``: the data nodes to add (unmatched float inputs -> one ``data`` node per
+    (group, signature), rows n, n+1, ...) and the edges as plain lists, unique (producer,
+    consumer) pairs apart from pairs with several ports."""
+    src_id = e["src"].copy()
+    if not src_id.size:
+        return None
+    fl_all = e["float"]
+    out_port = e["out_port"].copy()
+    conf = e["confidence"].astype(float)
+    un_mask = (src_id < 0) & fl_all
+    data: list = []
+    many = False
     if un_mask.any():
-        # unmatched float inputs -> one data node per (group, signature); ids n, n+1, ...
-        un = e[un_mask]
-        sig = "input:" + un["shape"].astype(str) + ":" + un["dtype"].astype(str)
-        grp = un["grp"].to_numpy()
-        if len(np.unique(grp)) > 1:
-            sig = sig + "@" + pd.Series(grp, index=un.index).astype(str)
-        dcodes, duniq = pd.factorize(sig, sort=False)
+        sh = e["sh"][un_mask]
+        dt = e["dt"][un_mask]
+        grp = e["grp"][un_mask]
+        ndt = len(e["dt_names"])
+        combo = (grp.astype(np.int64) * len(e["sh_names"]) + sh) * ndt + dt
+        dcodes, _ = pd.factorize(combo, sort=False)
         first = np.unique(dcodes, return_index=True)[1]
-        dnames = np.asarray(duniq, dtype=object)
-        # straight into networkx's dicts, as bulk_graph does (add_nodes_from costs ~10 us a node)
-        g._node.update((k, {"type": "Data", "name": k, "role": "data", "dtype": dt, "out_shapes": [sh],
-                            "out_dtypes": [dt]})
-                       for k, dt, sh in zip(dnames.tolist(), un["dtype"].to_numpy()[first].tolist(),
-                                            un["shape"].to_numpy()[first].tolist()))
-        g._succ.update({k: {} for k in dnames.tolist()})
-        g._pred.update({k: {} for k in dnames.tolist()})
+        many = len(np.unique(grp)) > 1
+        data = list(zip(e["sh_names"][sh[first]].tolist(), e["dt_names"][dt[first]].tolist(), grp[first].tolist()))
         src_id[un_mask] = n + dcodes
         out_port[un_mask] = 0
         conf[un_mask] = 0.5
-        all_keys = np.concatenate([keys, dnames])
-    use = src_id >= 0
+    use = np.flatnonzero(src_id >= 0)
     sid = src_id[use]
-    did = e["dst"].to_numpy()[use]
-    src = all_keys[sid]
-    dst = keys[did]
+    did = e["dst"][use]
     op = out_port[use]
-    ip = e["in_port"].to_numpy()[use]
-    fl = e["float"].to_numpy().astype(bool)[use]
-    cf = conf[use]
-    dup = pd.DataFrame({"s": sid, "d": did}).duplicated(keep=False).to_numpy()
-    u1 = ~dup
-    succ, pred = g._succ, g._pred
-    # unique (producer, consumer) pairs straight into networkx's adjacency (one shared dict per edge)
-    for u, v, o, i, f, c in zip(src[u1].tolist(), dst[u1].tolist(), op[u1].tolist(), ip[u1].tolist(),
-                                fl[u1].tolist(), cf[u1].tolist()):
-        succ[u][v] = pred[v][u] = {"ports": [(o, i)], "float": f, "confidence": c}
-    edges: dict[tuple, dict] = {}
-    for u, v, o, i, f, c in zip(src[dup].tolist(), dst[dup].tolist(), op[dup].tolist(), ip[dup].tolist(),
-                                fl[dup].tolist(), cf[dup].tolist()):
-        d = edges.get((u, v))
-        if d is None:
-            edges[(u, v)] = {"ports": [(o, i)], "float": f, "confidence": c}
-        else:
-            d["ports"].append((o, i))
-            d["float"] = d["float"] or f
-            d["confidence"] = min(d["confidence"], c)
-    for (u, v), d in edges.items():
-        succ[u][v] = d
-        pred[v][u] = d
+    ip = e["in_port"][use]
+    fl = fl_all[use]
+    ccodes, cuniq = pd.factorize(conf[use])
+    cf = np.asarray([float(x) for x in cuniq] + [0.0], dtype=object)[ccodes]  # shared float objects
+    pair = sid * (n + len(data) + 1) + did
+    dup = pd.Series(pair).duplicated(keep=False).to_numpy()
+    u1 = np.flatnonzero(~dup)
+    # (out port, in port) tuples are immutable: one shared object per distinct pair
+    w = int(ip.max(initial=0)) + 1
+    pcodes, puniq = pd.factorize(op * w + ip, sort=False)
+    tup = np.empty(len(puniq), dtype=object)
+    tup[:] = [divmod(int(u), w) for u in puniq]
+    pt = tup[pcodes]
+    plan = {"data": data, "many": many,
+            "uniq": (sid[u1].tolist(), did[u1].tolist(), pt[u1].tolist(), fl[u1].tolist(), cf[u1].tolist()),
+            "multi": None}
+    dd = np.flatnonzero(dup)
+    if dd.size:
+        # a producer feeding several inputs of one consumer: one edge, its ports in input order
+        gid, _ = pd.factorize(pair[dd], sort=False)
+        srt = np.argsort(gid, kind="stable")
+        order = dd[srt]
+        starts = np.r_[0, np.flatnonzero(np.diff(gid[srt])) + 1]
+        fany = np.maximum.reduceat(fl[order].astype(np.int8), starts).astype(bool)
+        cmin = np.minimum.reduceat(cf[order].astype(float), starts)
+        plan["multi"] = (sid[order[starts]].tolist(), did[order[starts]].tolist(), starts.tolist(),
+                         np.r_[starts[1:], order.size].tolist(), fany.tolist(), cmin.tolist(), pt[order].tolist())
+    return plan
+
+
+def _fill_edges(plan: dict, keys: list, attrs: list, succ: list, pred: list, taken=frozenset()) -> None:
+    """The edge plan into the per-row adjacency lists (``succ[row]``/``pred[row]`` are the dicts
+    networkx will hold); data nodes are appended to ``keys``/``attrs``/``succ``/``pred``."""
+    many = plan["many"]
+    for s_, d_, g_ in plan["data"]:
+        k = f"input:{s_}:{d_}@{g_}" if many else f"input:{s_}:{d_}"
+        while k in taken:  # a kernel with that very name
+            k = f"{k}#"
+        keys.append(k)
+        attrs.append({"type": "Data", "name": k, "role": "data", "dtype": d_, "out_shapes": [s_], "out_dtypes": [d_]})
+        succ.append({})
+        pred.append({})
+    # unique (producer, consumer) pairs: one shared attribute dict in both directions
+    for s, d, t, f, c in zip(*plan["uniq"]):
+        succ[s][keys[d]] = pred[d][keys[s]] = {"ports": [t], "float": f, "confidence": c}
+    if plan["multi"] is not None:
+        sids, dids, starts, ends, fany, cmin, ptl = plan["multi"]
+        for s, d, a, b, f, c in zip(sids, dids, starts, ends, fany, cmin):
+            succ[s][keys[d]] = pred[d][keys[s]] = {"ports": ptl[a:b], "float": f, "confidence": c}

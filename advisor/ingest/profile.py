@@ -206,14 +206,17 @@ def kernel_precision(in_dtypes: pd.Series, out_dtypes: pd.Series) -> pd.Series:
     """The precision a kernel computed in: the lowest-precision float dtype among its inputs
     (fp16/bf16 < fp32 < fp64); kernels without a float input use their outputs; none -> "n/a".
     Computed once per distinct (inputs, outputs) pair."""
+    import pyarrow as pa
+    names = ["n/a", "fp16", "bf16", "fp32", "fp64"]
+    code = {d: i for i, d in enumerate(names)}
     ci, ui = pd.factorize(in_dtypes)
     co, uo = pd.factorize(out_dtypes)
-    li = np.array([_lowest_float_one(u) for u in ui] + [""], dtype=object)
-    lo = np.array([_lowest_float_one(u) for u in uo] + [""], dtype=object)
-    a = li[ci]  # code -1 (missing) picks the trailing ""
-    b = lo[co]
-    res = np.where(a != "", a, np.where(b != "", b, "n/a")).astype(object)
-    return pd.Series(res, index=in_dtypes.index).astype("string[pyarrow]")
+    li = np.array([code.get(_lowest_float_one(u), 0) for u in ui] + [0], dtype=np.int8)
+    lo = np.array([code.get(_lowest_float_one(u), 0) for u in uo] + [0], dtype=np.int8)
+    a = li[ci]  # code -1 (missing) picks the trailing 0 ("n/a")
+    res = np.where(a > 0, a, lo[co])
+    arr = pa.DictionaryArray.from_arrays(pa.array(res, type=pa.int8()), pa.array(names)).cast(pa.string())
+    return pd.Series(pd.arrays.ArrowStringArray(arr), index=in_dtypes.index)
 
 
 def _canonical(tbl, path: Path, what: str, rank: Any = None) -> pd.DataFrame:

@@ -18,11 +18,11 @@ import networkx as nx
 import pandas as pd
 
 from ..errors import InputError
-from ..graph import normalize_dtype
+from ..graph import no_gc, normalize_dtype
 from .common import shape_ints
 from .discover import Found, discover, pick_ge_dump
 from .ge_dump import read_ge_dump
-from .infer import graph_from_kernels, no_gc
+from .infer import graph_from_kernels
 from .msprobe import Dump, load_dump_root
 from .profile import read_kernels, read_op_statistic, read_profiler_info
 
