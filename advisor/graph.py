@@ -24,7 +24,9 @@ Node attributes (node key: any hashable, usually the op instance name)
     Optional, filled where known: step, order (execution index), stream, core
     (Accelerator Core), duration_us, flops, bytes, in_shapes, out_shapes,
     in_dtypes, out_dtypes (lists of str as executed), dump (activation entry
-    name), aten (source aten op for emulator runs).
+    name), aten (source aten op for emulator runs), framework_op / phase
+    ("fwd"|"bwd") / call_stack (the framework op that launched the kernel, from
+    trace_view.json's async_npu flows).
 
 Edge attributes (producer -> consumer)
     ports       list of (producer output index, consumer input index) pairs; a

@@ -261,3 +261,38 @@ def test_public_exports_resolve():
     import advisor.ingest as I
     for n in I.__all__:
         assert getattr(I, n) is not None
+
+
+def test_trace_links_on_graph_nodes(tmp_path):
+    """trace_view.json beside kernel_details.csv: every linked kernel node carries the framework op
+    that launched it, its phase (inherited from the enclosing MmBackward0) and the nearest call stack."""
+    out = tmp_path / "w_ascend_pt" / "ASCEND_PROFILER_OUTPUT"
+    out.mkdir(parents=True)
+    shutil.copy(FIX / "trace_view_nested.json", out / "trace_view.json")
+    hdr = "Step Id,Name,Type,Accelerator Core,Start Time(us),Duration(us),Input Shapes,Input Data Types,Output Shapes,Output Data Types\n"
+    rows = ['1,MatMul_1,MatMulV2,AI_CORE,"1699529622790614.812\t",10.5,"""8,16;16,32""",FLOAT16;FLOAT16,"""8,32""",FLOAT16',
+            '1,Add_2,Add,AI_VECTOR_CORE,"1699529622790660.000\t",2.0,"""8,32;32""",FLOAT16;FLOAT16,"""8,32""",FLOAT16',
+            '1,Cast_9,Cast,AI_VECTOR_CORE,"1699529622790690.000\t",1.0,"""8,32""",FLOAT16,"""8,32""",FLOAT',
+            '1,MatMul_3,MatMulV2,AI_CORE,"1699529622790720.500\t",9.0,"""8,32;32,16""",FLOAT;FLOAT,"""8,16""",FLOAT']
+    (out / "kernel_details.csv").write_text(hdr + "\n".join(rows) + "\n")
+    run = load_run(tmp_path)
+    g = run.graph
+    assert g.nodes["MatMul_1"]["framework_op"] == "aten::mm" and g.nodes["MatMul_1"]["phase"] == "fwd"
+    assert "model.py(12)" in g.nodes["MatMul_1"]["call_stack"]
+    assert g.nodes["Add_2"]["framework_op"] == "aten::add"
+    assert g.nodes["MatMul_3"]["framework_op"] == "aten::mm" and g.nodes["MatMul_3"]["phase"] == "bwd"
+    assert "framework_op" not in g.nodes["Cast_9"]  # GE-inserted, no flow
+    ops = run.trace["ops"]
+    inner = ops[(ops["name"] == "aten::mm") & (ops["tid"] == "9")].iloc[0]
+    par = ops[ops.op_id == inner["parent_id"]].iloc[0]
+    assert par["name"] == "MmBackward0"
+    assert ops.loc[ops.op_id == par["parent_id"], "name"].item().startswith("autograd::engine")
+    from advisor.ingest.findings import framework_share, missing
+    share = {(r["framework_op"], r["phase"]): r for r in framework_share(run.kernels)}
+    assert share[("aten::mm", "bwd")]["fp32_us"] == 9.0 and share[("aten::mm", "fwd")]["fp32_us"] == 0.0
+    assert not any("trace_view" in m for m in missing(run))
+    # a broken trace does not stop the analysis: a note, kernels unlinked
+    (out / "trace_view.json").write_text('[{"ph": "X", "name": ')
+    run = load_run(tmp_path)
+    assert run.graph.number_of_nodes() >= 4 and "framework_op" not in run.kernels.columns
+    assert any("trace_view.json" in m and "not linked" in m for m in missing(run))

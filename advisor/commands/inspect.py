@@ -92,6 +92,12 @@ def _print(s: dict) -> None:
     if tr:
         e(f"\ntrace_view.json: {tr['framework_ops']:,} framework ops ({tr['bwd_ops']:,} backward, "
           f"{tr['with_call_stack']:,} with call stacks), {tr['kernels']:,} kernels, {tr['linked']:,} op->kernel links (async_npu)")
+        e(f"  {tr.get('kernel_rows_linked', 0):,} of {s['kernels']:,} kernel rows linked to the framework op that launched them")
+        if tr.get("by_framework_op"):
+            e("  kernel time by launching framework op:")
+            for r in tr["by_framework_op"]:
+                e(f"    {r['framework_op'][:40]:<40} {r['phase']:<3} {r['kernels']:>7,} kernels "
+                  f"{r['time_us']:>12,.1f} us ({r['fp32_us']:,.1f} us fp32)")
     d = s["dumps"]
     if d["target"] or d["golden"]:
         e(f"\nDumps: target steps {', '.join(d['target']) or '-'}; golden steps {', '.join(d['golden']) or '-'}")

@@ -46,6 +46,20 @@ def type_share(k: pd.DataFrame, top: int | None = None) -> list[dict]:
              "share": float(r.share)} for r in g.itertuples()]
 
 
+def framework_share(k: pd.DataFrame, top: int = 10) -> list[dict]:
+    """Kernel time per launching framework op and phase (kernels linked through trace_view.json),
+    with the fp32 part: where the fp32 time comes from, in the user's own terms (aten::*)."""
+    if "framework_op" not in k.columns or not k["framework_op"].notna().any():
+        return []
+    d = k[k["framework_op"].notna()]
+    d = d.assign(fp32_us=d["duration_us"].where(d["precision"].astype(str) == "fp32", 0.0))
+    g = d.groupby(["framework_op", "phase"], sort=False).agg(kernels=("name", "size"), time_us=("duration_us", "sum"),
+                                                             fp32_us=("fp32_us", "sum"))
+    g = g.sort_values("time_us", ascending=False).head(top).reset_index()
+    return [{"framework_op": str(r.framework_op), "phase": str(r.phase), "kernels": int(r.kernels),
+             "time_us": float(r.time_us), "fp32_us": float(r.fp32_us)} for r in g.itertuples()]
+
+
 def casts(k: pd.DataFrame) -> dict:
     """GE-inserted casts (``trans_Cast_*`` kernels) and all Cast kernels, with their time."""
     if not len(k):
@@ -149,6 +163,10 @@ def missing(run: Run) -> list[str]:
         msgs.append("statistics-only dumps: per-tensor metrics limited to max/min/mean/norm")
     if run.local_errors is None and run.meta.get("emulated"):
         msgs.append("no local_error.csv: flip prediction falls back to the graph only")
+    if len(run.kernels) and not run.meta.get("emulated") and "framework_op" not in run.kernels.columns:
+        msgs.append("no trace_view.json beside the kernels: kernels are not linked to the framework ops "
+                    "(aten::*) that launched them, nor to call stacks / forward-backward phase")
+    msgs.extend(run.sources.get("notes", []))
     return msgs
 
 
@@ -200,14 +218,16 @@ def summarize(run: Run, lists: OpLists, mode: str | None = None, top: int = 15) 
             al = align(run.target_dump[s[0]], run.golden_dump[s[0]])
             out["dumps"]["alignment"] = {"step": s[0], "common": len(al.common), "only_target": al.only_target[:20],
                                          "only_golden": al.only_golden[:20]}
-    traces = [pr.trace_view for pr in (found.profiles if found else []) if pr.trace_view is not None]
-    if traces:
-        from .profile import read_trace_view
-        t = read_trace_view(traces[0])
+    if run.trace is not None:
+        t = run.trace
         ops = t["ops"]
-        out["trace"] = {"path": str(traces[0]), "framework_ops": int(len(ops)), "kernels": int(len(t["kernels"])),
-                        "linked": int(len(t["links"])), "bwd_ops": int((ops["phase"] == "bwd").sum()) if len(ops) else 0,
-                        "with_call_stack": int((ops["call_stack"] != "").sum()) if len(ops) else 0}
+        linked_rows = int(k["framework_op"].notna().sum()) if "framework_op" in k.columns else 0
+        out["trace"] = {"path": run.sources.get("trace_view", [""])[0], "framework_ops": int(len(ops)),
+                        "kernels": int(len(t["kernels"])), "linked": int(len(t["links"])),
+                        "bwd_ops": int((ops["phase"] == "bwd").sum()) if len(ops) else 0,
+                        "with_call_stack": int((ops["call_stack"] != "").sum()) if len(ops) else 0,
+                        "kernel_rows_linked": linked_rows,
+                        "by_framework_op": framework_share(k)}
     out["saturation"] = saturation_hits(run)
     out["overflow"] = saturation_hits(run, "overflow")
     out["missing"] = missing(run)

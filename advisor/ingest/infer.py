@@ -129,6 +129,12 @@ def _graph_from_kernels(kf: pd.DataFrame, step: int | None, infer: bool) -> nx.D
         ct = cast_first[ocodes[i]]
         if ct:
             attrs[i]["cast_to"] = ct
+    if "framework_op" in kf.columns:  # linked through trace_view.json (ingest.run)
+        fw = kf["framework_op"].to_numpy(dtype=object)
+        has = np.flatnonzero(pd.notna(fw))
+        for i, o, ph, cs in zip(has.tolist(), fw[has].tolist(), kf["phase"].to_numpy(dtype=object)[has].tolist(),
+                                kf["call_stack"].to_numpy(dtype=object)[has].tolist()):
+            attrs[i].update(framework_op=o, phase=ph, call_stack=cs)
     key_list = key_job.result()
     # one insertion per node into each outer dict (networkx's own structures, as add_nodes_from)
     node_d = dict(zip(key_list, attrs))

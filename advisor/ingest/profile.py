@@ -372,9 +372,10 @@ def _ts_ns(v: Any) -> int:
 def read_trace_view(path: str | Path) -> dict[str, pd.DataFrame]:
     """``trace_view.json`` -> ``{"ops": framework ops, "kernels": device kernels, "links": op<->kernel}``.
 
-    ops: ``op_id, name, pid, tid, ts_ns, dur_us, seq, call_stack, input_dims, phase`` (phase = "fwd" or
-    "bwd": "bwd" when the op is the end of a ``fwdbwd`` flow or runs on the backward thread of
-    the autograd engine (name contains "Backward"); else "fwd").
+    ops: ``op_id, name, pid, tid, ts_ns, dur_us, seq, call_stack, input_dims, parent_id, phase, stack``
+    (phase = "bwd" when the op is the end of a ``fwdbwd`` flow, its name contains "Backward"
+    (autograd nodes), or it runs inside such an op; else "fwd".  parent_id = enclosing op on the
+    same pid/tid or -1; stack = nearest non-empty call stack of the op or its ancestors).
     kernels: ``kernel_id, name, pid, tid, ts_ns, dur_us, task_type``.
     links: ``op_id, kernel_id`` from ``async_npu`` flows (start bound to the enclosing cpu_op on
     the same pid/tid, end bound to the kernel starting at the flow end's ts on that pid/tid).
@@ -467,5 +468,58 @@ def read_trace_view(path: str | Path) -> dict[str, pd.DataFrame]:
         if not fe.empty:
             bw = bind_op(fe)
             phase[bw[bw >= 0].to_numpy()] = "bwd"
-    opf["phase"] = phase.to_numpy()
+    own_bwd = (phase == "bwd").to_numpy()
+    parent, bwd, stack = _nest(opf, own_bwd)
+    opf["parent_id"] = parent
+    opf["phase"] = np.where(bwd, "bwd", "fwd").astype(object)
+    opf["stack"] = stack
     return {"ops": opf, "kernels": kf, "links": links}
+
+
+def _nest(opf: pd.DataFrame, own_bwd: np.ndarray) -> tuple[np.ndarray, np.ndarray, list]:
+    """The call tree of cpu ops on each pid/tid (an op's parent is the innermost op whose
+    [ts, ts + dur] contains its start): parent op_id (-1 = top level), backward flag inherited
+    from ancestors (``aten::mm`` under ``MmBackward0`` is backward), and the nearest non-empty
+    call stack among the op and its ancestors (torch_npu records stacks on the Python-level op)."""
+    n = len(opf)
+    parent = np.full(n, -1, dtype=np.int64)
+    bwd = own_bwd.astype(bool).copy()
+    stack: list = [""] * n
+    if not n:
+        return parent, bwd, stack
+    end = opf["ts_ns"].to_numpy() + np.nan_to_num(opf["dur_us"].to_numpy(dtype=float) * 1000).astype(np.int64)
+    order = opf.assign(_end=end).sort_values(["pid", "tid", "ts_ns", "_end"], ascending=[True, True, True, False],
+                                             kind="stable")
+    own_stack = opf["call_stack"].tolist()
+    open_: list = []
+    cur = None
+    for oid, key_p, key_t, ts, e in zip(order["op_id"].tolist(), order["pid"].tolist(), order["tid"].tolist(),
+                                        order["ts_ns"].tolist(), order["_end"].tolist()):
+        if (key_p, key_t) != cur:
+            cur, open_ = (key_p, key_t), []
+        while open_ and open_[-1][0] < ts:
+            open_.pop()
+        if open_:
+            par = open_[-1][1]
+            parent[oid] = par
+            bwd[oid] = bwd[oid] or bwd[par]
+            stack[oid] = own_stack[oid] or stack[par]
+        else:
+            stack[oid] = own_stack[oid]
+        open_.append((e, oid))
+    return parent, bwd, stack
+
+
+def kernel_links(trace: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """Per device kernel of a ``read_trace_view`` result that an ``async_npu`` flow ties to the
+    framework op that launched it: ``name``, ``start_ns`` (the kernel's start, exact, to join
+    kernel_details.csv rows), ``framework_op`` (the launching op, e.g. ``aten::mm``), ``phase``
+    (fwd/bwd, inherited from enclosing ops), ``call_stack`` (nearest recorded stack), ``seq``."""
+    ops, kern, links = trace["ops"], trace["kernels"], trace["links"]
+    cols = ["name", "start_ns", "framework_op", "phase", "call_stack", "seq"]
+    if links.empty:
+        return pd.DataFrame({c: pd.Series(dtype=object) for c in cols})
+    m = links.drop_duplicates("kernel_id").merge(kern[["kernel_id", "name", "ts_ns"]], on="kernel_id")
+    m = m.merge(ops[["op_id", "name", "phase", "stack", "seq"]].rename(columns={"name": "framework_op"}), on="op_id")
+    out = m.rename(columns={"ts_ns": "start_ns", "stack": "call_stack"})[cols]
+    return out.drop_duplicates(["name", "start_ns"]).reset_index(drop=True)

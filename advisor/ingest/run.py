@@ -44,6 +44,7 @@ class Run:
     rank: int | None = None
     step: int | None = None
     found: Found | None = None
+    trace: dict | None = None                   # read_trace_view() of the first readable trace_view.json
 
 
 # ------------------------------------------------------------------------------ FLOPs
@@ -172,14 +173,22 @@ def load_run(path: str | Path, rank: int | None = None, step: int | None = None)
         mix = mx.load(found.mixlist)
         sources["mixlist"] = str(found.mixlist)
 
-    # kernels
+    # kernels (with framework ops from trace_view.json where one exists beside them)
     frames = []
+    trace = None
     opstats = []
     for src in found.profiles:
         if src.kernels is None:
             continue
         r = _profile_rank(src)
-        frames.append(read_kernels(src.kernels, rank=r))
+        frame = read_kernels(src.kernels, rank=r)
+        if src.trace_view is not None:
+            tv = _read_trace(src.trace_view, sources)
+            if tv is not None:
+                frame = _attach_trace(frame, tv)
+                if trace is None:
+                    trace = tv
+        frames.append(frame)
         if src.op_statistic is not None:
             opstats.append(read_op_statistic(src.op_statistic).assign(rank=r))
     if frames:
@@ -251,7 +260,48 @@ def load_run(path: str | Path, rank: int | None = None, step: int | None = None)
     return Run(path=p, graph=graph, kernels=kernels, target_dump=target or None, golden_dump=golden or None,
                meta=meta, local_errors=local, sources=sources, mixlist=mix,
                op_statistic=pd.concat(opstats, ignore_index=True) if opstats else None,
-               ranks=ranks, steps=steps, rank=graph_rank, step=graph_step, found=found)
+               ranks=ranks, steps=steps, rank=graph_rank, step=graph_step, found=found, trace=trace)
+
+
+TRACE_MAX_BYTES = 512 << 20  # a bigger trace_view.json is not linked (json parsing would dominate)
+
+
+def _read_trace(path: Path, sources: dict) -> dict | None:
+    """read_trace_view, or None with a note in ``sources`` (the trace is optional enrichment: a
+    broken or huge one must not stop the analysis that does not need it)."""
+    from .profile import read_trace_view
+    try:
+        size = path.stat().st_size
+    except OSError as e:
+        sources.setdefault("notes", []).append(f"{path}: cannot read ({e.strerror or e}); kernels not linked to framework ops")
+        return None
+    if size > TRACE_MAX_BYTES:
+        sources.setdefault("notes", []).append(
+            f"{path}: {size / 2**20:,.0f} MiB is over {TRACE_MAX_BYTES >> 20} MiB; kernels not linked to framework ops")
+        return None
+    try:
+        tv = read_trace_view(path)
+    except InputError as e:
+        sources.setdefault("notes", []).append(f"{e}; kernels not linked to framework ops")
+        return None
+    sources.setdefault("trace_view", []).append(str(path))
+    return tv
+
+
+def _attach_trace(frame: pd.DataFrame, tv: dict) -> pd.DataFrame:
+    """Kernel rows + framework_op / phase / call_stack of the op that launched them (joined on the
+    kernel name and its exact start time)."""
+    from .profile import kernel_links
+    links = kernel_links(tv)
+    if links.empty or not len(frame):
+        return frame
+    links = links.astype({"name": object, "start_ns": "int64"})
+    key = frame[["name", "start_ns"]].astype({"name": object})
+    m = key.merge(links, on=["name", "start_ns"], how="left")
+    out = frame.copy()
+    for c in ("framework_op", "phase", "call_stack"):
+        out[c] = m[c].to_numpy()
+    return out
 
 
 def _join_kernels(g: nx.DiGraph, k: pd.DataFrame) -> None:
@@ -264,6 +314,12 @@ def _join_kernels(g: nx.DiGraph, k: pd.DataFrame) -> None:
     info = dict(zip(first["name"].to_numpy(dtype=object),
                     zip(first["core"].to_numpy(dtype=object), first["precision"].to_numpy(dtype=object),
                         first["in_dtypes"].to_numpy(dtype=object), first["out_dtypes"].to_numpy(dtype=object))))
+    fw = {}
+    if "framework_op" in first.columns:
+        has = first["framework_op"].notna().to_numpy()
+        fw = {nm: {"framework_op": o, "phase": ph, "call_stack": cs} for nm, o, ph, cs in
+              zip(first["name"].to_numpy(dtype=object)[has], first["framework_op"].to_numpy(dtype=object)[has],
+                  first["phase"].to_numpy(dtype=object)[has], first["call_stack"].to_numpy(dtype=object)[has])}
     dur = agg.to_dict()
     for n, a in g.nodes(data=True):
         nm = a.get("name", n)
@@ -272,6 +328,8 @@ def _join_kernels(g: nx.DiGraph, k: pd.DataFrame) -> None:
             a["duration_us"] = float(dur[nm])
             a["core"] = core
             a["precision_observed"] = prec
+            if nm in fw:
+                a.update(fw[nm])
             ki = [normalize_dtype(x) for x in str(idt).split(";")] if idt and idt != "N/A" else []
             ko = [normalize_dtype(x) for x in str(odt).split(";")] if odt and odt != "N/A" else []
             # in/out dtypes "as executed" come from the profile; the GE dump's stay as ge_*
