@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import math
 import os
 import platform
@@ -159,8 +160,11 @@ class RunWriter:
         t = start_us
         stats: dict[tuple[str, str], list[float]] = {}
         task = 0
+        trace = _TraceBuilder()
         for k in kernels:
             dur = float(k["duration_us"])
+            if k.get("framework_op"):
+                trace.add(k, t, dur)
             n_in, n_out = len(k.get("in_shapes", [])), len(k.get("out_shapes", []))
             w.writerow([k.get("step", 0), 4294967295, task, k.get("stream", 2), k["name"], k["type"], k["core"],
                         f"{t:.3f}\t", f"{dur:.3f}", "0", k.get("block_dim", 24 if k["core"] == "AI_CORE" else 48), 0,
@@ -171,6 +175,8 @@ class RunWriter:
             task += 1
             stats.setdefault((k["type"], k["core"]), []).append(dur)
         atomic_write_text(out_dir / "kernel_details.csv", buf.getvalue())
+        if trace.events:
+            atomic_write_text(out_dir / "trace_view.json", trace.text())
         total = sum(sum(v) for v in stats.values()) or 1.0
         buf = io.StringIO()
         w = csv.writer(buf, lineterminator="\n")
@@ -242,6 +248,50 @@ class RunWriter:
         p = self.out / "local_error.csv"
         atomic_write_text(p, buf.getvalue())
         return p
+
+
+class _TraceBuilder:
+    """trace_view.json as torch_npu writes it, for kernels that name the framework op that launched
+    them: a ``cpu_op`` per kernel on the Python process (forward thread 1; backward thread 2 inside
+    one ``autograd::engine::evaluate_function: backward`` op per step), the kernel on the "Ascend
+    Hardware" process, and an ``async_npu`` flow from the op to the kernel.  Kernel ``ts`` = its
+    ``Start Time(us)`` in kernel_details.csv, exactly."""
+
+    def __init__(self):
+        self.events: list[dict] = []
+        self._bwd: dict | None = None
+        self._step = None
+        self._id = 0
+
+    def add(self, k: dict, t: float, dur: float) -> None:
+        if not self.events:
+            self.events += [{"ph": "M", "name": "process_name", "pid": 1, "args": {"name": "Python"}},
+                            {"ph": "M", "name": "process_name", "pid": 2, "args": {"name": "Ascend Hardware"}}]
+        bwd = k.get("phase") == "bwd"
+        if k.get("step") != self._step or not bwd:
+            self._bwd = None
+            self._step = k.get("step")
+        tid = 2 if bwd else 1
+        if bwd and self._bwd is None:
+            self._bwd = {"ph": "X", "cat": "cpu_op", "name": "autograd::engine::evaluate_function: backward",
+                         "pid": 1, "tid": tid, "ts": f"{t - 0.9:.3f}", "dur": 0.0, "args": {}}
+            self.events.append(self._bwd)
+        self._id += 1
+        self.events += [
+            {"ph": "X", "cat": "cpu_op", "name": k["framework_op"], "pid": 1, "tid": tid, "ts": f"{t - 0.5:.3f}",
+             "dur": 0.3, "args": {"Sequence number": self._id}},
+            {"ph": "X", "name": k["name"], "pid": 2, "tid": 2, "ts": f"{t:.3f}", "dur": round(dur, 3),
+             "args": {"Task Type": k.get("core", "")}},
+            {"ph": "s", "cat": "async_npu", "id": str(self._id), "name": "async_npu", "pid": 1, "tid": tid,
+             "ts": f"{t - 0.4:.3f}"},
+            {"ph": "f", "cat": "async_npu", "id": str(self._id), "name": "async_npu", "pid": 2, "tid": 2,
+             "ts": f"{t:.3f}", "bp": "e"},
+        ]
+        if self._bwd is not None:
+            self._bwd["dur"] = round(t + dur - float(self._bwd["ts"]), 3)
+
+    def text(self) -> str:
+        return "[\n" + ",\n".join(json.dumps(e, separators=(",", ":")) for e in self.events) + "\n]\n"
 
 
 def prepare_run_dir(out: str | os.PathLike) -> tuple[Path, str | None]:

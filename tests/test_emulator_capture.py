@@ -222,6 +222,18 @@ def test_training_dumps_gradients_both_runs(tmp_path):
             assert list(t.shape) == rec["shape"] and float(t.float().norm()) > 0
     run = json.loads((out / "run.json").read_text())
     assert run["training"] is True and run["emulated"] is True
+    # trace_view.json links every kernel to the aten op that launched it, backward ones as "bwd",
+    # read back by the same reader as a real torch_npu profile
+    from advisor.ingest.run import load_run
+    r = load_run(out)
+    k = r.kernels
+    assert len(k) and k["framework_op"].notna().all()
+    phases = k.groupby("framework_op")["phase"].agg(set).to_dict()
+    assert phases["aten::addmm"] == {"fwd"} and phases["aten::mm"] == {"bwd"}  # Linear fwd / its grads
+    assert phases["aten::tanh"] == {"fwd"} and phases["aten::tanh_backward"] == {"bwd"}
+    assert phases["aten::_log_softmax"] == {"fwd"} and phases["aten::_log_softmax_backward_data"] == {"bwd"}
+    ops = [a for _, a in r.graph.nodes(data=True) if a.get("role", "op") == "op" and "duration_us" in a]
+    assert ops and all(a["framework_op"].startswith("aten::") for a in ops)
 
 
 def test_batchnorm_running_stats_untouched(tmp_path):

@@ -42,6 +42,7 @@ def run_step(model, batch: tuple, loss_fn=None, *, graph=None, params: dict | No
                 loss = loss_fn(out, batch)
                 if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
                     raise InputError(None, "loss_fn must return a scalar tensor")
+                mode.rec.bwd_start = len(mode.rec.ops)
                 loss.backward()
             mode.rec.loss = loss.detach()
             if isinstance(model, torch.nn.Module):
@@ -300,7 +301,8 @@ def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semanti
                 kernels.append({"step": step, "name": r.name, "type": r.type, "core": costmodel.core_type(r.type),
                                 "duration_us": costmodel.op_time_us(r.type, flops, nbytes, prec),
                                 "in_shapes": r.in_shapes, "in_dtypes": ind, "out_shapes": r.out_shapes,
-                                "out_dtypes": outd})
+                                "out_dtypes": outd, "framework_op": f"aten::{r.packet}",
+                                "phase": "bwd" if 0 <= fp.bwd_start <= r.index else "fwd"})
             # dumps
             files = dump == "tensors"
             for which, rec, pr in (("fp32", fp, ["fp32" if r.is_float else "n/a" for r in fp.ops]),

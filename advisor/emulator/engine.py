@@ -82,6 +82,7 @@ class StepRecord:
     loss: Any = None
     grads: dict = field(default_factory=dict)
     local_inputs: list = field(default_factory=list)   # fp32 run: (args, kwargs) per op, for local error
+    bwd_start: int = -1                                 # index of the first op of loss.backward() (-1: none)
 
 
 class _Ref:
