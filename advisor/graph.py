@@ -55,9 +55,23 @@ _DTYPE_ALIASES = {
 }
 
 
+_NORM_CACHE: dict[str, str] = {}
+
+
 def normalize_dtype(name: Any) -> str:
     """Map any dtype spelling (``FLOAT16``, ``DT_BF16``, ``torch.float32``) to fp32/fp16/bf16/fp64,
     or a lower-case non-float name (``int64``, ``bool``, ``n/a``)."""
+    if name.__class__ is str:  # hot path (called per node of 10^6-node graphs): memoized
+        r = _NORM_CACHE.get(name)
+        if r is None:
+            r = _normalize_dtype(name)
+            if len(_NORM_CACHE) < 4096:
+                _NORM_CACHE[name] = r
+        return r
+    return _normalize_dtype(name)
+
+
+def _normalize_dtype(name: Any) -> str:
     if name is None:
         return "n/a"
     s = str(name).strip().lower()

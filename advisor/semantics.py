@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any, Hashable, Iterable, Mapping
 
 import networkx as nx
@@ -113,7 +114,7 @@ class Compiled:
         self.dkind = [_D_NONE] * n
         self.children: list[list[int]] = [[] for _ in range(n)]
         weak = [False] * n
-        nodes = g.nodes
+        nodes = g._node  # networkx's node -> attributes dict (no view call per node)
         pred = g._pred  # adjacency of predecessors: {node: {pred: edge data}}
         for i, node in enumerate(order):
             a = nodes[node]
@@ -135,7 +136,8 @@ class Compiled:
                 if not d.get("float", True):
                     continue
                 j = idx[src]
-                in_idx = min(p[1] for p in d.get("ports", [(0, 0)]))
+                ports = d.get("ports", _PORT0)
+                in_idx = ports[0][1] if len(ports) == 1 else min(p[1] for p in ports)
                 if weak[j]:
                     if best_weak is None or in_idx < best_weak[0]:
                         best_weak = (in_idx, j)
@@ -257,10 +259,20 @@ class Compiled:
         return Plan(self, lists, base.mode, prec, rule, via, root)
 
 
+_PORT0 = [(0, 0)]
+
+
 def _topological_order(g: nx.DiGraph) -> list:
     """Insertion order when it already is topological (graphs are built in execution order),
     else a topological sort."""
     order = list(g)
+    pos = {n: i for i, n in enumerate(order)}
+    if all(pos[u] < pos[v] for u, v in g.edges()):
+        return order
+    # graphs whose inputs were added after the ops (kernel graphs: inferred data nodes) are
+    # topological once the nodes without predecessors go first, each group in insertion order
+    pred = g._pred
+    order = [n for n in order if not pred[n]] + [n for n in order if pred[n]]
     pos = {n: i for i, n in enumerate(order)}
     if all(pos[u] < pos[v] for u, v in g.edges()):
         return order
@@ -284,8 +296,9 @@ class Plan:
         self.compiled, self.lists, self.mode = compiled, lists, mode
         self.precision_list, self.rules, self.vias, self.roots = prec, rules, vias, roots
 
-    @property
+    @cached_property
     def precision(self) -> dict[Hashable, str]:
+        """node -> precision (built once; a plan is never changed after it is made)."""
         return dict(zip(self.compiled.order, self.precision_list))
 
     def __getitem__(self, node: Hashable) -> str:
@@ -357,9 +370,12 @@ def what_if(g: nx.DiGraph | Compiled, lists: OpLists, edited: OpLists, mode: str
 
 def annotate(g: nx.DiGraph, p: Plan) -> None:
     """Write ``precision`` and ``why`` node attributes (for export and reports)."""
-    for node, prec in p.items():
-        g.nodes[node]["precision"] = prec
-        g.nodes[node]["why"] = p.why(node).rule
+    nodes = g._node  # networkx's node -> attribute dict (g.nodes[n] costs a view call per node)
+    with no_gc():
+        for node, prec, rule in zip(p.compiled.order, p.precision_list, p.rules):
+            a = nodes[node]
+            a["precision"] = prec
+            a["why"] = rule
 
 
 def type_precision_summary(p: Plan, weights: Mapping[Hashable, float] | None = None) -> dict[str, dict[str, float]]:

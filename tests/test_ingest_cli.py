@@ -212,3 +212,16 @@ def test_rank_step_and_trace_through_cli(tmp_path):
     _one_line_error(code, err, "steps found: 1")
     code, out, err = _run(["inspect", "--profile", str(tmp_path)])
     assert code == 0 and "trace_view.json" in out and "Time share per precision" in out
+
+
+def test_inspect_stage_progress_on_stderr(tmp_path, monkeypatch):
+    """Stage lines go to stderr (stdout stays the report) when asked for or on a terminal; off by default here."""
+    d = _layout(tmp_path, GOOD)
+    code, out, err = _run(["inspect", "--profile", str(d)])
+    assert code == 0 and "advisor: reading" not in err
+    monkeypatch.setenv("ADVISOR_PROGRESS", "1")
+    code, out2, err = _run(["inspect", "--profile", str(d)])
+    assert code == 0, err
+    stages = [x for x in err.splitlines() if x.startswith("advisor: ") and x.endswith(" ...")]
+    assert [s.split()[1] for s in stages] == ["reading", "building", "semantics"]
+    assert "kernel_details.csv" in stages[0] and "advisor:" not in out2

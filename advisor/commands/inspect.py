@@ -135,13 +135,15 @@ def register(app: typer.Typer) -> None:
         """Show what a run directory holds (ranks, steps, op counts, precision mix), what is missing for
         which analysis, and profile-only findings."""
         from ..cli import fail
+        from ..progress import StageLog
         try:
             from ..ingest.findings import summarize
             from ..ingest.run import load_run
             p = Path(profile)
             if not p.exists():
                 raise InputError(p, "no such file or directory")
-            run = load_run(p, rank=rank, step=step)
+            log = StageLog()
+            run = load_run(p, rank=rank, step=step, progress=log)
             if run.found is not None and run.found.empty:
                 raise InputError(p, "found no profile (kernel_details.csv, op_summary_*.csv), GE graph dump or msprobe dump here")
             use_soc = soc if soc != "ascend910b" or not run.meta.get("soc") else run.meta.get("soc")
@@ -149,7 +151,9 @@ def register(app: typer.Typer) -> None:
             if run.mixlist is not None:
                 from ..mixlist import effective
                 lists = effective(lists, run.mixlist)
+            log("semantics and profile-only findings")
             s = summarize(run, lists, mode)
+            log.done()
             kept = None
             if export:
                 if run.graph is None:

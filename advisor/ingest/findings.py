@@ -103,14 +103,21 @@ def gray_fp32_ops(run: Run, plan: semantics.Plan, lists: OpLists) -> list[dict]:
     gray-inherit / gray-skip-cast), confirmed by the profile where it ran (observed fp32)."""
     g = run.graph
     rows: dict[str, dict] = {}
-    for n in op_nodes(g):
-        a = g.nodes[n]
+    nodes = g._node
+    gray: dict[str, bool] = {}
+    for i, (n, prec, rule) in enumerate(zip(plan.compiled.order, plan.precision_list, plan.rules)):
+        # cheap filters first (plan arrays), node attributes only for the few that pass
+        if prec != "fp32" or rule not in ("gray-inherit", "gray-skip-cast"):
+            continue
+        a = nodes[n]
+        if a.get("role", "op") != "op":
+            continue
         t = a.get("type", "")
-        if lists.list_of(t) != "gray" or plan.precision.get(n) != "fp32":
+        if t not in gray:
+            gray[t] = lists.list_of(t) == "gray"
+        if not gray[t]:
             continue
         why = plan.why(n)
-        if why.rule not in ("gray-inherit", "gray-skip-cast"):
-            continue
         obs = a.get("precision_observed")
         if obs is not None and obs != "fp32":
             continue
@@ -194,17 +201,19 @@ def summarize(run: Run, lists: OpLists, mode: str | None = None, top: int = 15) 
     if run.graph is not None:
         g = run.graph
         ops = list(op_nodes(g))
-        out["graph"] = {"nodes": g.number_of_nodes(), "ops": len(ops), "edges": g.number_of_edges(),
+        n_edges = g.number_of_edges()
+        out["graph"] = {"nodes": g.number_of_nodes(), "ops": len(ops), "edges": n_edges,
                         "edges_source": "inferred" if g.graph.get("edges") == "inferred" else "GE graph dump",
-                        "excluded": sum(1 for n in ops if g.nodes[n].get("decides", True) is False)}
-        if g.graph.get("edges") == "inferred" and g.number_of_edges():
+                        "excluded": sum(1 for n in ops if g._node[n].get("decides", True) is False)}
+        if g.graph.get("edges") == "inferred" and n_edges:
             conf = np.fromiter((d.get("confidence", 1.0) for _, _, d in g.edges(data=True)), float)
             out["graph"]["mean_edge_confidence"] = float(conf.mean())
         p = semantics.plan(g, lists, mode)
         semantics.annotate(g, p)
         out["plan_mix"] = {}
+        prec = p.precision
         for n in ops:
-            pr = p.precision.get(n, "n/a")
+            pr = prec.get(n, "n/a")
             out["plan_mix"][pr] = out["plan_mix"].get(pr, 0) + 1
         out["gray_fp32_by_inheritance"] = gray_fp32_ops(run, p, lists)
     out["dumps"] = {

@@ -19,6 +19,7 @@ import pandas as pd
 
 from ..errors import InputError
 from ..graph import no_gc, normalize_dtype
+from ..progress import Progress
 from .common import shape_ints
 from .discover import Found, discover, pick_ge_dump
 from .ge_dump import read_ge_dump
@@ -155,10 +156,11 @@ def _per_step(roots: dict, rank: int | None, step: int | None) -> dict[int, Dump
     return out
 
 
-def load_run(path: str | Path, rank: int | None = None, step: int | None = None) -> Run:
+def load_run(path: str | Path, rank: int | None = None, step: int | None = None, progress: Progress = None) -> Run:
     """Read everything under ``path`` into a Run (see module docstring).  ``rank``/``step`` select
     one rank / one step; by default all kernel rows are kept and the graph is built from the
-    lowest rank's first step."""
+    lowest rank's first step.  ``progress(msg)`` is told each stage as it starts."""
+    say = progress or (lambda msg: None)
     p = Path(path)
     if not p.exists():
         raise InputError(p, "no such file or directory")
@@ -181,8 +183,10 @@ def load_run(path: str | Path, rank: int | None = None, step: int | None = None)
         if src.kernels is None:
             continue
         r = _profile_rank(src)
+        say(f"reading {src.kernels}")
         frame = read_kernels(src.kernels, rank=r)
         if src.trace_view is not None:
+            say(f"reading {src.trace_view} and linking kernels to framework ops")
             tv = _read_trace(src.trace_view, sources)
             if tv is not None:
                 frame = _attach_trace(frame, tv)
@@ -216,6 +220,7 @@ def load_run(path: str | Path, rank: int | None = None, step: int | None = None)
     ge = pick_ge_dump(found.ge_dumps)
     graph = None
     if ge is not None:
+        say(f"reading GE graph dump {ge}")
         graph = read_ge_dump(ge)
         sources["graph"] = str(ge)
         if len(gk):
@@ -223,6 +228,8 @@ def load_run(path: str | Path, rank: int | None = None, step: int | None = None)
             _join_kernels(graph, gk)
             graph_step = step
     elif len(gk):
+        say(f"building the op graph from {len(gk) if graph_step is None else int((gk['step'] == graph_step).sum()):,} "
+            "kernels (edges inferred)")
         graph = graph_from_kernels(gk, step=graph_step)
         sources["graph"] = "inferred from kernels (execution order + shapes)"
     if graph is not None:
@@ -240,9 +247,11 @@ def load_run(path: str | Path, rank: int | None = None, step: int | None = None)
         gold = [r for r in roots if is_golden(r)]
         targ = [r for r in roots if not is_golden(r)]
         if targ:
+            say(f"reading dump {targ[0]}")
             target = _per_step(load_dump_root(targ[0]), rank, step)
             sources["target_dump"] = str(targ[0])
         if gold:
+            say(f"reading dump {gold[0]}")
             golden = _per_step(load_dump_root(gold[0]), rank, step)
             sources["golden_dump"] = str(gold[0])
     if graph is not None and target:
