@@ -33,6 +33,14 @@ class StageLog:
         self.stream.write(f"advisor: {msg} ...\n")
         self.stream.flush()
 
+    def note(self, msg: str) -> None:
+        """A one-off line (a result, not a stage): closes the running stage first."""
+        if not self.enabled:
+            return
+        self.done()
+        self.stream.write(f"advisor: {msg}\n")
+        self.stream.flush()
+
     def done(self) -> None:
         if self.enabled and self._t0 is not None:
             dt = time.perf_counter() - self._t0

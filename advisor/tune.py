@@ -344,8 +344,10 @@ class TuneConfig:
 
 
 class Tuner:
-    def __init__(self, runner: Runner, stages: Stages, config: TuneConfig):
+    def __init__(self, runner: Runner, stages: Stages, config: TuneConfig, progress=None):
         self.runner, self.stages, self.cfg = runner, stages, config
+        self.say = progress or (lambda msg: None)
+        self.note = getattr(progress, "note", self.say)  # results (StageLog.note), else the same callable
         self.out = Path(config.out)
         self.state: dict = {}
         self._runs_cache: dict[int, Any] = {}
@@ -434,6 +436,9 @@ class Tuner:
         d.mkdir(parents=True, exist_ok=True)
         run_dir = d / "run"
         mixlist = _mixlist_or_none(it["mixlist"])
+        n_edits = len(it.get("edits") or [])
+        what = f"{n_edits} list edit{'s' if n_edits != 1 else ''}" if n_edits else "the starting lists"
+        self.say(f"run {self.state['runs'] + 1} of at most {self.cfg.max_runs}: {it['dir']} ({what})")
         res = self.runner.run(mixlist, self.cfg.mode, run_dir)
         self.state["captures"] += 1
         self.state["executions"] += res.executions
@@ -453,6 +458,7 @@ class Tuner:
     def _step_reference(self) -> None:
         """The FP32 reference for runners whose runs carry no golden: one run, its own step."""
         rdir = self.out / "reference" / "run"
+        self.say(f"run {self.state['runs'] + 1} of at most {self.cfg.max_runs}: the FP32 reference")
         res = self.runner.reference(rdir)
         self.state["runs"] += 1
         self.state["captures"] += 1
@@ -514,6 +520,10 @@ class Tuner:
                 m = it["measured"]
                 self.surrogate.add(edits_from_json(it["edits"]), m.get("rel_l2"), m.get("finite"))
         atomic_write_json(d / "iteration.json", json_safe(it))
+        v, m = it.get("verdict") or {}, it.get("measured") or {}
+        self.note(f"{it['dir']}: {'meets' if v.get('ok') else 'misses'} the tolerance"
+                 + (f" (cosine {m['cosine']:.6f}, rel L2 {m['rel_l2']:.2e})"
+                    if isinstance(m.get("cosine"), float) and isinstance(m.get("rel_l2"), float) else ""))
         it["done"].append("judge")
         self._done(f"{it['dir']}:judge")
 
@@ -885,8 +895,9 @@ indicators (finite runs only); negative = the edit removed error</p><table id="e
 def tune(runner: Runner, out: str | os.PathLike, mode: str = "mixed_float16", max_runs: int = 6,
          holdout: int | None = None, resume: bool = False, tolerance=None, learn: bool = True,
          base_mixlist: Mixlist | None = None, stages: Stages | None = None, soc: str | None = None,
-         ops_info: str | None = None, perf: bool = True) -> dict:
-    """Run the tuning loop; returns the summary (also written to ``out/summary.json``)."""
+         ops_info: str | None = None, perf: bool = True, progress=None) -> dict:
+    """Run the tuning loop; returns the summary (also written to ``out/summary.json``).
+    ``progress(msg)`` hears each run as it starts and its verdict."""
     from .semantics import mode_info, uses_mixlist
     try:
         mode_info(mode)
@@ -899,6 +910,6 @@ def tune(runner: Runner, out: str | os.PathLike, mode: str = "mixed_float16", ma
     if holdout is not None and holdout < 0:
         raise InputError("--holdout", "must be >= 0")
     st = stages or Stages(tolerance, soc=soc, ops_info=ops_info, mode=mode)
-    t = Tuner(runner, st, TuneConfig(Path(out), mode, max_runs, holdout, learn, perf, base_mixlist))
+    t = Tuner(runner, st, TuneConfig(Path(out), mode, max_runs, holdout, learn, perf, base_mixlist), progress)
     t.start(resume=resume)
     return t.run()

@@ -345,3 +345,21 @@ def test_failed_reference_is_reported(tmp_path):
     world = World({})
     s, _, _ = run_tune(tmp_path, world, [], runner=NoGoldenRunner(world, reference_fails=True))
     assert not s["confirmed"] and "FP32 reference run failed" in s["history"][0]["reasons"][0]
+
+
+def test_progress_hears_each_run_and_its_verdict(tmp_path):
+    import io
+
+    from advisor.progress import StageLog
+    buf = io.StringIO()
+    log = StageLog(buf, enabled=True)
+    s, _, _ = run_tune(tmp_path, World({"Exp": (math.inf, None)}), [{"Exp"}], progress=log)
+    lines = buf.getvalue().splitlines()
+    starts = [x for x in lines if x.endswith(" ...")]
+    assert len(starts) == 2 and "iter_00 (the starting lists)" in starts[0] and "iter_01 (1 list edit)" in starts[1]
+    verdicts = [x for x in lines if "the tolerance" in x]
+    assert [("meets" in v) for v in verdicts] == [h["ok"] for h in s["history"]] == [False, True]
+    # a StageLog that is off (not a terminal, no ADVISOR_PROGRESS) writes nothing
+    buf2 = io.StringIO()
+    run_tune(tmp_path / "b", World({}), [], progress=StageLog(buf2, enabled=False))
+    assert buf2.getvalue() == ""

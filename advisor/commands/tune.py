@@ -44,6 +44,7 @@ def register(app: typer.Typer) -> None:
 
         from ..compare.tolerance import tolerance_from_options
         from ..mixlist import load
+        from ..progress import StageLog
         from ..runners import make_runner
         from ..tune import tune as do_tune
         try:
@@ -56,8 +57,11 @@ def register(app: typer.Typer) -> None:
             except ValueError as e:
                 raise InputError("tolerance", str(e)) from None
             base = load(mixlist) if mixlist else None
+            log = StageLog()
             s = do_tune(r, out, mode=mode, max_runs=max_runs, holdout=holdout, resume=resume, tolerance=tol,
-                        learn=not no_learn, perf=not no_perf, base_mixlist=base, soc=soc, ops_info=ops_info)
+                        learn=not no_learn, perf=not no_perf, base_mixlist=base, soc=soc, ops_info=ops_info,
+                        progress=log)
+            log.done()
         except AdvisorError as e:
             typer.echo(f"advisor: error: {e}", err=True)
             raise typer.Exit(e.exit_code)
