@@ -13,8 +13,12 @@ string and the same dtype.  Confidence per edge:
 Float inputs with no producer become one ``data`` node per (step, stream, signature)
 (``input:<shape>:<dtype>``): graph inputs or weights, real fp32 producers for the semantics.
 Communication (HCCL), memory (MemSet, memcpy), AI_CPU and DSA kernels are nodes with
-``decides=False``.  Everything is vectorised (factorize + merge_asof); the graph is built with
-``add_nodes_from`` / ``add_edges_from``.
+``decides=False``.
+
+Built for 10^6 rows (docs/formats.md, "How it is fast"): string work once per distinct value,
+matching by ``argsort`` + ``searchsorted`` on integer keys in a second thread, networkx's
+dicts filled directly (edges through per-row lists of the adjacency dicts, never by key lookups
+in the million-entry outer dicts).
 """
 from __future__ import annotations
 
