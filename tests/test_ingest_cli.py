@@ -225,3 +225,14 @@ def test_inspect_stage_progress_on_stderr(tmp_path, monkeypatch):
     stages = [x for x in err.splitlines() if x.startswith("advisor: ") and x.endswith(" ...")]
     assert [s.split()[1] for s in stages] == ["reading", "building", "semantics"]
     assert "kernel_details.csv" in stages[0] and "advisor:" not in out2
+
+
+def test_recommend_stage_progress(tmp_path, monkeypatch):
+    monkeypatch.setenv("ADVISOR_PROGRESS", "1")
+    code, out, err = _run(["recommend", "--profile", str(HERE.parent / "profiles" / "two_hazards"),
+                           "--out", str(tmp_path / "adv")])
+    assert code == 0, err
+    stages = [x.split(" ...")[0] for x in err.splitlines() if x.endswith(" ...")]
+    assert any(s.startswith("advisor: reading GE graph dump") for s in stages)
+    assert stages[-2:] == ["advisor: searching list edits", "advisor: writing outputs"]
+    assert (tmp_path / "adv" / "modify_mixlist.json").is_file() and "advisor:" not in out

@@ -51,15 +51,20 @@ def register(app: typer.Typer) -> None:
         from rich.console import Console
 
         from .. import mixlist as mx
+        from ..progress import StageLog
         from ..recommend import recommend, write_outputs
         from ..report import print_recommendation
         try:
             tol = _tolerance(min_cosine, max_rel_l2, allow_nonfinite, max_loss_rel, min_grad_cosine)
             base = mx.load(mixlist) if mixlist else None
             out_dir = Path(out) if out else Path(profile) / "advice"
+            log = StageLog()
             rec = recommend(profile, tol, base_mixlist=base, exclude=tuple(exclude or ()), max_edits=max_edits,
-                            soc=soc, ops_info=ops_info, mode=mode, rank=rank, step=step, perf=not no_perf)
+                            soc=soc, ops_info=ops_info, mode=mode, rank=rank, step=step, perf=not no_perf,
+                            progress=log)
+            log("writing outputs")
             paths = write_outputs(rec, out_dir)
+            log.done()
         except AdvisorError as e:
             typer.echo(f"advisor: error: {e}", err=True)
             raise typer.Exit(e.exit_code)

@@ -1,15 +1,13 @@
 """Thin adapter: a run (directory or ingest ``Run``) -> inputs of ``recommend_graph``.
 
-Uses ``advisor.ingest.load_run`` when it exists, else the compare stage's run-directory reader,
-else the profile alone (profile-only mode).  The op graph comes from the run (graph dump or
-emulator trace) or, failing that, is inferred from kernel_details.csv by ingest.
+Reads directories with ``advisor.ingest.load_run`` (the only reader); a run without dumps is
+recommended on in profile-only mode.  The op graph comes from the run (graph dump or emulator
+trace) or, failing that, is inferred from kernel_details.csv by ingest.
 """
 from __future__ import annotations
 
-import json
 import math
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any, Iterable, Mapping
 
 import pandas as pd
@@ -31,17 +29,8 @@ def _has_dumps(run: Any) -> bool:
         return True
 
 
-def _find_kernel_csv(p: Path) -> Path | None:
-    for pat in ("profile/*/ASCEND_PROFILER_OUTPUT/kernel_details.csv", "**/kernel_details.csv",
-                "**/op_summary*.csv"):
-        hits = sorted(p.glob(pat))
-        if hits:
-            return hits[0]
-    return None
-
-
-def load_any(run: Any, rank: int | None = None, step: int | None = None) -> Any:
-    """An ingest Run (or a compatible object) from a path or an already loaded run."""
+def load_any(run: Any, rank: int | None = None, step: int | None = None, progress: Any = None) -> Any:
+    """A run object: ``run`` itself, or ``advisor.ingest.load_run`` of a directory."""
     if not isinstance(run, (str, Path)):
         return run
     p = Path(run)
@@ -49,50 +38,8 @@ def load_any(run: Any, rank: int | None = None, step: int | None = None) -> Any:
         raise InputError(p, "no such run directory")
     if not p.is_dir():
         raise InputError(p, "expected a run / profile directory")
-    try:
-        from ..ingest.run import load_run  # type: ignore[import-not-found]
-    except ImportError:
-        load_run = None
-    if load_run is not None:
-        r = load_run(p, rank=rank, step=step)
-        if getattr(r, "path", None) is None:
-            try:
-                r.path = p
-            except Exception:  # noqa: BLE001
-                pass
-        return r
-    # fallback while ingest.run is being written: compare's reader + profile
-    ns = SimpleNamespace(path=p, graph=None, kernels=None, target_dump=None, golden_dump=None, meta={},
-                         local_errors=None, mixlist=None)
-    if (p / "dump" / "mixed").is_dir() and (p / "dump" / "fp32").is_dir():
-        from ..compare.run import from_run_dir
-        cr = from_run_dir(p)
-        for k in ("graph", "target_dump", "golden_dump", "meta", "local_errors", "mixlist"):
-            setattr(ns, k, getattr(cr, k))
-    else:
-        rj = p / "run.json"
-        if rj.is_file():
-            try:
-                ns.meta = json.loads(rj.read_text(encoding="utf-8"))
-            except (OSError, UnicodeDecodeError, json.JSONDecodeError) as e:
-                raise InputError(rj, f"cannot read run.json ({type(e).__name__})") from None
-        if (p / "mixlist.json").is_file():
-            ns.mixlist = mx.load(p / "mixlist.json")
-    kc = _find_kernel_csv(p)
-    if kc is not None:
-        from ..ingest import read_kernels
-        ns.kernels = read_kernels(kc)
-    if ns.graph is None:
-        gdir = p / "graph"
-        dumps = (sorted(gdir.glob("ge_onnx_*.pbtxt")) + sorted(gdir.glob("ge_proto_*.txt"))) if gdir.is_dir() else []
-        if dumps:
-            from ..ingest.ge_dump import read_ge_dump
-            ns.graph = read_ge_dump(dumps[-1])
-        elif ns.kernels is not None and len(ns.kernels):
-            from ..ingest import graph_from_kernels
-            steps = sorted(set(ns.kernels["step"].tolist())) if "step" in ns.kernels.columns else []
-            ns.graph = graph_from_kernels(ns.kernels, step=(step if step is not None else (steps[0] if steps else None)))
-    return ns
+    from ..ingest.run import load_run
+    return load_run(p, rank=rank, step=step, progress=progress)
 
 
 def run_mixlist(run: Any) -> mx.Mixlist | None:
@@ -191,10 +138,13 @@ def _profile_findings(run: Any) -> list[dict]:
 
 def gather(run: Any, tolerance: Any = None, *, attribution: Any = None, soc: str | None = None,
            ops_info: str | None = None, mode: str | None = None, rank: int | None = None,
-           step: int | None = None) -> dict:
+           step: int | None = None, progress: Any = None) -> dict:
     """Everything the search needs from a run: graph, chip defaults, mode, the run's mixlist, the
-    attribution frame, local errors, culprit types, measured final error, findings, loss scale."""
-    r = load_any(run, rank, step)
+    attribution frame, local errors, culprit types, measured final error, findings, loss scale.
+    ``progress(msg)`` hears each stage."""
+    say = progress or (lambda msg: None)
+    r = load_any(run, rank, step, progress)
+    say("attributing errors and gathering evidence")
     g = getattr(r, "graph", None)
     src = getattr(r, "path", None) or run
     if g is None or g.number_of_nodes() == 0:
@@ -292,11 +242,14 @@ def _dump_overflow_findings(run: Any, t: Any, limit: int = 10) -> list[dict]:
 def recommend(run: Any, tolerance: Any = None, base_mixlist: mx.Mixlist | None = None, exclude: Iterable[str] = (),
               max_edits: int = 4, *, attribution: Any = None, soc: str | None = None, ops_info: str | None = None,
               mode: str | None = None, rank: int | None = None, step: int | None = None,
-              mixlist_path: str = "modify_mixlist.json", **kw: Any) -> Recommendation:
+              mixlist_path: str = "modify_mixlist.json", progress: Any = None, **kw: Any) -> Recommendation:
     """Recommend mixlist edits for a run (path or ingest Run).  ``base_mixlist`` = where the search
     starts (default: the run's own mixlist); the result's ``mixlist`` is relative to the chip
     defaults.  See ``recommend_graph`` for ``kw`` (max_candidates, max_evals, perf, ...)."""
-    d = gather(run, tolerance, attribution=attribution, soc=soc, ops_info=ops_info, mode=mode, rank=rank, step=step)
+    d = gather(run, tolerance, attribution=attribution, soc=soc, ops_info=ops_info, mode=mode, rank=rank, step=step,
+               progress=progress)
+    if progress is not None:
+        progress("searching list edits")
     return recommend_graph(d["graph"], d["defaults"], mode=d["mode"], run_mixlist=d["run_mixlist"],
                            base_mixlist=base_mixlist, ops=d["ops"], local=d["local"], tolerance=d["tolerance"],
                            exclude=exclude, max_edits=max_edits, culprit_types=d["culprit_types"],
