@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from advisor.graph import no_gc, normalize_dtype
+from advisor.ingest import infer
 from advisor.ingest.infer import graph_from_kernels
 
 SHAPES = ["8,16", "16,32", "8,32", "1", "4"]
@@ -86,7 +87,18 @@ row = st.fixed_dictionaries({
 def test_build_matches_naive_rule(rows, nsteps):
     # rows spread over steps in order; within a step, rows keep their (execution) order
     rows = [dict(r, step=i * nsteps // len(rows)) for i, r in enumerate(rows)]
-    g = graph_from_kernels(_frame(rows))
+    # both ways of building node attributes (per-row dicts; copies of per-kind templates) agree
+    saved = infer.TEMPLATE_MAX_RATIO
+    try:
+        infer.TEMPLATE_MAX_RATIO = 0.0
+        g0 = graph_from_kernels(_frame(rows))
+        infer.TEMPLATE_MAX_RATIO = 1.0
+        g = graph_from_kernels(_frame(rows))
+    finally:
+        infer.TEMPLATE_MAX_RATIO = saved
+    assert list(g.nodes(data=True)) == list(g0.nodes(data=True))
+    assert all(list(a) == list(b) for (_, a), (_, b) in zip(g.nodes(data=True), g0.nodes(data=True)))  # key order
+    assert list(g.edges(data=True)) == list(g0.edges(data=True))
     keys, edges, data = _oracle(rows)
     if len(set(keys)) == len(keys):  # (a literal "x#1" next to a repeated "x" is deduplicated)
         assert [n for n, a in g.nodes(data=True) if a["role"] == "op"] == keys
@@ -162,3 +174,23 @@ def test_long_gap_boundary(gap, conf):
     rows += [mk("c", [("8,16", "FLOAT16")], [])]
     g = graph_from_kernels(_frame(rows))
     assert g.edges["p", "c"]["confidence"] == conf == _oracle(rows)[1][("p", "c")][2]
+
+
+def test_template_path_keeps_flags():
+    """Repeated steps take the template path; bookkeeping, non-float and Cast flags survive it."""
+    base = [("mm", "MatMulV2", "AI_CORE", [("8,16", "FLOAT16")], [("8,32", "FLOAT16")]),
+            ("cast", "Cast", "AI_VECTOR_CORE", [("8,32", "FLOAT16")], [("8,32", "FLOAT")]),
+            ("memset", "MemSet", "AI_VECTOR_CORE", [], []),
+            ("ar", "hcom_allReduce_", "HCCL", [], []),
+            ("idx", "ArgMax", "AI_VECTOR_CORE", [("8,32", "FLOAT")], [("8", "INT64")]),
+            ("g", "GatherV2", "AI_VECTOR_CORE", [("8", "INT64")], [("8", "INT64")])]
+    rows = [{"name": n, "type": t, "ins": i, "outs": o, "stream": "1", "step": s}
+            for s in range(10) for n, t, _, i, o in base]
+    f = _frame(rows)
+    f["core"] = [c for _ in range(10) for _, _, c, _, _ in base]
+    g = graph_from_kernels(f)
+    for k in ("memset", "ar#9"):
+        assert g.nodes[k]["decides"] is False
+    assert g.nodes["g#3"]["float"] is False and "float" not in g.nodes["idx#3"]
+    assert g.nodes["cast#5"]["cast_to"] == "fp32" and g.nodes["cast#5"]["step"] == 5
+    assert g.nodes["mm#7"]["order"] == 7 * len(base) and "decides" not in g.nodes["mm#7"]

@@ -113,26 +113,58 @@ def _graph_from_kernels(kf: pd.DataFrame, step: int | None, infer: bool) -> nx.D
         pcodes, puniq = pd.factorize(kf["precision"])
         prec = np.asarray(list(puniq) + ["n/a"], dtype=object)[pcodes]
     else:
-        prec = np.full(n, "n/a", object)
+        pcodes, prec = np.zeros(n, np.int64), np.full(n, "n/a", object)
     scodes, suniq = pd.factorize(kf["stream"])
     streams = np.asarray(list(suniq) + ["N/A"], dtype=object)[scodes]
     stcodes, stuniq = pd.factorize(kf["step"].to_numpy())
     steps = np.asarray([int(x) for x in stuniq] + [-1], dtype=object)[stcodes]  # shared int objects
-    cols = zip(types.tolist(), names.tolist(), steps.tolist(), range(n),
-               streams.tolist(), cores.tolist(), kf["duration_us"].to_numpy().tolist(), prec.tolist(),
-               il[icodes].tolist(), ol[ocodes].tolist(), isl[iscodes].tolist(), osl[oscodes].tolist())
-    attrs = [{"type": t, "name": nm, "role": "op", "step": st, "order": o, "stream": sm, "core": c,
-              "duration_us": du, "precision_observed": pr, "in_dtypes": a, "out_dtypes": b,
-              "in_shapes": sa, "out_shapes": sb}
-             for t, nm, st, o, sm, c, du, pr, a, b, sa, sb in cols]
-    for i in np.flatnonzero(book).tolist():
-        attrs[i]["decides"] = False
-    for i in np.flatnonzero(not_float).tolist():
-        attrs[i]["float"] = False
-    for i in np.flatnonzero(types == "Cast").tolist():
-        ct = cast_first[ocodes[i]]
-        if ct:
-            attrs[i]["cast_to"] = ct
+    dur = kf["duration_us"].to_numpy().tolist()
+    # rows that agree on everything but name/step/order/duration (the same kernel in every step,
+    # every layer's copy of an op) share a template: copying a dict is far cheaper than building it
+    combo = _combine([tcodes, ccodes, scodes, pcodes, icodes, ocodes, iscodes, oscodes])
+    n_combo = int(combo.max(initial=-1)) + 1
+    use_templates = n_combo <= n * TEMPLATE_MAX_RATIO
+
+    def one(i: int, nm, st, o, du) -> dict:
+        a = {"type": types[i], "name": nm, "role": "op", "step": st, "order": o, "stream": streams[i],
+             "core": cores[i], "duration_us": du, "precision_observed": prec[i], "in_dtypes": il[icodes[i]],
+             "out_dtypes": ol[ocodes[i]], "in_shapes": isl[iscodes[i]], "out_shapes": osl[oscodes[i]]}
+        if book[i]:
+            a["decides"] = False
+        if not_float[i]:
+            a["float"] = False
+        if types[i] == "Cast" and cast_first[ocodes[i]]:
+            a["cast_to"] = cast_first[ocodes[i]]
+        return a
+
+    if use_templates:
+        firsts = np.unique(combo, return_index=True)[1].tolist()
+        tmpl = [one(i, None, None, None, None) for i in firsts]
+        attrs = []
+        add = attrs.append
+        for c, nm, st, o, du in zip(combo.tolist(), names.tolist(), steps.tolist(), range(n), dur):
+            a = tmpl[c].copy()
+            a["name"] = nm
+            a["step"] = st
+            a["order"] = o
+            a["duration_us"] = du
+            add(a)
+    else:
+        cols = zip(types.tolist(), names.tolist(), steps.tolist(), range(n),
+                   streams.tolist(), cores.tolist(), dur, prec.tolist(),
+                   il[icodes].tolist(), ol[ocodes].tolist(), isl[iscodes].tolist(), osl[oscodes].tolist())
+        attrs = [{"type": t, "name": nm, "role": "op", "step": st, "order": o, "stream": sm, "core": c,
+                  "duration_us": du, "precision_observed": pr, "in_dtypes": a, "out_dtypes": b,
+                  "in_shapes": sa, "out_shapes": sb}
+                 for t, nm, st, o, sm, c, du, pr, a, b, sa, sb in cols]
+        for i in np.flatnonzero(book).tolist():
+            attrs[i]["decides"] = False
+        for i in np.flatnonzero(not_float).tolist():
+            attrs[i]["float"] = False
+        for i in np.flatnonzero(types == "Cast").tolist():
+            ct = cast_first[ocodes[i]]
+            if ct:
+                attrs[i]["cast_to"] = ct
     if "framework_op" in kf.columns:  # linked through trace_view.json (ingest.run)
         fw = kf["framework_op"].to_numpy(dtype=object)
         has = np.flatnonzero(pd.notna(fw))
@@ -171,6 +203,25 @@ def _dedupe(keys: list) -> list:
         seen.add(k)
         out.append(k)
     return out
+
+
+TEMPLATE_MAX_RATIO = 0.25  # attribute templates when distinct row kinds <= this share of rows
+
+
+def _combine(codes: list[np.ndarray]) -> np.ndarray:
+    """One code per distinct combination of several code arrays (-1 = missing is a value)."""
+    n = len(codes[0]) if codes else 0
+    k = np.zeros(n, dtype=np.int64)
+    top = 1  # bound on k's values
+    for c in codes:
+        c = c.astype(np.int64) + 1
+        m = int(c.max(initial=0)) + 1
+        if top * m >= 1 << 62:  # renumber before the product could overflow
+            k = pd.factorize(k, sort=False)[0].astype(np.int64)
+            top = int(k.max(initial=0)) + 1
+        k = k * m + c
+        top *= m
+    return pd.factorize(k, sort=False)[0].astype(np.int64) if n else k
 
 
 def _in_order(kf: pd.DataFrame) -> bool:
