@@ -404,26 +404,22 @@ def read_trace_view(path: str | Path) -> dict[str, pd.DataFrame]:
         a = e.get("args")
         return a if isinstance(a, dict) else {}
 
-    opf = pd.DataFrame({
-        "op_id": np.arange(len(ops), dtype=np.int64),
-        "name": [str(o.get("name", "")) for o in ops],
-        "pid": [str(o.get("pid", "")) for o in ops],
-        "tid": [str(o.get("tid", "")) for o in ops],
-        "ts_ns": np.array([_ts_ns(o.get("ts", "")) for o in ops], dtype=np.int64),
-        "dur_us": pd.to_numeric(pd.Series([o.get("dur") for o in ops], dtype=object), errors="coerce"),
-        "seq": [args(o).get("Sequence number") for o in ops],
-        "call_stack": [str(args(o).get("Call stack", "")) for o in ops],
-        "input_dims": [str(args(o).get("Input Dims", "")) for o in ops],
-    })
-    kf = pd.DataFrame({
-        "kernel_id": np.arange(len(kernels), dtype=np.int64),
-        "name": [str(k.get("name", "")) for k in kernels],
-        "pid": [str(k.get("pid", "")) for k in kernels],
-        "tid": [str(k.get("tid", "")) for k in kernels],
-        "ts_ns": np.array([_ts_ns(k.get("ts", "")) for k in kernels], dtype=np.int64),
-        "dur_us": pd.to_numeric(pd.Series([k.get("dur") for k in kernels], dtype=object), errors="coerce"),
-        "task_type": [str(args(k).get("Task Type", "")) for k in kernels],
-    })
+    def frame(evs: list, id_col: str, **extra) -> pd.DataFrame:
+        """The columns every X event has (id, name, pid, tid, exact ts, dur) plus ``extra``."""
+        return pd.DataFrame({
+            id_col: np.arange(len(evs), dtype=np.int64),
+            "name": [str(e.get("name", "")) for e in evs],
+            "pid": [str(e.get("pid", "")) for e in evs],
+            "tid": [str(e.get("tid", "")) for e in evs],
+            "ts_ns": np.array([_ts_ns(e.get("ts", "")) for e in evs], dtype=np.int64),
+            "dur_us": pd.to_numeric(pd.Series([e.get("dur") for e in evs], dtype=object), errors="coerce"),
+            **extra})
+
+    opf = frame(ops, "op_id",
+                seq=[args(o).get("Sequence number") for o in ops],
+                call_stack=[str(args(o).get("Call stack", "")) for o in ops],
+                input_dims=[str(args(o).get("Input Dims", "")) for o in ops])
+    kf = frame(kernels, "kernel_id", task_type=[str(args(k).get("Task Type", "")) for k in kernels])
     fl = pd.DataFrame({
         "cat": [str(f.get("cat")) for f in flows], "ph": [str(f.get("ph")) for f in flows],
         "id": [str(f.get("id")) for f in flows], "pid": [str(f.get("pid", "")) for f in flows],
