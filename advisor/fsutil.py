@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -84,16 +85,40 @@ def resolve_inside(base: str | os.PathLike, relative: str, what: str = "path") -
     return target
 
 
+def check_user_file(path: str | os.PathLike, what: str) -> Path:
+    """``path`` as a Path when it is a regular file (symlinks followed), else one clear InputError.
+
+    Refuses what would hang or never end a read: a FIFO, a device (``/dev/zero``), a socket,
+    and a directory where a file is expected.  Every reader of a user's file calls this first.
+    """
+    p = Path(path)
+    try:
+        st = os.stat(p)
+    except FileNotFoundError:
+        raise InputError(p, f"no such file, expected {what}") from None
+    except (OSError, ValueError) as e:  # ValueError: a NUL byte in the path
+        raise InputError(p, f"cannot read {what}: {getattr(e, 'strerror', None) or e}") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise InputError(p, f"a directory, expected {what}")
+    if not stat.S_ISREG(st.st_mode):
+        raise InputError(p, f"not a regular file (a FIFO, device or socket), expected {what}")
+    return p
+
+
+def read_user_bytes(path: str | os.PathLike, what: str) -> bytes:
+    """The bytes of a user's regular file, or one clear InputError."""
+    p = check_user_file(path, what)
+    try:
+        return p.read_bytes()
+    except OSError as e:
+        raise InputError(p, f"cannot read {what}: {e.strerror or e}") from None
+
+
 def read_user_text(path: str | os.PathLike, what: str) -> str:
     """A user's text file, or one clear InputError: unreadable, empty, binary or not UTF-8.
     ``what`` names the expected file in the message ("an msprobe dump.json")."""
     p = Path(path)
-    try:
-        raw = p.read_bytes()
-    except FileNotFoundError:
-        raise InputError(p, f"no such file, expected {what}") from None
-    except OSError as e:
-        raise InputError(p, f"cannot read {what}: {e.strerror or e}") from None
+    raw = read_user_bytes(p, what)
     if not raw.strip():
         raise InputError(p, f"empty file, expected {what}")
     if b"\x00" in raw[:4096]:
@@ -102,3 +127,23 @@ def read_user_text(path: str | os.PathLike, what: str) -> str:
         return raw.decode("utf-8-sig")
     except UnicodeDecodeError:
         raise InputError(p, f"not UTF-8 text, expected {what}") from None
+
+
+def parse_json_text(text: str, source: object, what: str) -> Any:
+    """Strict JSON of a user's file: one clear InputError for invalid JSON (line and column),
+    nesting too deep, or a number too long for Python (``int`` digit limit)."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as e:
+        raise InputError(source, f"invalid JSON at line {e.lineno} column {e.colno} ({e.msg}); "
+                                 f"expected {what}") from None
+    except RecursionError:
+        raise InputError(source, f"JSON nested too deeply; expected {what}") from None
+    except ValueError as e:  # e.g. "Exceeds the limit (4300 digits) for integer string conversion"
+        raise InputError(source, f"unreadable JSON value ({e}); expected {what}") from None
+
+
+def read_user_json(path: str | os.PathLike, what: str) -> Any:
+    """A user's JSON file (regular file, UTF-8, strict JSON), or one clear InputError.
+    The caller checks the types of what it reads (a list where an object belongs, ...)."""
+    return parse_json_text(read_user_text(path, what), path, what)
