@@ -1,4 +1,4 @@
-"""advisor compare on the real msprobe 26.2.0 fp32 vs bf16 pair (../shared/samples/msprobe_dump_pair_cpu)."""
+"""advisor compare on the real msprobe 26.2.0 fp32 vs bf16 pair (tests/fixtures/real/msprobe_dump_pair_cpu)."""
 import json
 import math
 import shutil
@@ -12,8 +12,7 @@ from advisor.compare.attribution import compare_dumps
 from advisor.compare.run import from_dumps
 from advisor.compare import attribute
 
-SAMPLE = Path(__file__).resolve().parents[1].parent / "shared" / "samples" / "msprobe_dump_pair_cpu"
-pytestmark = pytest.mark.skipif(not SAMPLE.is_dir(), reason="shared samples not available")
+SAMPLE = Path(__file__).resolve().parent / "fixtures" / "real" / "msprobe_dump_pair_cpu"
 
 
 def _rank_dir(which: str) -> Path:
@@ -145,7 +144,6 @@ def test_thresholds_change_the_exit_code(tmp_path):
 MSTT = SAMPLE.parent / "msprobe_dump_mstt_ut"
 
 
-@pytest.mark.skipif(not MSTT.is_dir(), reason="shared samples not available")
 def test_old_format_statistics_dump_against_a_perturbed_copy(tmp_path):
     d = json.loads((MSTT / "dump.json").read_text())
     same = tmp_path / "same" / "step0" / "rank0"

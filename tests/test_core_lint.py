@@ -35,8 +35,8 @@ def codes(findings):
     return sorted((f.code, f.op_type) for f in findings)
 
 
-def test_modelzoo_mixlists_report_exactly_what_is_wrong(shared):
-    files = sorted((shared / "samples/mixlists_modelzoo").glob("*.json"))
+def test_modelzoo_mixlists_report_exactly_what_is_wrong(real):
+    files = sorted((real / "mixlists_modelzoo").glob("*.json"))
     assert len(files) == 44
     for f in files:
         assert codes(lint_file(f, L910)) == sorted(EXPECTED_910.get(f.name, [])), f.name
@@ -88,8 +88,8 @@ def run_cli(*args):
     return subprocess.run([sys.executable, "-m", "advisor", *args], capture_output=True, text=True)
 
 
-def test_cli_exit_codes_and_json(tmp_path, shared):
-    clean = shared / "samples/mixlists_modelzoo/TensorFlow__built-in__graph__DCGAN_ID0686_for_TensorFlow__configs__ops_info.json"
+def test_cli_exit_codes_and_json(tmp_path, real):
+    clean = real / "mixlists_modelzoo/TensorFlow__built-in__graph__DCGAN_ID0686_for_TensorFlow__configs__ops_info.json"
     r = run_cli("lint", "--soc", "ascend910", str(clean))
     assert r.returncode == 0, r.stdout + r.stderr
     bad = tmp_path / "bad.json"

@@ -263,7 +263,7 @@ def test_run_directory_layout(tmp_path):
         assert k in run
     assert (out / "dump" / "mixed" / "step1" / "rank0" / "dump.json").exists()
     rows = _kernel_rows(out)
-    sample = Path(__file__).resolve().parents[1].parent / "shared" / "samples" / "torch_npu_profile_mstt" / "kernel_details.csv"
+    sample = Path(__file__).resolve().parent / "fixtures" / "real" / "torch_npu_profile_mstt" / "kernel_details.csv"
     if sample.exists():
         real_cols = sample.read_text().splitlines()[0].split(",")
         assert list(rows[0].keys()) == real_cols[:len(rows[0])]
@@ -328,7 +328,7 @@ def test_out_folder_is_never_clobbered(tmp_path):
 
 
 def test_dump_json_matches_real_msprobe_layout(tmp_path):
-    sample = (Path(__file__).resolve().parents[1].parent / "shared" / "samples" / "msprobe_dump_pair_cpu" /
+    sample = (Path(__file__).resolve().parent / "fixtures" / "real" / "msprobe_dump_pair_cpu" /
               "pair_bf16" / "step0" / "proc9125" / "dump.json")
     if not sample.exists():
         pytest.skip("shared samples not available")

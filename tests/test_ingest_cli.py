@@ -17,7 +17,7 @@ from advisor.ingest.profile import (read_kernel_details, read_op_statistic, read
 
 HERE = Path(__file__).resolve().parent
 FIX = HERE / "fixtures" / "ingest"
-SAMPLE = HERE.parents[0].parent / "shared" / "samples" / "torch_npu_profile_mstt" / "kernel_details.csv"
+SAMPLE = HERE / "fixtures" / "real" / "torch_npu_profile_mstt" / "kernel_details.csv"
 GOOD = SAMPLE.read_bytes()
 
 

@@ -12,7 +12,7 @@ import torch
 from advisor.errors import InputError
 from advisor.ingest.msprobe import align, load_dump, load_dump_root, load_tensor, saturation
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "samples"
+SHARED = Path(__file__).resolve().parent / "fixtures" / "real"
 OLD = SHARED / "msprobe_dump_mstt_ut" / "dump.json"
 PAIR = SHARED / "msprobe_dump_pair_cpu"
 

@@ -18,7 +18,7 @@ from advisor.ingest.run import load_run
 
 HERE = Path(__file__).resolve().parent
 FIX = HERE / "fixtures" / "ingest"
-SAMPLE = HERE.parents[0].parent / "shared" / "samples" / "torch_npu_profile_mstt" / "kernel_details.csv"
+SAMPLE = HERE / "fixtures" / "real" / "torch_npu_profile_mstt" / "kernel_details.csv"
 
 
 def _torch_npu_dir(tmp_path: Path, rank: int | None = None, name: str = "worker0_20231109_ascend_pt") -> Path:
