@@ -167,7 +167,8 @@ def from_ingest(d: Any, source: str | Path = "") -> DumpView:
             return {"dtype": r.raw_dtype or r.dtype, "shape": list(r.shape), "Max": r.max, "Min": r.min,
                     "Mean": r.mean, "Norm": r.norm, "data_name": r.data_name, "_rec": r}
         entries[name] = {"_inputs": [(r.index, conv(r)) for r in e.inputs],
-                         "_outputs": [(r.index, conv(r)) for r in e.outputs]}
+                         "_outputs": [(r.index, conv(r)) for r in e.outputs],
+                         "input_args": e.input_args, "input_kwargs": e.input_kwargs}
     return DumpView(entries, None, str(getattr(d, "path", source) or source))
 
 

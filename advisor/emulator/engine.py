@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Collection
 
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -41,6 +41,46 @@ _ALLOC = frozenset({"empty", "empty_like", "new_empty", "new_empty_strided", "em
 # ops without tensor data semantics: not graph nodes
 _SKIP = {"_local_scalar_dense", "sym_size", "sym_numel", "sym_stride", "sym_storage_offset", "is_same_size",
          "_has_compatible_shallow_copy_type", "is_nonzero", "equal", "set_", "record_stream", "_version"}
+
+
+# public names of the rules above (the replay engine and local error execute ops the same way)
+FLOAT_DTYPES = _FLOAT_DT
+AUX_FP32_OUTPUTS = _AUX_FP32_OUTPUTS
+
+
+def mutated_positions(func) -> tuple:
+    """Positional argument indices an aten overload writes in place (its schema's alias info)."""
+    return _mutated_arg_positions(func) if func._schema.is_mutable else ()
+
+
+def execute_op(func, args: tuple, kwargs: dict, prec: str, *, kernel: bool = True, aux: tuple = (),
+               mutated: tuple = (), exact: Collection[int] = ()) -> list:
+    """Run one op the way the engine runs it at precision ``prec`` and return its output tensors
+    (flattened).  A kernel in fp16/bf16 takes its float inputs rounded to the low dtype, computes in
+    fp32 (= the cube unit's fp32 accumulation) and rounds its float outputs to the low dtype, except
+    the statistics outputs ``aux`` (e.g. LayerNorm's mean/rstd), which stay fp32.  fp32 ops and ops
+    without a kernel (views) run on their inputs unchanged.  Inputs are never modified: arguments
+    the op writes in place (``mutated`` positions) are cloned first.  ``exact``: ids of input tensors
+    already exactly representable in the low dtype (rounding them again would change nothing)."""
+    low_t = LOW_TORCH.get(prec) if kernel else None
+    if mutated:
+        args = tuple(a.detach().clone() if i in mutated and isinstance(a, torch.Tensor) else a
+                     for i, a in enumerate(args))
+
+    def rnd(x):
+        if isinstance(x, torch.Tensor) and x.dtype in _FLOAT_DT and x.dtype != low_t and id(x) not in exact:
+            return x.to(low_t).to(x.dtype)
+        return x
+    if low_t is not None:
+        args = tuple(a if i in mutated else _map_tree(rnd, a) for i, a in enumerate(args))
+        kwargs = {k: _map_tree(rnd, v) for k, v in kwargs.items()}
+    with torch.no_grad():
+        out = func(*args, **kwargs)
+    tout = [x for x in tree_flatten(out)[0] if isinstance(x, torch.Tensor)]
+    if low_t is not None:
+        tout = [t.to(low_t).to(t.dtype) if t.dtype in _FLOAT_DT and t.dtype != low_t and j not in aux else t
+                for j, t in enumerate(tout)]
+    return tout
 
 
 class ReplayMismatch(AdvisorError):

@@ -65,6 +65,9 @@ class Entry:
     outputs: list[TensorRecord] = field(default_factory=list)
     parameters: list[TensorRecord] = field(default_factory=list)
     parameter_grads: list[TensorRecord] = field(default_factory=list)
+    # the call's arguments as dumped (non-tensor values included; tensors in ``inputs`` order), for replay
+    input_args: Any = None
+    input_kwargs: Any = None
 
     def records(self) -> Iterator[TensorRecord]:
         yield from self.inputs
@@ -176,7 +179,7 @@ def _walk(ctx: _Ctx, entry: str, role: str, prefix: str, obj: Any, out: list[Ten
 def _entry(ctx: _Ctx, name: str, body: Any) -> Entry:
     if not isinstance(body, dict):
         raise InputError(ctx.dump_json, f"entry {name!r} is not an object")
-    e = Entry(name)
+    e = Entry(name, input_args=body.get("input_args"), input_kwargs=body.get("input_kwargs"))
     n_args = 0
     for k in _INPUT_KEYS:
         if k in body:
@@ -278,29 +281,41 @@ def load_dump_root(root: str | Path) -> dict[tuple[int, int], Dump]:
     return out
 
 
-def load_tensor(rec: TensorRecord) -> np.ndarray:
-    """The tensor of a record as a float numpy array (float64 for fp64, else float32); never unpickles."""
+def load_torch_tensor(rec: TensorRecord):
+    """The tensor of a record as a torch tensor in its own dtype (int/bool/fp16 kept); never unpickles:
+    ``.pt`` through ``torch.load(weights_only=True)``, ``.npy`` through ``np.load(allow_pickle=False)``."""
+    import torch
     if rec.path is None:
         raise InputError(rec.data_name or rec.full_name, "no tensor file for this record (statistics-only dump or file missing)")
     p = rec.path
     try:
         if p.suffix == ".npy":
-            a = np.load(p, allow_pickle=False)
+            t = torch.from_numpy(np.ascontiguousarray(np.load(p, allow_pickle=False)))
         elif p.suffix in (".pt", ".pth"):
-            import torch
             t = torch.load(p, map_location="cpu", weights_only=True)
             if not isinstance(t, torch.Tensor):
                 raise InputError(p, f"expected one tensor, found {type(t).__name__}")
             t = t.detach()
-            if t.is_complex():
-                raise InputError(p, "complex tensors are not supported")
-            a = (t.double() if t.dtype == torch.float64 else t.float()).numpy()
         else:
             raise InputError(p, "unknown tensor file type (expected .pt or .npy)")
     except InputError:
         raise
     except Exception as e:  # corrupted zip, unpickling refused, bad header, ...
         raise InputError(p, f"cannot load tensor ({type(e).__name__}: {' '.join(str(e).split())[:160]})") from None
+    if t.is_complex():
+        raise InputError(p, "complex tensors are not supported")
+    return t
+
+
+def load_tensor(rec: TensorRecord) -> np.ndarray:
+    """The tensor of a record as a float numpy array (float64 for fp64, else float32); never unpickles."""
+    import torch
+    t = load_torch_tensor(rec)
+    p = rec.path
+    try:
+        a = (t.double() if t.dtype == torch.float64 else t.float()).numpy()
+    except Exception as e:  # noqa: BLE001 - a dtype numpy cannot take
+        raise InputError(p, f"cannot load tensor ({type(e).__name__})") from None
     if a.dtype == np.float64:
         return a
     if a.dtype.kind in "fiub":

@@ -1,0 +1,540 @@
+"""Replay: measure a candidate precision plan on a recorded run instead of estimating it.
+
+A run directory holds the FP32 (golden) msprobe tensor dump of every step.  ``Recording`` turns it
+into a program: per step, the recorded ops in execution order, each with the callable it names, its
+non-tensor arguments (from the dump records) and, for every tensor input, where the value came from —
+the output of an earlier op (found by content: an input tensor equals an earlier entry's output,
+same dtype, shape and bytes; the latest such output wins, which is right for views and in-place ops)
+or a leaf (model input, parameter, constant) whose recorded value is used as it is.
+
+``Recording.replay(precisions)`` re-executes the program under any plan (``{node: "fp16" | "bf16" |
+"fp32" | ...}``, always from ``semantics.plan``): an op runs again when the plan runs it in low
+precision or one of its inputs changed; every other op keeps its recorded FP32 outputs.  An op runs
+exactly as the emulator runs it (``emulator.engine.execute_op``: inputs rounded to the low dtype,
+fp32 accumulation, outputs rounded), so replaying a plan equals a fresh capture with that plan.
+The result is a target dump per step (in-memory ``compare.dumps.DumpView``: every replayed entry, the
+model outputs, loss and gradients), judged by compare's ``final_metrics`` and the shared ``Tolerance``
+like a measured run.
+
+What cannot be replayed is said, never hidden: an op whose callable is unknown (a backward API entry,
+``NPU.*`` fused ops, an unknown aten overload), whose arguments cannot be decoded, whose tensors were
+not dumped (statistics-only dumps, missing files) or which draws random numbers.  When such an op would
+have to run again, its recorded FP32 outputs are used instead and it is listed in
+``ReplayResult.not_replayed``; ``coverage`` is the share of the ops that had to run again which did.
+A result with coverage < 1 is a lower bound on the error there: the search adds the error model's
+estimate for the missing ops and labels the number *estimated*.
+
+Entry names and callables (``resolve``): ``Aten.<op>.<overload>.<k>`` -> ``torch.ops.aten.<op>.<overload>``
+(advisor's emulator and msprobe L2 dumps); the msprobe API levels ``Functional.<f>`` ->
+``torch.nn.functional.<f>``, ``Torch.<f>`` -> ``torch.<f>``, ``Tensor.<m>`` -> ``torch.Tensor.<m>``.
+GE op types of API entries (``API_GE_TYPES``) are given only where the mapping is unambiguous.
+"""
+from __future__ import annotations
+
+import hashlib
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Hashable, Iterable, Mapping
+
+import networkx as nx
+
+from .compare.dumps import DumpView, as_steps, flat_tensors, is_tensor_record
+from .errors import InputError
+
+MODEL_OUTPUT = "Model.output.0.forward"
+MODEL_LOSS = "Model.loss.0.forward"
+GRAD_PREFIX = "Grad."
+
+# msprobe API-level entries whose GE op type is unambiguous (torchair / ATC converters: linear -> MatMulV2,
+# layer_norm -> LayerNormV4, softmax -> SoftmaxV2, sum -> ReduceSum, elementwise -> the same GE type)
+API_GE_TYPES: dict[str, str] = {
+    "Functional.linear": "MatMulV2", "Torch.matmul": "BatchMatMul", "Torch.mm": "MatMul", "Torch.bmm": "BatchMatMul",
+    "Tensor.matmul": "BatchMatMul", "Tensor.__matmul__": "BatchMatMul",
+    "Functional.layer_norm": "LayerNormV4", "Functional.softmax": "SoftmaxV2", "Torch.softmax": "SoftmaxV2",
+    "Tensor.softmax": "SoftmaxV2", "Functional.log_softmax": "LogSoftmaxV2", "Torch.log_softmax": "LogSoftmaxV2",
+    "Functional.gelu": "Gelu", "Functional.relu": "Relu", "Torch.relu": "Relu", "Functional.silu": "Swish",
+    "Functional.sigmoid": "Sigmoid", "Torch.sigmoid": "Sigmoid", "Tensor.sigmoid": "Sigmoid",
+    "Torch.tanh": "Tanh", "Tensor.tanh": "Tanh", "Functional.tanh": "Tanh",
+    "Torch.exp": "Exp", "Tensor.exp": "Exp", "Torch.log": "Log", "Tensor.log": "Log",
+    "Torch.sqrt": "Sqrt", "Tensor.sqrt": "Sqrt", "Torch.rsqrt": "Rsqrt", "Tensor.rsqrt": "Rsqrt",
+    "Tensor.__mul__": "Mul", "Tensor.__rmul__": "Mul", "Torch.mul": "Mul", "Tensor.mul": "Mul",
+    "Tensor.__add__": "Add", "Tensor.__radd__": "Add", "Torch.add": "Add", "Tensor.add": "Add",
+    "Tensor.__sub__": "Sub", "Torch.sub": "Sub", "Tensor.sub": "Sub",
+    "Tensor.__truediv__": "RealDiv", "Torch.div": "RealDiv", "Tensor.div": "RealDiv",
+    "Tensor.sum": "ReduceSum", "Torch.sum": "ReduceSum", "Tensor.mean": "ReduceMean", "Torch.mean": "ReduceMean",
+    "Tensor.pow": "Pow", "Torch.pow": "Pow", "Tensor.__pow__": "Pow", "Torch.cumsum": "Cumsum",
+    "Tensor.cumsum": "Cumsum", "Functional.embedding": "GatherV2", "Functional.dropout": "Dropout",
+}
+
+
+# ---------------------------------------------------------------------- callables
+def _entry_base(entry: str) -> tuple[str, str]:
+    """(API name without the call counter, direction) of ``Functional.linear.0.forward``."""
+    head, _, direction = entry.rpartition(".")
+    api, _, counter = head.rpartition(".")
+    return (api, direction) if counter.isdigit() else (head, direction)
+
+
+def resolve(entry: str) -> tuple[Callable | None, str | None]:
+    """(callable, None) for a replayable forward entry, else (None, why not)."""
+    api, direction = _entry_base(entry)
+    if direction != "forward":
+        return None, f"{direction} entry (a backward API call cannot be re-executed on its own)"
+    kind, _, rest = api.partition(".")
+    import torch
+    try:
+        if kind == "Aten":
+            op, _, overload = rest.partition(".")
+            packet = getattr(torch.ops.aten, op)
+            return getattr(packet, overload or "default"), None
+        if kind == "Functional":
+            return getattr(torch.nn.functional, rest), None
+        if kind == "Torch":
+            return getattr(torch, rest), None
+        if kind == "Tensor":
+            return getattr(torch.Tensor, rest), None
+    except (AttributeError, RuntimeError):
+        return None, f"unknown {kind.lower()} function {rest!r}"
+    return None, f"{kind}.* entries are not replayable (no CPU implementation)"
+
+
+def ge_type(entry: str) -> str | None:
+    """GE op type of a dump entry: the aten->GE table for ``Aten.*``, API_GE_TYPES for API entries."""
+    api, _ = _entry_base(entry)
+    if api.startswith("Aten."):
+        from .emulator import opmap
+        op, _, overload = api[5:].partition(".")
+        typ, _kernel, mapped = opmap.lookup(op, overload or "default")
+        return typ if mapped else None
+    return API_GE_TYPES.get(api)
+
+
+# ---------------------------------------------------------------------- argument decoding
+class _Undecodable(Exception):
+    pass
+
+
+@dataclass(frozen=True)
+class _Slot:
+    """Placeholder for the i-th tensor input of an op in its decoded argument structure."""
+
+    i: int
+
+
+_SCALARS = {"int": int, "float": float, "bool": bool, "str": str}
+
+
+def _decode(obj: Any, slots: list) -> Any:
+    """A dump record (msprobe layout) -> the Python value, tensors replaced by _Slot."""
+    import torch
+    if obj is None:
+        return None
+    if isinstance(obj, list):
+        return [_decode(x, slots) for x in obj]
+    if not isinstance(obj, Mapping):
+        raise _Undecodable(f"argument {obj!r}")
+    if is_tensor_record(obj):
+        slots.append(obj)
+        return _Slot(len(slots) - 1)
+    t = str(obj.get("type", ""))
+    v = obj.get("value")
+    if t in _SCALARS:
+        if t == "float" and isinstance(v, str):   # non-finite floats written as strings
+            return float(v)
+        return _SCALARS[t](v) if v is not None else None
+    if t in ("torch.dtype", "torch.device", "torch.layout", "torch.memory_format") and isinstance(v, str):
+        if t == "torch.device":
+            return torch.device(v)
+        attr = v.replace("torch.", "")
+        if hasattr(torch, attr):
+            return getattr(torch, attr)
+    if t == "slice" and isinstance(v, list) and len(v) == 3:
+        return slice(*v)
+    if t in ("ellipsis", "Ellipsis"):
+        return Ellipsis
+    raise _Undecodable(f"argument of type {t or '?'}")
+
+
+def _relink(obj: Any, values: list) -> Any:
+    if isinstance(obj, _Slot):
+        return values[obj.i]
+    if isinstance(obj, list):
+        return [_relink(x, values) for x in obj]
+    return obj
+
+
+# ---------------------------------------------------------------------- the recorded program
+@dataclass
+class ROp:
+    """One recorded op of one step."""
+
+    entry: str                        # dump entry name (``<node>.forward``)
+    node: Hashable | None             # graph node whose plan precision applies (None: not in the graph)
+    func: Callable | None
+    why_not: str | None               # why the op cannot be re-executed (None: it can)
+    args: Any = None                  # decoded input_args / input_kwargs (tensors as _Slot)
+    kwargs: Any = None
+    inputs: list = field(default_factory=list)     # per slot: (op index, output index) or None (a leaf)
+    in_values: list = field(default_factory=list)  # per slot: the recorded FP32 value
+    out_values: list = field(default_factory=list)  # the recorded FP32 outputs (flattened)
+    out_keys: list = field(default_factory=list)    # output labels (``0``, ``1`` ...)
+    out_records: list = field(default_factory=list)
+    aux: tuple = ()
+    mutated: tuple = ()
+    kernel: bool = True               # False: a view / no-kernel op (never rounded; always re-run for layout)
+    static: bool = False              # a view of leaves only: the same outputs in every replay (computed once)
+
+
+@dataclass
+class StepProgram:
+    step: int
+    ops: list[ROp]
+    golden: DumpView
+    # sink entries (model outputs, loss, gradients): entry -> [(label, source or None, record, value)]
+    sinks: dict[str, list] = field(default_factory=dict)
+
+
+@dataclass
+class ReplayResult:
+    """What a replay predicts for one plan."""
+
+    targets: dict[int, DumpView]            # step -> replayed target dump (in memory)
+    goldens: dict[int, DumpView]
+    executed: int                           # op executions
+    needed: int                             # ops that had to run again (low precision or changed inputs)
+    not_replayed: dict[str, str]            # entry -> why (ops that had to run again but could not)
+    seconds: float
+    steps: list[int]
+
+    @property
+    def coverage(self) -> float:
+        """Share of the ops that had to run again which were re-executed (1.0 = an exact replay)."""
+        return 1.0 if self.needed == 0 else (self.needed - len(self.not_replayed)) / self.needed
+
+    @property
+    def complete(self) -> bool:
+        return not self.not_replayed
+
+    def final_metrics(self, steps: Iterable[int] | None = None) -> list[dict]:
+        """Per-step final metrics exactly as compare computes them for a measured run."""
+        from .compare.attribution import final_metrics
+        st = sorted(self.targets) if steps is None else [s for s in steps if s in self.targets]
+        return final_metrics(self.targets, self.goldens, st)
+
+    def verdict(self, tolerance: Any, steps: Iterable[int] | None = None):
+        """The shared Tolerance's verdict on the replayed outputs (a ``Verdict``)."""
+        return tolerance.judge(self.final_metrics(steps))
+
+    def coverage_dict(self) -> dict:
+        return {"coverage": round(self.coverage, 6), "replayed": self.needed - len(self.not_replayed),
+                "needed": self.needed, "not_replayed": dict(list(self.not_replayed.items())[:50]),
+                "not_replayed_count": len(self.not_replayed), "executions": self.executed,
+                "seconds": round(self.seconds, 4)}
+
+
+def _digest(t) -> tuple:
+    import torch
+    a = t.detach()
+    if a.dtype == torch.bfloat16:
+        a = a.view(torch.int16)
+    a = a.contiguous().cpu().numpy()
+    return (str(t.dtype), tuple(t.shape), hashlib.blake2b(a.tobytes(), digest_size=16).digest())
+
+
+def tensor_of(view: DumpView, rec: Mapping):
+    """The recorded tensor of a dump record as a torch tensor in its own dtype, or None."""
+    import numpy as np
+    import torch
+    if "_rec" in rec:       # a record read by ingest: its tensor file, dtype kept
+        r = rec["_rec"]
+        if getattr(r, "path", None) is None:
+            return None
+        from .ingest.msprobe import load_torch_tensor
+        return load_torch_tensor(r)
+    x = view.tensor(rec) if view.has_tensors(rec) else None
+    if isinstance(x, np.ndarray):
+        x = torch.from_numpy(np.ascontiguousarray(x))
+    return x.detach() if isinstance(x, torch.Tensor) else None
+
+
+class Recording:
+    """The FP32 run of every step as a replayable program (see the module docstring)."""
+
+    def __init__(self, programs: dict[int, StepProgram], source: str = ""):
+        self.programs = programs
+        self.source = source
+        self._rounded: dict[tuple[int, str], Any] = {}   # (id of a static value, low dtype) -> rounded copy
+        self._static: dict[tuple[int, int], list] = {}   # (step, op index) -> outputs of a static view
+
+    def _low_leaf(self, v, prec: str):
+        """A static input (leaf or view of leaves) rounded to the low dtype once for all replays
+        (rounding parameters would otherwise dominate the cost)."""
+        key = (id(v), prec)
+        r = self._rounded.get(key)
+        if r is None:
+            from .emulator.engine import FLOAT_DTYPES, LOW_TORCH
+            r = v.to(LOW_TORCH[prec]).to(v.dtype) if v.dtype in FLOAT_DTYPES and v.dtype != LOW_TORCH[prec] else v
+            self._rounded[key] = r
+        return r
+
+    # ------------------------------------------------------------------ building
+    @classmethod
+    def from_golden(cls, golden: Any, graph: nx.DiGraph | None = None, source: str = "") -> "Recording":
+        """Build from the golden dumps (``{step: dump}``, a DumpView, an ingest Dump, ...) and, when
+        given, the run's op graph (its nodes name the precision decisions: node ``dump`` attribute or
+        name = the entry prefix)."""
+        views = as_steps(golden)
+        if not views:
+            raise InputError(source or None, "no FP32 dump to replay")
+        prefix_node: dict[str, Hashable] = {}
+        kernel: dict[Hashable, bool] = {}
+        if graph is not None:
+            for n, a in graph.nodes(data=True):
+                prefix_node[str(a.get("dump") or a.get("name") or n)] = n
+                kernel[n] = bool(a.get("kernel", True))
+        leaves: dict = {}
+        programs = {s: cls._program(s, v, prefix_node if graph is not None else None, kernel, leaves)
+                    for s, v in sorted(views.items())}
+        return cls(programs, source)
+
+    @staticmethod
+    def _program(step: int, view: DumpView, prefix_node: dict | None, kernel: dict, leaves: dict) -> StepProgram:
+        from .emulator.engine import AUX_FP32_OUTPUTS, mutated_positions
+        producers: dict[tuple, tuple[int, int]] = {}
+        ops: list[ROp] = []
+        sinks: dict[str, list] = {}
+        for entry, body in view.entries.items():
+            if not isinstance(body, Mapping):
+                continue
+            if entry == MODEL_OUTPUT or entry == MODEL_LOSS or entry.startswith(GRAD_PREFIX):
+                sinks[entry] = [(lbl, rec) for lbl, rec in view.outputs(entry)]
+                continue
+            if entry.startswith(("Module.", "Cell.")) or not entry.endswith((".forward", ".backward")):
+                continue   # module-level entries repeat the API calls inside them
+            prefix = entry[: -len(".forward")] if entry.endswith(".forward") else None
+            node = None
+            if prefix_node is not None and prefix is not None:
+                node = prefix_node.get(prefix)
+            elif prefix is not None:
+                node = prefix
+            func, why = resolve(entry)
+            op = ROp(entry, node, func, why)
+            op.kernel = kernel.get(node, True) if prefix_node is not None else _aten_kernel(entry)
+            outs = view.outputs(entry)
+            op.out_keys = [lbl for lbl, _ in outs]
+            op.out_records = [rec for _, rec in outs]
+            op.out_values = [tensor_of(view, rec) for _, rec in outs]
+            if func is not None:
+                slots: list = []
+                try:
+                    op.args = tuple(_decode(a, slots) for a in (body.get("input_args") or []))
+                    op.kwargs = {k: _decode(v, slots) for k, v in (body.get("input_kwargs") or {}).items()}
+                except _Undecodable as e:
+                    op.why_not, op.func = f"cannot decode {e}", None
+                    slots = []
+                recs = [r for _, r in view.inputs(entry)] if "_inputs" in body else slots
+                if op.func is not None and len(recs) != len(slots):
+                    op.why_not, op.func = f"{len(slots)} tensor arguments but {len(recs)} tensor records", None
+                op.in_values = [tensor_of(view, r) for r in recs]
+                if op.func is not None and any(v is None for v in op.in_values):
+                    op.why_not, op.func = "input tensor not dumped (statistics-only dump or file missing)", None
+                if op.func is not None and any(v is None for v in op.out_values):
+                    op.why_not, op.func = "output tensor not dumped (statistics-only dump or file missing)", None
+                if op.func is not None and hasattr(op.func, "_schema"):
+                    import torch
+                    if torch.Tag.nondeterministic_seeded in op.func.tags:
+                        op.why_not, op.func = "draws random numbers", None
+                    else:
+                        op.mutated = mutated_positions(op.func)
+                        packet = op.func._schema.name.split("::")[-1]
+                        op.aux = AUX_FP32_OUTPUTS.get(packet, ())
+                keys = [_digest(v) if v is not None else None for v in op.in_values]
+                op.inputs = [producers.get(k) if k is not None else None for k in keys]
+                # leaves (parameters, constants, model inputs): one tensor per content across steps
+                op.in_values = [leaves.setdefault(k, v) if src is None and k is not None else v
+                                for k, src, v in zip(keys, op.inputs, op.in_values)]
+            op.static = (not op.kernel and op.func is not None and not op.mutated
+                         and all(src is None or ops[src[0]].static for src in op.inputs))
+            i = len(ops)
+            ops.append(op)
+            for j, v in enumerate(op.out_values):
+                if v is not None:
+                    producers[_digest(v)] = (i, j)
+        prog = StepProgram(step, ops, view)
+        for entry, items in sinks.items():
+            linked = []
+            for lbl, rec in items:
+                v = tensor_of(view, rec)
+                src = producers.get(_digest(v)) if v is not None else None
+                linked.append((lbl, src, rec, v))
+            prog.sinks[entry] = linked
+        return prog
+
+    # ------------------------------------------------------------------ facts
+    @property
+    def steps(self) -> list[int]:
+        return sorted(self.programs)
+
+    def nodes(self) -> set:
+        return {op.node for p in self.programs.values() for op in p.ops if op.node is not None}
+
+    def replayable_share(self) -> float:
+        ops = [op for p in self.programs.values() for op in p.ops if op.entry.endswith(".forward")]
+        return sum(op.func is not None for op in ops) / len(ops) if ops else 0.0
+
+    # ------------------------------------------------------------------ replay
+    def replay(self, precision: Mapping[Hashable, str], steps: Iterable[int] | None = None) -> ReplayResult:
+        """Re-execute under ``precision`` (node -> "fp16"/"bf16"/"fp32"/"n/a"; nodes not in the map
+        run fp32) on ``steps`` (default: all)."""
+        from .emulator.engine import execute_op
+        t0 = time.perf_counter()
+        want = self.steps if steps is None else [s for s in steps if s in self.programs]
+        targets: dict[int, DumpView] = {}
+        goldens: dict[int, DumpView] = {}
+        not_replayed: dict[str, str] = {}
+        executed = needed = 0
+        for s in want:
+            prog = self.programs[s]
+            new: dict[int, list] = {}        # op index -> outputs computed by the replay
+            dirty: set[int] = set()          # ops whose outputs differ from the recorded FP32 ones
+            exact_of: dict[int, str] = {}    # op index -> low dtype its outputs are exact in
+            entries: dict[str, dict] = {}
+            for i, op in enumerate(prog.ops):
+                prec = precision.get(op.node, "fp32") if op.node is not None else "fp32"
+                low = op.kernel and prec in ("fp16", "bf16")
+                changed = any(src is not None and src[0] in dirty for src in op.inputs)
+                if low or changed:
+                    needed += 1
+                    if op.func is None:
+                        not_replayed.setdefault(op.entry, op.why_not or "not replayable")
+                        continue
+                elif op.kernel or op.func is None:
+                    continue
+                elif op.static:
+                    outs = self._static.get((s, i))
+                    if outs is None:
+                        outs = self._static[(s, i)] = execute_op(
+                            op.func, tuple(_relink(a, op.in_values) for a in op.args),
+                            {k: _relink(v, op.in_values) for k, v in op.kwargs.items()}, "fp32", kernel=False)
+                    new[i] = outs
+                    continue
+                # views run again even when nothing changed: their outputs keep the eager run's strides,
+                # which decide the summation order of the kernels that read them (dumps store contiguous copies)
+                vals = []
+                for src, v in zip(op.inputs, op.in_values):
+                    if src is not None and src[0] in new:
+                        v = new[src[0]][src[1]]
+                    if low and (src is None or prog.ops[src[0]].static):
+                        v = self._low_leaf(v, prec)
+                    vals.append(v)
+                args = tuple(_relink(a, vals) for a in op.args)
+                kwargs = {k: _relink(v, vals) for k, v in op.kwargs.items()}
+                if low:
+                    exact = {id(v) for src, v in zip(op.inputs, vals)
+                             if src is None or prog.ops[src[0]].static or exact_of.get(src[0]) == prec}
+                else:
+                    exact = ()
+                try:
+                    outs = execute_op(op.func, args, kwargs, prec, kernel=op.kernel, aux=op.aux, mutated=op.mutated,
+                                      exact=exact)
+                except Exception as e:  # noqa: BLE001 - an op that does not run on the CPU as recorded
+                    why = f"re-execution failed ({type(e).__name__}: {' '.join(str(e).split())[:120]})"
+                    op.func, op.why_not = None, why
+                    if low or changed:
+                        not_replayed.setdefault(op.entry, why)
+                    continue
+                executed += 1
+                if len(outs) != len(op.out_values):
+                    if low or changed:
+                        not_replayed.setdefault(op.entry, f"{len(outs)} outputs, {len(op.out_values)} recorded")
+                    continue
+                new[i] = outs
+                if low and not op.aux:
+                    exact_of[i] = prec
+                if not (low or changed):
+                    continue
+                dirty.add(i)
+                entries[op.entry] = {"_outputs": [(k, {"tensor": t, "dtype": _dt(t, prec, j in op.aux),
+                                                       "shape": list(t.shape)})
+                                                  for j, (k, t) in enumerate(zip(op.out_keys, outs))]}
+            # unchanged forward entries keep their recorded records (statistics / files of the golden)
+            for op in prog.ops:
+                if op.entry not in entries:
+                    entries[op.entry] = {"_outputs": list(zip(op.out_keys, op.out_records))}
+            for entry, items in prog.sinks.items():
+                recs = []
+                for lbl, src, rec, v in items:
+                    t = new[src[0]][src[1]] if src is not None and src[0] in dirty else v
+                    recs.append((lbl, {"tensor": t, "dtype": str(rec.get("dtype", "")), "shape": list(t.shape)}
+                                 if t is not None else rec))
+                entries[entry] = {"_outputs": recs}
+            targets[s] = DumpView(entries, source=f"replay of {self.source or 'the FP32 run'} (step {s})")
+            goldens[s] = prog.golden
+        return ReplayResult(targets, goldens, executed, needed, not_replayed, time.perf_counter() - t0, want)
+
+
+def _dt(t, prec: str, aux: bool) -> str:
+    import torch
+    if t.dtype in (torch.float32, torch.float64) and prec in ("fp16", "bf16") and not aux:
+        return prec
+    return str(t.dtype).replace("torch.", "")
+
+
+def graph_from_recording(rec: Recording, step: int | None = None) -> nx.DiGraph:
+    """The op graph of a dump that came without one (a real msprobe tensor dump): one node per
+    forward entry (its GE type from ``ge_type``, ``Unknown:<api>`` where no unambiguous type exists),
+    true dataflow edges from the content links, and a leaf node per tensor that no entry produced —
+    ``data`` for the first argument of an op that does not require grad (a model input), ``variable``
+    for tensors that require grad (weights), ``const`` otherwise.  Node keys are the entry prefixes,
+    so ``Recording.replay`` takes ``semantics.plan`` of this graph directly."""
+    from . import graph as G
+    from .graph import normalize_dtype
+    s = rec.steps[0] if step is None else step
+    prog = rec.programs[s]
+    g = G.new_graph(framework="pytorch", step=s, source=f"msprobe dump {rec.source}".strip())
+    leaf_names: dict[int, str] = {}
+    for i, op in enumerate(prog.ops):
+        if not op.entry.endswith(".forward") or op.node is None:
+            continue
+        typ = ge_type(op.entry)
+        api, _ = _entry_base(op.entry)
+        floats = [v for v in op.in_values + op.out_values if v is not None]
+        is_float = any(v.is_floating_point() for v in floats) if floats else True
+        G.add_op(g, op.node, typ or f"Unknown:{api}", role="op", kernel=op.kernel, float=is_float,
+                 mapped=typ is not None, dump=str(op.node), order=i,
+                 out_shapes=[list(v.shape) for v in op.out_values if v is not None],
+                 out_dtypes=[normalize_dtype(str(v.dtype)) for v in op.out_values if v is not None])
+        recs = [r for _, r in prog.golden.inputs(op.entry)]
+        for pos, (src, v) in enumerate(zip(op.inputs, op.in_values)):
+            if v is None:
+                continue
+            fl = v.is_floating_point()
+            if src is not None and prog.ops[src[0]].node in g:
+                G.connect(g, prog.ops[src[0]].node, op.node, src[1], pos, float=fl)
+                continue
+            name = leaf_names.get(id(v))
+            if name is None:
+                r = recs[pos] if pos < len(recs) else {}
+                rg = bool(r.get("requires_grad", getattr(r.get("_rec"), "requires_grad", False)))
+                role = "variable" if rg else ("data" if pos == 0 else "const")
+                name = leaf_names[id(v)] = f"{'Model.input' if role == 'data' else role.capitalize()}.{len(leaf_names)}"
+                G.add_op(g, name, {"data": "Data", "const": "Const", "variable": "Variable"}[role], role=role,
+                         kernel=False, dtype=normalize_dtype(str(v.dtype)), out_shapes=[list(v.shape)])
+            G.connect(g, name, op.node, 0, pos, float=fl)
+    return g
+
+
+def precisions(plan: Any) -> dict[Hashable, str]:
+    """node -> precision of a ``semantics.Plan`` (the only source of precisions for a replay)."""
+    return dict(plan.items())
+
+
+def _aten_kernel(entry: str) -> bool:
+    """Whether an ``Aten.*`` entry is a kernel (the aten->GE table); API entries count as kernels."""
+    api, _ = _entry_base(entry)
+    if not api.startswith("Aten."):
+        return True
+    from .emulator import opmap
+    op, _, overload = api[5:].partition(".")
+    return bool(opmap.lookup(op, overload or "default")[1])
+
