@@ -9,7 +9,7 @@ import typer
 
 from .errors import AdvisorError
 
-COMMAND_MODULES = ("lint", "inspect", "capture", "compare", "recommend", "diff", "tune")
+COMMAND_MODULES = ("lint", "inspect", "capture", "compare", "recommend", "diff", "replay", "tune")
 
 app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
                   help="Recommend Ascend mixed-precision mixlist edits from evidence.")

@@ -100,3 +100,51 @@ def op_time_us(op_type: str, flops: float, bytes_moved: float, precision: str) -
 def core_type(op_type: str) -> str:
     """Accelerator Core as written in kernel_details.csv."""
     return "AI_CORE" if is_cube(op_type) else "AI_VECTOR_CORE"
+
+
+# ---------------------------------------------------------------------- plan time and the low-precision share
+FLOAT_PRECISIONS = ("fp16", "bf16", "fp32")
+LOW_PRECISIONS = ("fp16", "bf16")
+
+
+def kernel_low_share(precision: Sequence[str], duration_us: Sequence[float]) -> float | None:
+    """THE low-precision share (measured): time of the kernels that ran in fp16/bf16 divided by the
+    time of all kernels that ran in a float precision (fp16, bf16, fp32); ``precision`` per kernel as
+    ``ingest.kernel_precision`` decides it.  None when no float kernel time was recorded."""
+    low = tot = 0.0
+    for p, d in zip(precision, duration_us):
+        if p in FLOAT_PRECISIONS and d == d and d > 0:
+            tot += float(d)
+            if p in LOW_PRECISIONS:
+                low += float(d)
+    return low / tot if tot > 0 else None
+
+
+def _bytes_at(in_shapes, out_shapes, in_dtypes, out_dtypes, prec: str, aux: Sequence[int] = ()) -> float:
+    """Bytes moved when the op runs in ``prec``: its float tensors in that dtype (statistics outputs
+    ``aux`` stay fp32), the others as they are."""
+    def at(dts, n, keep=()):
+        dts = list(dts or [])
+        return [("fp32" if j in keep else prec) if (j >= len(dts) or str(dts[j]) in ("fp16", "bf16", "fp32"))
+                else dts[j] for j in range(n)]
+    ins, outs = list(in_shapes or []), list(out_shapes or [])
+    return estimate_bytes(ins, outs, at(in_dtypes, len(ins)), at(out_dtypes, len(outs), aux))
+
+
+def node_time_us(op_type: str, attrs: dict, prec: str, aux: Sequence[int] = ()) -> float:
+    """Predicted time of one graph node in ``prec``: the roofline above, scaled so that at the
+    precision the node was measured in it equals the measured ``duration_us`` (when the node has one)."""
+    ins, outs = attrs.get("in_shapes") or [], attrs.get("out_shapes") or []
+    flops = attrs.get("flops")
+    if flops is None:
+        flops = estimate_flops(op_type, ins, outs)
+    model = op_time_us(op_type, float(flops), _bytes_at(ins, outs, attrs.get("in_dtypes"), attrs.get("out_dtypes"),
+                                                         prec, aux), prec)
+    d = attrs.get("duration_us")
+    seen = attrs.get("precision_observed")
+    if d is not None and d == d and d > 0 and seen in FLOAT_PRECISIONS:
+        at_seen = op_time_us(op_type, float(flops), _bytes_at(ins, outs, attrs.get("in_dtypes"),
+                                                               attrs.get("out_dtypes"), seen, aux), seen)
+        if at_seen > 0:
+            return float(d) * model / at_seen
+    return model

@@ -139,3 +139,24 @@ def test_real_msprobe_fp32_dump_replays_and_reproduces_the_real_bf16_dump():
         replayed = r.targets[0].outputs(e)[0][1]["tensor"]
         real = tensor_of(tv, tv.outputs(e)[0][1])
         assert torch.equal(replayed.to(torch.bfloat16), real), e
+
+
+def test_cli_replay_exit_codes_json_and_a_dump_only_run(tmp_path, capsys):
+    import json
+
+    from advisor.cli import main
+    run = capture(f"{EXAMPLES / 'two_hazards'}.py:workload", tmp_path / "r", dump="tensors", local=False, batches=2)
+    one, both = tmp_path / "one.json", tmp_path / "both.json"
+    one.write_text('{"black-list": {"to-add": ["Exp"]}}')
+    both.write_text('{"black-list": {"to-add": ["Exp", "Sigmoid"]}}')
+    assert main(["replay", "--run", str(run), "--mixlist", str(one)]) == 1      # Sigmoid's -inf remains
+    capsys.readouterr()
+    assert main(["replay", "--run", str(run), "--mixlist", str(both), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["verdict"]["ok"] and out["how"] == "replayed" and out["coverage"]["coverage"] == 1.0
+    assert 0 < out["low_precision_share"]["value"] < 1
+    assert main(["replay", "--run", str(run), "--step", "7"]) == 2
+    # a directory with msprobe dumps only: the graph is the FP32 dump's dataflow
+    assert main(["replay", "--run", str(REAL_PAIR), "--mode", "mixed_bfloat16", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["coverage"]["needed"] == 5 and out["coverage"]["coverage"] == 1.0

@@ -98,3 +98,29 @@ def print_diff(d: Mapping, console: Console | None = None, paths: Mapping | None
     if paths:
         for k, p in paths.items():
             con.print(f"{k}: {p}")
+
+
+def print_replay(d: Mapping, console: Console | None = None) -> None:
+    """``advisor replay``: the predicted verdict per step, how it was obtained, and the coverage."""
+    con = console or Console()
+    v = d.get("verdict") or {}
+    style = "green" if v.get("ok") else "red"
+    con.print(f"[bold]advisor replay[/bold]: [{style}]{'WITHIN' if v.get('ok') else 'OUTSIDE'} TOLERANCE[/{style}] "
+              f"({d.get('how')}; mode {d.get('mode')})")
+    t = Table(title="final outputs per step (replayed)")
+    for c in ("step", "cosine", "rel-L2", "finite", "loss rel diff", "grad min cosine"):
+        t.add_column(c)
+    for s in d.get("steps") or []:
+        o = s.get("output") or {}
+        t.add_row(str(s.get("step")), _f(o.get("cosine")), _f(o.get("rel_l2")), _f(o.get("finite")),
+                  _f((s.get("loss") or {}).get("rel_diff")), _f(s.get("grad_min_cosine")))
+    con.print(t)
+    cov = d.get("coverage") or {}
+    con.print(f"coverage: {cov.get('replayed')} of {cov.get('needed')} ops that had to run again were replayed "
+              f"({_f(cov.get('coverage'))}); {cov.get('seconds')} s")
+    for e, why in list((cov.get("not_replayed") or {}).items())[:10]:
+        con.print(f"  not replayed: {e}: {why}")
+    sh = d.get("low_precision_share") or {}
+    con.print(f"low-precision share of kernel time: {_f(sh.get('value'))} ({sh.get('how')})")
+    for r in v.get("reasons") or []:
+        con.print(f"  [red]{r}[/red]")

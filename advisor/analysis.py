@@ -1,0 +1,229 @@
+"""One typed analysis per run, built once and handed to every stage (compare, recommend, diff, replay, tune).
+
+``analyze(path)`` reads the run (``ingest.load_run``, the only reader), resolves the effective lists once
+(``effective_lists``: chip defaults or a CANN ops-info file, then the run's mixlist), compiles the op graph and
+plans it (``semantics``, the only module deciding precisions) and holds the shared ``Tolerance``.  What is
+expensive and not always needed is computed on first use and kept: the measured per-step final metrics and
+verdict (compare), the attribution, the replay recording of the FP32 run, the time model.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any, Iterable, Mapping
+
+import numpy as np
+
+from . import mixlist as mx
+from . import semantics
+from .compare.dumps import DumpView, as_steps
+from .compare.tolerance import Tolerance, Verdict
+from .errors import InputError
+from .oplists import DEFAULT_SOC, OpLists, load_lists
+from .semantics import Compiled, Plan
+
+
+def effective_lists(meta: Mapping, run_mixlist: mx.Mixlist | None, soc: str | None = None,
+                    ops_info: str | None = None) -> tuple[OpLists, OpLists]:
+    """(chip defaults, effective lists of the run): ``soc``/``ops_info`` override run.json's, the run's
+    mixlist is applied on top.  The one place that resolves a run's lists."""
+    defaults = load_lists(soc or meta.get("soc") or DEFAULT_SOC, ops_info or meta.get("ops_info"))
+    return defaults, mx.effective(defaults, run_mixlist)
+
+
+@dataclass
+class Analysis:
+    """Everything the stages need about one run (see the module docstring)."""
+
+    run: Any                          # ingest.Run
+    defaults: OpLists                 # chip default lists (or the --ops-info file's)
+    run_mixlist: mx.Mixlist | None    # the mixlist the run used
+    lists: OpLists                    # the run's effective lists
+    mode: str
+    compiled: Compiled
+    plan: Plan                        # the measured plan: what the run executed
+    tolerance: Tolerance
+    notes: list[str] = field(default_factory=list)
+
+    # ------------------------------------------------------------------ basic facts
+    @property
+    def path(self) -> Path:
+        return Path(self.run.path)
+
+    @property
+    def graph(self):
+        return self.compiled.graph
+
+    @property
+    def low_dtype(self) -> str:
+        return semantics.mode_info(self.mode)[1] or "fp16"
+
+    @cached_property
+    def targets(self) -> dict[int, DumpView]:
+        return as_steps(self.run.target_dump)
+
+    @cached_property
+    def goldens(self) -> dict[int, DumpView]:
+        return as_steps(self.run.golden_dump)
+
+    @property
+    def steps(self) -> list[int]:
+        """Steps with both a target and a golden dump."""
+        return sorted(set(self.targets) & set(self.goldens))
+
+    @property
+    def has_dumps(self) -> bool:
+        return bool(self.steps)
+
+    # ------------------------------------------------------------------ plans
+    def lists_with(self, mixlist: mx.Mixlist | None) -> OpLists:
+        """Effective lists of a candidate mixlist (relative to the chip defaults, like every mixlist)."""
+        return mx.effective(self.defaults, mixlist)
+
+    def plan_of(self, lists: OpLists) -> Plan:
+        """The plan of other effective lists, incrementally from the measured one."""
+        if lists == self.plan.lists:
+            return self.plan
+        return self.compiled.what_if(self.plan, lists)
+
+    # ------------------------------------------------------------------ measured
+    def final_metrics(self, steps: Iterable[int] | None = None) -> list[dict]:
+        """Per-step final-output (and loss / gradient) metrics of the measured run."""
+        from .compare.attribution import final_metrics
+        st = self.steps if steps is None else [s for s in steps if s in self.steps]
+        return final_metrics(self.targets, self.goldens, st)
+
+    def verdict(self, steps: Iterable[int] | None = None) -> Verdict:
+        """The measured verdict (it always wins over any prediction)."""
+        return self.tolerance.judge(self.final_metrics(steps))
+
+    # ------------------------------------------------------------------ replay
+    @cached_property
+    def recording(self):
+        """The FP32 run as a replayable program (``replay.Recording``), or None without a golden dump."""
+        if not self.goldens:
+            return None
+        from .replay import Recording
+        return Recording.from_golden(self.goldens, self.graph, str(self.path))
+
+    def replay(self, plan: Plan, steps: Iterable[int] | None = None):
+        """Replay a candidate plan on the recorded FP32 run (``replay.ReplayResult``)."""
+        if self.recording is None:
+            raise InputError(self.path, "no FP32 tensor dump to replay (dump/fp32 or a golden msprobe dump)")
+        from .replay import precisions
+        return self.recording.replay(precisions(plan), steps)
+
+    # ------------------------------------------------------------------ time
+    @cached_property
+    def times(self) -> "PlanTimes":
+        return PlanTimes.build(self.compiled, self.low_dtype)
+
+    def low_share(self, plan: Plan) -> float:
+        """Predicted low-precision share of float kernel time under ``plan`` (costmodel.kernel_low_share's
+        quantity; calibrated to the measured kernel times where the profile has them)."""
+        return self.times.share(plan)
+
+    @cached_property
+    def measured_low_share(self) -> float | None:
+        """The low-precision share measured in the run's profile (all steps)."""
+        from .costmodel import kernel_low_share
+        k = self.run.kernels
+        if k is None or not len(k) or "precision" not in k.columns:
+            return None
+        return kernel_low_share(k["precision"].astype(str).tolist(), k["duration_us"].astype(float).tolist())
+
+
+@dataclass
+class PlanTimes:
+    """Predicted kernel time of every node in fp32 and in the low dtype (0 for non-kernels)."""
+
+    t_low: np.ndarray
+    t_fp32: np.ndarray
+    is_float_kernel: np.ndarray
+    low_dtype: str
+
+    @classmethod
+    def build(cls, c: Compiled, low_dtype: str) -> "PlanTimes":
+        from .costmodel import node_time_us
+        from .emulator.engine import AUX_FP32_OUTPUTS
+        from .ingest.common import shape_ints
+        g = c.graph
+        n = len(c)
+        t_low, t_fp32 = np.zeros(n), np.zeros(n)
+        fk = np.zeros(n, bool)
+        for i, node in enumerate(c.order):
+            a = g.nodes[node]
+            if a.get("role", "op") != "op" or not a.get("kernel", True) or not a.get("float", True):
+                continue
+            fk[i] = True
+            aten = str(a.get("aten", ""))
+            aux = AUX_FP32_OUTPUTS.get(aten.split(".")[1], ()) if aten.count(".") >= 2 else ()
+            a = {**a, "in_shapes": [shape_ints(x) for x in a.get("in_shapes") or []],
+                 "out_shapes": [shape_ints(x) for x in a.get("out_shapes") or []]}
+            t_low[i] = node_time_us(c.types[i], a, low_dtype, aux)
+            t_fp32[i] = node_time_us(c.types[i], a, "fp32", aux)
+        return cls(t_low, t_fp32, fk, low_dtype)
+
+    def low_mask(self, plan: Plan) -> np.ndarray:
+        p = np.asarray(plan.precision_list, dtype=object)
+        return (p == "fp16") | (p == "bf16")
+
+    def total(self, plan: Plan) -> float:
+        low = self.low_mask(plan)
+        return float(np.where(low, self.t_low, self.t_fp32)[self.is_float_kernel].sum())
+
+    def share(self, plan: Plan) -> float:
+        low = self.low_mask(plan) & self.is_float_kernel
+        lo = float(self.t_low[low].sum())
+        tot = lo + float(self.t_fp32[self.is_float_kernel & ~low].sum())
+        return lo / tot if tot > 0 else 0.0
+
+
+def analyze(run: Any, *, tolerance: Tolerance | None = None, mixlist: mx.Mixlist | None = None,
+            soc: str | None = None, ops_info: str | None = None, mode: str | None = None,
+            rank: int | None = None, step: int | None = None, progress: Any = None) -> Analysis:
+    """Build the Analysis of a run directory (or an already loaded ``ingest.Run``).  ``mixlist`` replaces
+    the run's own mixlist (the list the run is said to have used); ``soc``/``ops_info``/``mode`` override
+    run.json's."""
+    from .ingest.run import Run, load_run
+    if isinstance(run, (str, Path)):
+        p = Path(run)
+        if not p.exists():
+            raise InputError(p, "no such run directory")
+        if not p.is_dir():
+            raise InputError(p, "expected a run / profile directory")
+        run = load_run(p, rank=rank, step=step, progress=progress)
+    elif not isinstance(run, Run):
+        raise TypeError(f"analyze() takes a run directory or an ingest.Run, not {type(run).__name__}")
+    meta = dict(run.meta or {})
+    run_ml = mixlist if mixlist is not None else run.mixlist
+    if run_ml is None and isinstance(meta.get("mixlist"), Mapping):
+        run_ml = mx.parse_obj(dict(meta["mixlist"]), f"{run.path}/run.json mixlist")
+    defaults, lists = effective_lists(meta, run_ml, soc, ops_info)
+    mode = mode or meta.get("mode") or semantics.DEFAULT_MODE
+    try:
+        semantics.mode_info(mode)
+    except ValueError as e:
+        raise InputError(run.path, str(e)) from None
+    recording = None
+    notes: list[str] = []
+    if (run.graph is None or run.graph.number_of_nodes() == 0) and run.golden_dump:
+        # a dump-only run (e.g. msprobe tensor dumps): the graph is the dump's own dataflow
+        from .replay import Recording, graph_from_recording
+        recording = Recording.from_golden(run.golden_dump, None, str(run.path))
+        run.graph = graph_from_recording(recording)
+        notes.append("op graph built from the FP32 tensor dump's dataflow (no GE graph dump or profile)")
+    if run.graph is None or run.graph.number_of_nodes() == 0:
+        raise InputError(run.path, "no op graph: the run has neither a GE graph dump nor kernel_details.csv "
+                                   "nor an FP32 tensor dump")
+    try:
+        compiled = semantics.compile_graph(run.graph)
+    except ValueError as e:          # a cyclic graph
+        raise InputError(run.path, str(e)) from None
+    a = Analysis(run, defaults, run_ml, lists, mode, compiled, compiled.plan(lists, mode), tolerance or Tolerance(),
+                 notes)
+    if recording is not None:
+        a.recording = recording      # built above; the cached property is not computed twice
+    return a
+
