@@ -1,0 +1,305 @@
+"""The search that measures: candidate edit sets judged by replaying the recorded FP32 run (advisor/replay.py).
+
+Objective, in order: the list passes the shared Tolerance on every calibration step; the largest
+low-precision share of float kernel time (``Analysis.low_share``: exact for a plan, no replay needed); the
+fewest edits.  Because the share of any edit set is known before it is replayed, the search replays sets in
+order of decreasing share (ties: fewer edits first, then the error ranking), so the first set that passes is
+the best one among the sets enumerated, and every subset of it came earlier: it is 1-minimal by
+construction, and that is checked by replay anyway.
+
+1. **Candidates.** Op types of low-precision kernels on the paths from each onset — an op whose replayed
+   base error exceeds the tolerance while none of its producers' does; every independent hazard has one —
+   to the outputs, plus the producers of those ops (a fix is often upstream of the symptom); when no single
+   op exceeds, every low kernel.
+   For each type: ``black-list to-add``; for a white type also ``white-list to-remove`` (it becomes gray
+   and follows its producer).  At most ``max_types`` types, ranked by their worst replayed error.
+2. **Exhaustive** over sets of up to ``max_exhaustive`` edits (one edit per type) in share order, replays
+   deduplicated by plan (two sets with the same plan are one replay), within ``budget`` replays.
+3. **Greedy + delta debugging** when no such set passes: all candidates together, widened to every low
+   type if needed; then edits are dropped one by one (the costliest in share first) while the rest passes,
+   until the set is 1-minimal by replay.
+
+Every number carries how it was obtained: ``replayed`` (complete coverage), ``replayed, incomplete`` (some ops
+could not be re-executed: their recorded FP32 outputs stood in, so the error is a lower bound).
+"""
+from __future__ import annotations
+
+import itertools
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any, Hashable, Iterable, Sequence
+
+from ..oplists import BLACK, WHITE, OpLists
+from ..semantics import LOW, Plan
+from .search import Edit, lists_with
+
+DEFAULT_BUDGET = 200
+MAX_EXHAUSTIVE = 3
+MAX_TYPES = 24
+
+
+@dataclass
+class Trial:
+    """One candidate edit set: its plan, predicted share and (once replayed) verdict."""
+
+    edits: frozenset
+    plan: Plan
+    share: float
+    key: tuple                              # the plan's precisions (sets with equal keys replay equally)
+    ok: bool | None = None                  # None: not replayed
+    reasons: tuple = ()
+    metrics: list = field(default_factory=list)
+    coverage: float | None = None
+    not_replayed: int = 0
+
+    @property
+    def size(self) -> int:
+        return len(self.edits)
+
+    @property
+    def how(self) -> str:
+        if self.ok is None:
+            return "not evaluated"
+        return "replayed" if self.not_replayed == 0 else "replayed, incomplete"
+
+    def worst(self) -> tuple[int, float]:
+        """(non-finite, worst rel-L2) over the steps, for 'closest' comparisons."""
+        nf, rel = 0, 0.0
+        for m in self.metrics:
+            o = m.get("output") or {}
+            if o.get("finite") is False:
+                nf = 1
+            r = o.get("rel_l2")
+            if isinstance(r, (int, float)) and not math.isnan(r):
+                rel = max(rel, float(r))
+        return nf, rel
+
+    def summary(self) -> dict:
+        nf, rel = self.worst()
+        return {"edits": sorted(str(e) for e in self.edits), "ok": self.ok, "how": self.how,
+                "low_precision_share": round(self.share, 6), "worst_rel_l2": rel if math.isfinite(rel) else None,
+                "non_finite": bool(nf), "coverage": self.coverage, "reasons": list(self.reasons)[:4]}
+
+
+@dataclass
+class SearchResult:
+    base: Trial
+    best: Trial | None
+    fewest: Trial | None
+    closest: Trial
+    minimality: list[dict]
+    candidates: list[Edit]
+    stats: dict
+
+
+class ReplaySearch:
+    """Search over type-level list edits for one Analysis (with a replay recording)."""
+
+    def __init__(self, analysis: Any, base_lists: OpLists, steps: Sequence[int] | None = None,
+                 exclude: Iterable[str] = (), budget: int = DEFAULT_BUDGET, max_exhaustive: int = MAX_EXHAUSTIVE,
+                 max_types: int = MAX_TYPES):
+        self.a = analysis
+        self.base_lists = base_lists
+        self.steps = list(steps) if steps is not None else None
+        self.exclude = set(exclude)
+        self.budget = budget
+        self.max_exhaustive = max_exhaustive
+        self.max_types = max_types
+        self.replays = 0
+        self._by_key: dict[tuple, Trial] = {}
+        self._base_result = None
+        self._base_plan = analysis.plan_of(base_lists)
+        self.base = self.trial(frozenset())
+
+    # ------------------------------------------------------------------ evaluation
+    def trial(self, edits: frozenset) -> Trial:
+        """The Trial of an edit set (plan and share; no replay yet)."""
+        plan = self._base_plan if not edits else self.a.compiled.what_if(self._base_plan,
+                                                                          lists_with(self.base_lists, edits))
+        return Trial(frozenset(edits), plan, self.a.low_share(plan), tuple(plan.precision_list))
+
+    def judge(self, t: Trial) -> Trial:
+        """Replay ``t`` (once per distinct plan) and fill its verdict."""
+        if t.ok is not None:
+            return t
+        seen = self._by_key.get(t.key)
+        if seen is not None:
+            t.ok, t.reasons, t.metrics, t.coverage, t.not_replayed = (seen.ok, seen.reasons, seen.metrics,
+                                                                      seen.coverage, seen.not_replayed)
+            return t
+        res = self.a.replay(t.plan, self.steps)
+        t.metrics = res.final_metrics()
+        v = self.a.tolerance.judge(t.metrics)
+        t.ok, t.reasons = bool(v.ok), tuple(v.reasons)
+        t.coverage, t.not_replayed = round(res.coverage, 6), len(res.not_replayed)
+        self.replays += 1
+        self._by_key[t.key] = t
+        if not t.edits:
+            self._base_result = res
+        return t
+
+    @property
+    def budget_left(self) -> int:
+        return self.budget - self.replays
+
+    # ------------------------------------------------------------------ candidates
+    def op_errors(self) -> dict[Hashable, tuple[float, bool]]:
+        """node -> (worst relative L2 of its first float output vs FP32, non-finite) in the base replay."""
+        from ..compare.metrics import tensor_metrics
+        self.judge(self.base)
+        res = self._base_result
+        out: dict[Hashable, tuple[float, bool]] = {}
+        rec = self.a.recording
+        for s, view in res.targets.items():
+            prog = rec.programs[s]
+            for op in prog.ops:
+                if op.node is None or op.entry not in view.entries:
+                    continue
+                outs = view.entries[op.entry].get("_outputs") or []
+                if not outs or "tensor" not in outs[0][1]:
+                    continue
+                t = outs[0][1]["tensor"]
+                g = op.out_values[0] if op.out_values else None
+                if g is None or not t.is_floating_point() or t.shape != g.shape:
+                    continue
+                m = tensor_metrics(t, g)
+                rel = m.get("rel_l2")
+                rel = float(rel) if isinstance(rel, (int, float)) and not math.isnan(rel) else 0.0
+                nf = not m.get("finite", True)
+                prev = out.get(op.node, (0.0, False))
+                out[op.node] = (max(prev[0], rel), prev[1] or nf)
+        return out
+
+    def candidates(self, widen: bool = False) -> list[Edit]:
+        """Candidate edits (see the module docstring); ``widen``: every low kernel type."""
+        a = self.a
+        c = a.compiled
+        g = a.graph
+        plan = self._base_plan
+        low = {c.order[i] for i, p in enumerate(plan.precision_list) if p in LOW}
+        kernels = {n for n in low if g.nodes[n].get("kernel", True) and g.nodes[n].get("role", "op") == "op"}
+        errs = self.op_errors()
+        tol = a.tolerance.max_rel_l2
+        if widen:
+            chosen = set(kernels)
+        else:
+            bad = {n for n in c.order if n in errs and (errs[n][1] or errs[n][0] > tol)}
+            # onsets: ops exceeding the tolerance none of whose producers does (each hazard has one)
+            onsets = [n for n in c.order if n in bad and not any(p in bad for p in g.predecessors(n))]
+            chosen = set()
+            if onsets:
+                import networkx as nx
+                path = set(onsets).union(*(nx.descendants(g, n) for n in onsets))
+                producers = {p for n in path for p in g.predecessors(n)}
+                chosen = (path | producers) & kernels
+            if not chosen:
+                chosen = set(kernels)
+        worst: dict[str, float] = {}
+        for n in chosen:
+            t = c.types[c.index[n]]
+            e, nf = errs.get(n, (0.0, False))
+            worst[t] = max(worst.get(t, 0.0), math.inf if nf else e)
+        types = sorted(worst, key=lambda t: (-worst[t], t))
+        types = [t for t in types if t not in self.exclude and t not in ("Cast", "")][: self.max_types]
+        out: list[Edit] = []
+        for t in types:
+            cls = self.base_lists.list_of(t)
+            if cls != BLACK:
+                out.append(Edit("black-add", t))
+            if cls == WHITE:
+                out.append(Edit("white-remove", t))
+        self._rank = {e: i for i, e in enumerate(out)}
+        return out
+
+    # ------------------------------------------------------------------ search
+    def run(self) -> SearchResult:
+        t0 = time.perf_counter()
+        base = self.judge(self.base)
+        stats: dict[str, Any] = {"method": "replay", "budget": self.budget}
+        if base.ok:
+            stats.update(replays=self.replays, seconds=round(time.perf_counter() - t0, 3))
+            return SearchResult(base, base, base, base, [], [], stats)
+        cands = self.candidates()
+        best = self._exhaustive(cands, stats)
+        if best is None and self.budget_left > 0:
+            best = self._reduce(cands, stats, widen=False)
+            if best is None and self.budget_left > 0:
+                wide = self.candidates(widen=True)
+                if set(wide) != set(cands):
+                    cands = wide
+                    best = self._reduce(cands, stats, widen=True)
+        judged = list(self._by_key.values())
+        closest = min(judged, key=lambda t: (t.worst(), t.size))
+        fewest = None
+        passing = [t for t in judged if t.ok]
+        if passing:
+            fewest = min(passing, key=lambda t: (t.size, -t.share))
+        minimality = self.minimality(best) if best is not None else []
+        stats.update(candidates=len(cands), replays=self.replays, seconds=round(time.perf_counter() - t0, 3),
+                     truncated=best is None and self.budget_left <= 0)
+        return SearchResult(base, best, fewest, closest, minimality, cands, stats)
+
+    def _exhaustive(self, cands: list[Edit], stats: dict) -> Trial | None:
+        """Sets of up to max_exhaustive edits, one per type, replayed in share order; the first pass wins."""
+        sets: list[Trial] = []
+        for k in range(1, self.max_exhaustive + 1):
+            for combo in itertools.combinations(cands, k):
+                if len({e.type for e in combo}) < k:
+                    continue
+                sets.append(self.trial(frozenset(combo)))
+        stats["enumerated"] = len(sets)
+        rank = self._rank
+        sets.sort(key=lambda t: (-round(t.share, 9), t.size, sorted(rank.get(e, 0) for e in t.edits)))
+        passing_keys: list[frozenset] = []
+        reserve = min(40, self.budget // 4)
+        for t in sets:
+            if any(p <= t.edits for p in passing_keys):
+                continue
+            if t.key == self.base.key:
+                continue                      # changes nothing
+            if self.budget_left <= reserve and t.key not in self._by_key:
+                stats["exhaustive_truncated"] = True
+                return None
+            self.judge(t)
+            if t.ok:
+                stats["phase"] = "exhaustive"
+                return t
+        return None
+
+    def _reduce(self, cands: list[Edit], stats: dict, widen: bool) -> Trial | None:
+        """Greedy + delta debugging: everything together, then drop edits while the rest passes."""
+        by_type: dict[str, Edit] = {}
+        for e in cands:                       # one edit per type: black-add (the strongest)
+            if e.type not in by_type or e.kind == "black-add":
+                by_type[e.type] = e
+        cur = self.judge(self.trial(frozenset(by_type.values())))
+        if not cur.ok:
+            return None
+        changed = True
+        while changed and cur.size > 1 and self.budget_left > 0:
+            changed = False
+            # drop first the edit whose removal keeps the most low-precision time
+            opts = sorted(cur.edits, key=lambda e: -self.trial(cur.edits - {e}).share)
+            for e in opts:
+                if self.budget_left <= 0:
+                    break
+                t = self.judge(self.trial(cur.edits - {e}))
+                if t.ok:
+                    cur, changed = t, True
+                    break
+        stats["phase"] = "reduction" + (" (widened candidates)" if widen else "")
+        return cur
+
+    def minimality(self, t: Trial) -> list[dict]:
+        """Replay the set minus each edit: 1-minimal when every one of them fails."""
+        out = []
+        for e in sorted(t.edits, key=lambda x: (x.kind, x.type)):
+            w = self.trial(t.edits - {e})
+            if w.key == t.key:
+                w.ok, w.reasons = True, ("the same plan without it",)
+            else:
+                self.judge(w)
+            out.append({"edit": str(e), "meets_tolerance_without_it": bool(w.ok), "how": w.how,
+                        "without_it": w.summary()})
+        return out
