@@ -1,25 +1,28 @@
 """THE semantics module: which precision each op runs in, and why.
 
-Every other stage (emulator, flip predictor, search, reports) calls this module; nothing else
-decides an op's effective precision.  Rules (GE ``allow_mix_precision``; sources in
-docs/semantics.md), written as small named steps:
+Every other stage (emulator, flip predictor, replay, search, reports) calls this module; nothing else
+decides an op's effective precision.  Rules (GE ``allow_mix_precision``; sources in docs/semantics.md) are
+named steps (``Rule`` names what each decided, ``Why`` carries it with the deciding predecessor and root),
+chosen per node by its ``NodeKind`` and, for ops, by the mode family or the list its type is in:
 
+``graph_input``      Data nodes are real producers in their own dtype (``graph-input``).
+``constant``         constants/variables keep their dtype (``constant``).
+``non_float``        int/bool ops: ``n/a`` (``non-float``).
+``follow``           ops with no kernel (views) and ops excluded from decisions (HCCL, MemSet, AI_CPU
+                     bookkeeping) pass their first input's precision through (``follow``).
+``cast_dtype``       Cast is dtype-sensitive: it produces its destination dtype (``cast-dtype``).
 ``white``            white-list op -> low precision (fp16/bf16), unless it has no low kernel.
 ``black``            black-list op -> its original dtype (fp32).
-``gray-inherit``     gray op -> the precision of the producer of its *first activation input*
-                     (inputs fed by a real node first, in index order; then const/variable ones).
-``gray-skip-cast``   ... where that producer is a non-black Cast fp16->fp32, the dtype before the Cast.
-``gray-const-inputs`` / ``gray-no-producer``
-                     gray op fed only by constants/variables, or with no float producer:
-                     allow_fp32_to_fp16 -> low precision.
-``cast-dtype``       Cast is dtype-sensitive: it produces its destination dtype.
-``follow``           ops with no kernel (views) and ops excluded from decisions (HCCL, MemSet,
-                     AI_CPU bookkeeping) pass their first input's precision through.
-``graph-input`` / ``constant`` / ``non-float``
-                     Data nodes are real fp32 producers; constants keep their dtype; int/bool ops are n/a.
-Modes: ``mixed_float16``/``mixed_bfloat16`` (and the ``allow_mix_precision*`` aliases) apply the
-lists; ``must_keep_origin_dtype`` reduces nothing; ``force_fp32`` keeps fp32; ``force_fp16``
-reduces every float op; ``allow_fp32_to_fp16``/``allow_fp32_to_bf16`` reduce cube ops only.
+``gray``             gray op -> the precision of the producer of its *first activation input* (inputs fed
+                     by a real node first, in index order; then const/variable ones) (``gray-inherit``);
+                     where that producer is a non-black Cast fp16->fp32, the dtype before the Cast
+                     (``gray-skip-cast``); fed only by constants/variables, with no float producer, or a Cast
+                     with no known destination: allow_fp32_to_fp16 -> low precision
+                     (``gray-const-inputs`` / ``gray-no-producer`` / ``cast-allow_fp32_to_fp16``).
+``mode_*``           the other modes: ``must_keep_origin_dtype`` reduces nothing; ``force_fp32`` keeps fp32;
+                     ``force_fp16`` reduces every float op; ``allow_fp32_to_fp16``/``allow_fp32_to_bf16``
+                     reduce cube ops only.
+Modes: ``mixed_float16``/``mixed_bfloat16`` (and the ``allow_mix_precision*`` aliases) apply the lists.
 
 Complexity: ``compile_graph`` is O(V + E) once per graph; ``plan`` is O(V) with a tight loop
 (10^5 ops in well under a second); ``what_if`` only revisits the ops downstream of the edited
@@ -29,13 +32,14 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass
+from enum import Enum, IntEnum
 from functools import cached_property
 from typing import Any, Hashable, Iterable, Mapping
 
 import networkx as nx
 
 from .graph import no_gc, normalize_dtype
-from .oplists import BLACK, WHITE, OpLists, is_cube_type
+from .oplists import BLACK, GRAY, WHITE, OpLists, is_cube_type
 
 FP32, FP16, BF16, NA = "fp32", "fp16", "bf16", "n/a"
 LOW = (FP16, BF16)
@@ -72,6 +76,49 @@ def uses_mixlist(mode: str) -> bool:
     return mode_info(mode)[0] == "mixed"
 
 
+class Rule(str, Enum):
+    """The named rules of the decision chain (values are the strings reports and JSON carry)."""
+
+    GRAPH_INPUT = "graph-input"
+    CONSTANT = "constant"
+    NON_FLOAT = "non-float"
+    FOLLOW = "follow"
+    CAST_DTYPE = "cast-dtype"
+    ORIGIN = "must_keep_origin_dtype"
+    FORCE_FP32 = "force_fp32"
+    FORCE_LOW = "force_fp16"
+    FP32_TO_LOW_CUBE = "allow_fp32_to_low-cube"
+    FP32_TO_LOW_VECTOR = "allow_fp32_to_low-vector"
+    WHITE = "white"
+    WHITE_NO_LOW_KERNEL = "white-no-low-kernel"
+    BLACK = "black"
+    CAST_ALLOW = "cast-allow_fp32_to_fp16"
+    GRAY_NO_PRODUCER = "gray-no-producer"
+    GRAY_CONST_INPUTS = "gray-const-inputs"
+    GRAY_SKIP_CAST = "gray-skip-cast"
+    GRAY_INHERIT = "gray-inherit"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+# rules under which an op runs fp32 only because of its list or its producer (not its mode or role)
+FP32_BY_LIST = frozenset({Rule.BLACK, Rule.GRAY_INHERIT, Rule.GRAY_SKIP_CAST})
+# rules under which an op's precision is inherited from a predecessor
+INHERITED = frozenset({Rule.GRAY_INHERIT, Rule.GRAY_SKIP_CAST, Rule.FOLLOW})
+
+
+class NodeKind(IntEnum):
+    """What a node of the compiled graph is, for the decision chain."""
+
+    OP = 0          # a kernel with a precision decision
+    DATA = 1        # graph input (a real producer)
+    CONST = 2       # constant / variable (weak producer: ranks after activations)
+    NONFLOAT = 3    # int/bool op: precision n/a
+    FOLLOW = 4      # no kernel (view) or excluded from decisions (HCCL, MemSet): passes its input's precision
+    CAST = 5        # Cast with a known destination dtype
+
+
 @dataclass(frozen=True)
 class Why:
     """Why an op got its precision: the rule, the immediate predecessor that decided it
@@ -82,17 +129,134 @@ class Why:
     root: Hashable | None = None
 
     def to_dict(self) -> dict:
-        return {"rule": self.rule, "via": _s(self.via), "root": _s(self.root)}
+        return {"rule": str(self.rule), "via": _s(self.via), "root": _s(self.root)}
 
 
 def _s(x: Any) -> Any:
     return None if x is None else str(x)
 
 
-# node kinds in the compiled graph
-_OP, _DATA, _CONST, _NONFLOAT, _FOLLOW, _CAST = range(6)
+# plain ints in the hot loops (an IntEnum comparison costs several times more)
+_OP, _DATA, _CONST, _NONFLOAT, _FOLLOW, _CAST = (int(k) for k in NodeKind)
 # decider kinds
 _D_REAL, _D_WEAK, _D_NONE = 0, 1, 2
+
+
+class Context:
+    """What the rules read besides the compiled graph: the effective lists and the mode."""
+
+    __slots__ = ("lists", "family", "low", "cast_black", "_by_type")
+
+    def __init__(self, lists: OpLists, family: str, low: str | None):
+        self.lists, self.family, self.low = lists, family, low
+        self.cast_black = lists.list_of("Cast") == BLACK
+        self._by_type: dict[str, Any] = {}
+
+    def op_step(self, op_type: str):
+        """The step deciding an op of this type: its list's step in the mixed modes, else the mode's."""
+        step = self._by_type.get(op_type)
+        if step is None:
+            step = self._by_type[op_type] = (LIST_STEPS[self.lists.list_of(op_type)] if self.family == "mixed"
+                                             else OP_STEP_BY_FAMILY[self.family])
+        return step
+
+
+Decision = tuple  # (precision, Rule, via index or -1, root index)
+
+
+# ---------------------------------------------------------------------- the decision chain, step by step
+# Each step decides node i given its predecessors' decisions (``prec``, ``root``); steps are chosen by the
+# node's kind, and for ops by the mode family (``STEPS_BY_KIND``, ``OP_STEP_BY_FAMILY``).
+def graph_input(c: "Compiled", i: int, prec: list, root: list, ctx: Context) -> Decision:
+    """Data nodes are real producers in their own dtype (an fp32 model input keeps a gray consumer fp32)."""
+    return c.dtype[i], Rule.GRAPH_INPUT, -1, i
+
+
+def constant(c: "Compiled", i: int, prec: list, root: list, ctx: Context) -> Decision:
+    """Constants and variables keep their dtype."""
+    return c.dtype[i], Rule.CONSTANT, -1, i
+
+
+def non_float(c: "Compiled", i: int, prec: list, root: list, ctx: Context) -> Decision:
+    """int/bool ops have no float precision."""
+    return NA, Rule.NON_FLOAT, -1, i
+
+
+def follow(c: "Compiled", i: int, prec: list, root: list, ctx: Context) -> Decision:
+    """No kernel (views) or excluded from decisions: the first input's precision passes through; with no
+    float input, the mode's default."""
+    d = c.decider[i]
+    if d < 0:
+        return (ctx.low or c.dtype[i]) if ctx.family in ("mixed", "force_low") else c.dtype[i], Rule.FOLLOW, -1, i
+    p = prec[d]
+    return (p if p != NA else c.dtype[i]), Rule.FOLLOW, d, root[d]
+
+
+def cast_dtype(c: "Compiled", i: int, prec: list, root: list, ctx: Context) -> Decision:
+    """Cast is dtype-sensitive: it produces its destination dtype."""
+    return c.dtype[i], Rule.CAST_DTYPE, -1, i
+
+
+def mode_origin(c: "Compiled", i: int, prec: list, root: list, ctx: Context) -> Decision:
+    """must_keep_origin_dtype reduces nothing."""
+    return c.dtype[i], Rule.ORIGIN, -1, i
+
+
+def mode_force_fp32(c: "Compiled", i: int, prec: list, root: list, ctx: Context) -> Decision:
+    return FP32, Rule.FORCE_FP32, -1, i
+
+
+def mode_force_low(c: "Compiled", i: int, prec: list, root: list, ctx: Context) -> Decision:
+    """force_fp16: every float op in the low dtype."""
+    return ctx.low, Rule.FORCE_LOW, -1, i
+
+
+def mode_fp32_to_low(c: "Compiled", i: int, prec: list, root: list, ctx: Context) -> Decision:
+    """allow_fp32_to_fp16 / allow_fp32_to_bf16: cube ops reduce, vector ops keep their dtype."""
+    if is_cube_type(c.types[i]):
+        return ctx.low, Rule.FP32_TO_LOW_CUBE, -1, i
+    return c.dtype[i], Rule.FP32_TO_LOW_VECTOR, -1, i
+
+
+def white(c: "Compiled", i: int, prec: list, root: list, ctx: Context) -> Decision:
+    """A white-list op runs in the low dtype, unless it has no low-precision kernel."""
+    if c.low_kernel[i]:
+        return ctx.low, Rule.WHITE, -1, i
+    return c.dtype[i], Rule.WHITE_NO_LOW_KERNEL, -1, i
+
+
+def black(c: "Compiled", i: int, prec: list, root: list, ctx: Context) -> Decision:
+    """A black-list op keeps its original dtype."""
+    return c.dtype[i], Rule.BLACK, -1, i
+
+
+def gray(c: "Compiled", i: int, prec: list, root: list, ctx: Context) -> Decision:
+    """A gray op follows the producer of its first activation input (GE's input ranking); a Cast with no
+    known destination, an op with no float producer or fed only by constants: allow_fp32_to_fp16; a
+    non-black fp16->fp32 Cast before it is looked through."""
+    low = ctx.low
+    if c.types[i] == "Cast":
+        return low, Rule.CAST_ALLOW, -1, i
+    d = c.decider[i]
+    if d < 0:
+        return low, Rule.GRAY_NO_PRODUCER, -1, i
+    if c.dkind[i] == _D_WEAK:
+        return low, Rule.GRAY_CONST_INPUTS, d, i
+    p = prec[d]
+    if p == NA:
+        return low, Rule.GRAY_NO_PRODUCER, d, i
+    if p == FP32 and c.kind[d] == _CAST and not ctx.cast_black and c.decider[d] >= 0 and prec[c.decider[d]] in LOW:
+        cd = c.decider[d]
+        return prec[cd], Rule.GRAY_SKIP_CAST, cd, root[cd]
+    return p, Rule.GRAY_INHERIT, d, root[d]
+
+
+# the mixed modes decide an op by the list its type is in; the other modes by the mode alone
+LIST_STEPS = {WHITE: white, BLACK: black, GRAY: gray}
+OP_STEP_BY_FAMILY = {"origin": mode_origin, "force_fp32": mode_force_fp32, "force_low": mode_force_low,
+                     "fp32_to_low": mode_fp32_to_low}
+STEPS_BY_KIND = {NodeKind.DATA: graph_input, NodeKind.CONST: constant, NodeKind.NONFLOAT: non_float,
+                 NodeKind.FOLLOW: follow, NodeKind.CAST: cast_dtype}
 
 
 class Compiled:
@@ -166,70 +330,23 @@ class Compiled:
     def __len__(self) -> int:
         return len(self.order)
 
-    # ------------------------------------------------------------------ rules
-    def _decide(self, i: int, prec: list[str], root: list[int], lists: OpLists,
-                family: str, low: str | None) -> tuple[str, str, int, int]:
-        """(precision, rule, via index or -1, root index) of node i, predecessors decided."""
-        kind = self.kind[i]
-        if kind == _DATA:
-            return self.dtype[i], "graph-input", -1, i
-        if kind == _CONST:
-            return self.dtype[i], "constant", -1, i
-        if kind == _NONFLOAT:
-            return NA, "non-float", -1, i
-        d = self.decider[i]
-        if kind == _FOLLOW:
-            if d < 0:
-                return (low or self.dtype[i]) if family in ("mixed", "force_low") else self.dtype[i], "follow", -1, i
-            p = prec[d]
-            return (p if p != NA else self.dtype[i]), "follow", d, root[d]
-        if kind == _CAST:
-            return self.dtype[i], "cast-dtype", -1, i
-        origin = self.dtype[i]
-        if family == "origin":
-            return origin, "must_keep_origin_dtype", -1, i
-        if family == "force_fp32":
-            return FP32, "force_fp32", -1, i
-        if family == "force_low":
-            return low, "force_fp16", -1, i
-        t = self.types[i]
-        if family == "fp32_to_low":
-            if is_cube_type(t):
-                return low, "allow_fp32_to_low-cube", -1, i
-            return origin, "allow_fp32_to_low-vector", -1, i
-        # mixed precision: the lists
-        cls = lists.list_of(t)
-        if cls == WHITE:
-            if self.low_kernel[i]:
-                return low, "white", -1, i
-            return origin, "white-no-low-kernel", -1, i
-        if cls == BLACK:
-            return origin, "black", -1, i
-        if t == "Cast":  # Cast without a known destination: allow_fp32_to_fp16
-            return low, "cast-allow_fp32_to_fp16", -1, i
-        if d < 0:
-            return low, "gray-no-producer", -1, i
-        if self.dkind[i] == _D_WEAK:
-            return low, "gray-const-inputs", d, i
-        p = prec[d]
-        if p == NA:
-            return low, "gray-no-producer", d, i
-        if (p == FP32 and self.kind[d] == _CAST and lists.list_of("Cast") != BLACK
-                and self.decider[d] >= 0 and prec[self.decider[d]] in LOW):
-            c = self.decider[d]
-            return prec[c], "gray-skip-cast", c, root[c]
-        return p, "gray-inherit", d, root[d]
+    # ------------------------------------------------------------------ planning
+    def step(self, i: int, ctx: Context):
+        """The named step that decides node i (by its kind; ops by their list or the mode)."""
+        k = self.kind[i]
+        return ctx.op_step(self.types[i]) if k == _OP else STEPS_BY_KIND[k]
 
     def plan(self, lists: OpLists, mode: str = DEFAULT_MODE) -> "Plan":
         family, low = mode_info(mode)
+        ctx = Context(lists, family, low)
         n = len(self.order)
         prec: list[str] = [FP32] * n
-        rule: list[str] = [""] * n
+        rule: list = [""] * n
         via = [-1] * n
         root = list(range(n))
-        decide = self._decide
+        step = self.step
         for i in range(n):
-            prec[i], rule[i], via[i], root[i] = decide(i, prec, root, lists, family, low)
+            prec[i], rule[i], via[i], root[i] = step(i, ctx)(self, i, prec, root, ctx)
         return Plan(self, lists, mode, prec, rule, via, root)
 
     def what_if(self, base: "Plan", lists: OpLists) -> "Plan":
@@ -238,6 +355,7 @@ class Compiled:
         if base.compiled is not self:
             raise ValueError("base plan belongs to another compiled graph")
         family, low = mode_info(base.mode)
+        ctx = Context(lists, family, low)
         changed = {t for t in (base.lists.white ^ lists.white) | (base.lists.black ^ lists.black)}
         prec, rule, via, root = list(base.precision_list), list(base.rules), list(base.vias), list(base.roots)
         if changed and family == "mixed":
@@ -249,7 +367,7 @@ class Compiled:
                 if i in seen:
                     continue
                 seen.add(i)
-                new = self._decide(i, prec, root, lists, family, low)
+                new = self.step(i, ctx)(self, i, prec, root, ctx)
                 old = (prec[i], rule[i], via[i], root[i])
                 prec[i], rule[i], via[i], root[i] = new
                 # a Cast always propagates: its gray consumers look through it (gray-skip-cast)

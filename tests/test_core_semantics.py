@@ -262,3 +262,50 @@ def test_incremental_what_if_equals_a_full_replan(g, a, b):
     full = c.plan(b)
     assert inc.precision_list == full.precision_list
     assert [f.node for f in S.flips_between(base, inc)] == [n for n in c.order if base[n] != full[n]]
+
+
+def _rule_cases():
+    """One small graph per named rule of the decision chain: (graph, mode, node, expected rule)."""
+    cases = []
+    g = chain("MatMulV2", "Log", "Exp")
+    cases += [(g, "mixed_float16", "in", S.Rule.GRAPH_INPUT), (g, "mixed_float16", "MatMulV20", S.Rule.WHITE),
+              (g, "mixed_float16", "Log1", S.Rule.BLACK), (g, "mixed_float16", "Exp2", S.Rule.GRAY_INHERIT),
+              (g, "must_keep_origin_dtype", "MatMulV20", S.Rule.ORIGIN),
+              (g, "force_fp32", "MatMulV20", S.Rule.FORCE_FP32), (g, "force_fp16", "Log1", S.Rule.FORCE_LOW),
+              (g, "allow_fp32_to_fp16", "MatMulV20", S.Rule.FP32_TO_LOW_CUBE),
+              (g, "allow_fp32_to_fp16", "Log1", S.Rule.FP32_TO_LOW_VECTOR)]
+    g = chain("Exp", first_role="const")
+    cases.append((g, "mixed_float16", "Exp0", S.Rule.GRAY_CONST_INPUTS))
+    cases.append((g, "mixed_float16", "in", S.Rule.CONSTANT))
+    g = new_graph()
+    add_op(g, "e", "Exp")
+    add_op(g, "i", "Gather", float=False)
+    add_op(g, "v", "Reshape", kernel=False)
+    add_op(g, "c", "Cast")
+    add_op(g, "m", "MatMulV2", low_kernel=False)
+    add_op(g, "k", "Cast", cast_to="fp32")
+    connect(g, "e", "v")
+    cases += [(g, "mixed_float16", "e", S.Rule.GRAY_NO_PRODUCER), (g, "mixed_float16", "i", S.Rule.NON_FLOAT),
+              (g, "mixed_float16", "v", S.Rule.FOLLOW), (g, "mixed_float16", "c", S.Rule.CAST_ALLOW),
+              (g, "mixed_float16", "m", S.Rule.WHITE_NO_LOW_KERNEL), (g, "mixed_float16", "k", S.Rule.CAST_DTYPE)]
+    g = new_graph()
+    add_op(g, "x", "Data", role="data", dtype="fp16")
+    add_op(g, "mm", "MatMulV2")
+    add_op(g, "cast", "Cast", cast_to="fp32")
+    add_op(g, "exp", "Exp")
+    connect(g, "x", "mm")
+    connect(g, "mm", "cast")
+    connect(g, "cast", "exp")
+    cases.append((g, "mixed_float16", "exp", S.Rule.GRAY_SKIP_CAST))
+    return cases
+
+
+@pytest.mark.parametrize("g,mode,node,rule", _rule_cases(), ids=lambda x: str(x) if isinstance(x, S.Rule) else "")
+def test_each_named_rule_of_the_decision_chain(g, mode, node, rule):
+    p = S.plan(g, L, mode)
+    assert p.why(node).rule is rule
+    assert p.why(node).to_dict()["rule"] == rule.value
+
+
+def test_every_rule_is_exercised():
+    assert {r for *_, r in _rule_cases()} == set(S.Rule)
