@@ -18,6 +18,8 @@ from __future__ import annotations
 import math
 from typing import Sequence
 
+from .oplists import is_cube_type
+
 CUBE_TFLOPS = {"fp16": 313.0, "bf16": 313.0, "fp32": 78.0}
 VECTOR_TFLOPS = {"fp16": 24.0, "bf16": 24.0, "fp32": 12.0}
 HBM_TBPS = 1.6
@@ -26,19 +28,12 @@ COMPUTE_EFFICIENCY = 0.6
 LAUNCH_US = 3.0
 BYTES = {"fp16": 2, "bf16": 2, "fp32": 4, "fp64": 8, "int64": 8, "int32": 4, "bool": 1, "int8": 1, "uint8": 1}
 
-_CUBE_PREFIXES = ("MatMul", "BatchMatMul", "Conv", "DepthwiseConv", "Deconvolution", "GEMM",
-                  "FullyConnection", "FlashAttention", "FusedInferAttention", "PromptFlashAttention",
-                  "IncreFlashAttention", "GroupedMatmul")
 # vector ops costing several flops per element (transcendentals, normalisations)
 _HEAVY = {"Exp": 8, "Log": 8, "Sigmoid": 10, "Tanh": 10, "Gelu": 14, "GeluGrad": 18, "Swish": 12,
           "SiluGrad": 16, "SoftmaxV2": 12, "LogSoftmaxV2": 14, "SoftmaxGrad": 6, "LogSoftmaxGrad": 6,
           "LayerNormV4": 10, "LayerNorm": 10, "LayerNormV3": 10, "LayerNormGradV3": 16, "Pow": 10,
           "Sqrt": 4, "Rsqrt": 4, "RealDiv": 4, "Div": 4, "BNTrainingUpdate": 10, "BNInfer": 4,
           "BNTrainingUpdateGrad": 12, "FlashAttentionScore": 1, "Erf": 10}
-
-
-def is_cube(op_type: str) -> bool:
-    return op_type.startswith(_CUBE_PREFIXES)
 
 
 def _numel(shape: Sequence[int] | None) -> int:
@@ -91,7 +86,7 @@ def estimate_bytes(in_shapes: Sequence[Sequence[int] | None], out_shapes: Sequen
 def op_time_us(op_type: str, flops: float, bytes_moved: float, precision: str) -> float:
     """Estimated kernel duration in microseconds on one Ascend 910B AI core cluster."""
     prec = precision if precision in ("fp16", "bf16", "fp32") else "fp32"
-    peak = (CUBE_TFLOPS if is_cube(op_type) else VECTOR_TFLOPS)[prec] * 1e12 * COMPUTE_EFFICIENCY
+    peak = (CUBE_TFLOPS if is_cube_type(op_type) else VECTOR_TFLOPS)[prec] * 1e12 * COMPUTE_EFFICIENCY
     t_compute = flops / peak
     t_mem = bytes_moved / (HBM_TBPS * 1e12 * BW_EFFICIENCY)
     return LAUNCH_US + 1e6 * max(t_compute, t_mem)
@@ -99,7 +94,7 @@ def op_time_us(op_type: str, flops: float, bytes_moved: float, precision: str) -
 
 def core_type(op_type: str) -> str:
     """Accelerator Core as written in kernel_details.csv."""
-    return "AI_CORE" if is_cube(op_type) else "AI_VECTOR_CORE"
+    return "AI_CORE" if is_cube_type(op_type) else "AI_VECTOR_CORE"
 
 
 # ---------------------------------------------------------------------- plan time and the low-precision share
