@@ -113,13 +113,15 @@ class Stages:
 
     # --- compare
     def final_metrics(self, run: Any) -> list[dict]:
-        """Per-step final-output metrics, each {"step": i, "output": {cosine, rel_l2, finite, ...},
-        "loss": ...} as Tolerance.judge takes them."""
-        from .compare import final_metrics
+        """Per-step items as Tolerance.judge takes them -- {"step": i, "output": {cosine, rel_l2,
+        finite, ...}, "loss": ..., "grad_min_cosine": ...}: compare's ``judged_steps``, the same
+        figures compare and recommend judge (final outputs, loss, gradients on every step)."""
+        from .compare.attribution import judged_steps
         steps = sorted(set(run.target_dump) & set(run.golden_dump))
         if not steps:
             raise InputError(getattr(run, "path", None), "the mixed and FP32 dumps share no step")
-        return [dict(x) for x in final_metrics(run.target_dump, run.golden_dump, steps)]
+        final, _training, _notes = judged_steps(run.target_dump, run.golden_dump, steps, self.tolerance)
+        return [dict(x) for x in final]
 
     def judge(self, per_step: list[dict]) -> dict:
         return self.tolerance.judge(per_step).to_dict()
@@ -645,6 +647,9 @@ class Tuner:
             return None, "no measured run to recommend from"
         prop = self._propose(src, d)
         if prop is None:
+            if any(x.get("status") == "loss-scale" for x in src["proposals"][-1]["log"]):
+                return None, ("only the gradients fail (they underflow in low precision): no list edit fixes that; "
+                              f"raise the loss scale ({src['dir']}/recommendation/recommendation.json: loss_scale)")
             return None, "recommend found no further untried edit set within limits"
         return (prop.mixlist, "fix: recommended on the measurements of " + src["dir"], prop.predicted), None
 
@@ -681,7 +686,7 @@ class Tuner:
             else:
                 prop = rec
             if prop.edits == base_edits:
-                log.append({"attempt": attempt, "result": "no new edit"})
+                log.append({"attempt": attempt, "result": "no new edit", "status": getattr(rec.raw, "status", None)})
                 break
             new_types = {e[2] for e in (prop.edits - base_edits) or (base_edits - prop.edits)}
             if prop.edits in self._tried() or prop.edits in self._excluded():

@@ -89,7 +89,7 @@ def render(att, top: int = 15, console=None) -> None:
             more = f" (+{len(lst) - 5} more)" if len(lst) > 5 else ""
             con.print(f"{len(lst)} entries {label}: {', '.join(lst[:5])}{more}")
     for note in att.notes:
-        con.print(f"note: {note}")
+        con.print(f"note: {note}", soft_wrap=True, markup=False)
     v = att.verdict
     if v.ok:
         con.print(f"[green]WITHIN TOLERANCE[/green] ({att.tolerance.describe()})")
