@@ -107,7 +107,8 @@ def pair_metrics(target: DumpView, golden: DumpView, rt: Mapping, rg: Mapping) -
     return None
 
 
-def _is_float_rec(r: Mapping) -> bool:
+def is_float_record(r: Mapping) -> bool:
+    """The record is a floating-point tensor (fp32, fp16, bf16, fp64)."""
     d = normalize_dtype(r.get("dtype"))
     return d in ("fp32", "fp16", "bf16", "fp64")
 
@@ -122,7 +123,7 @@ def tensor_pairs(target: DumpView, golden: DumpView, entry: str, io: str = "outp
     else:
         ts, gs = dict(target.inputs(entry)), dict(golden.inputs(entry))
     return [(pos, ts.get(pos), gs.get(pos)) for pos in list(ts) + [p for p in gs if p not in ts]
-            if _is_float_rec(ts.get(pos) or {}) or _is_float_rec(gs.get(pos) or {})]
+            if is_float_record(ts.get(pos) or {}) or is_float_record(gs.get(pos) or {})]
 
 
 def _dtype_name(r: Mapping | None) -> str:
@@ -137,7 +138,7 @@ def entry_metrics(target: DumpView, golden: DumpView, entry: str, io: str = "out
     for pos, rt, rg in tensor_pairs(target, golden, entry, io):
         row = {"pos": pos, "dtype": _dtype_name(rt), "golden_dtype": _dtype_name(rg),
                "shape": str(_rec_shape(rt or {}) or []), "golden_shape": str(_rec_shape(rg or {}) or [])}
-        if rt is None or rg is None or not (_is_float_rec(rt) and _is_float_rec(rg)):
+        if rt is None or rg is None or not (is_float_record(rt) and is_float_record(rg)):
             out.append({**row, "kind": "mismatch",
                         "message": f"target {row['dtype']} vs golden {row['golden_dtype']}"})
             continue
