@@ -130,6 +130,10 @@ def _dtype_name(r: Mapping | None) -> str:
     return "no tensor" if r is None else normalize_dtype(r.get("dtype"))
 
 
+def _side(r: Mapping | None) -> str:
+    return "no tensor" if r is None else f"{normalize_dtype(r.get('dtype'))} {_rec_shape(r) or []}"
+
+
 def entry_metrics(target: DumpView, golden: DumpView, entry: str, io: str = "output") -> list[dict]:
     """Per float tensor of ``entry``'s outputs (or inputs): {pos, dtype, golden_dtype, shape,
     golden_shape, **metrics}.  A pair that cannot be compared (a tensor on one side only, a float
@@ -139,8 +143,7 @@ def entry_metrics(target: DumpView, golden: DumpView, entry: str, io: str = "out
         row = {"pos": pos, "dtype": _dtype_name(rt), "golden_dtype": _dtype_name(rg),
                "shape": str(_rec_shape(rt or {}) or []), "golden_shape": str(_rec_shape(rg or {}) or [])}
         if rt is None or rg is None or not (is_float_record(rt) and is_float_record(rg)):
-            out.append({**row, "kind": "mismatch",
-                        "message": f"target {row['dtype']} vs golden {row['golden_dtype']}"})
+            out.append({**row, "kind": "mismatch", "message": f"target {_side(rt)} vs golden {_side(rg)}"})
             continue
         try:
             m = pair_metrics(target, golden, rt, rg)
@@ -159,9 +162,8 @@ def judged_metrics(target: DumpView, golden: DumpView, entry: str, step: Any = N
     for r in rows:
         if r["kind"] == "mismatch":
             where = f"step {step} " if step is not None else ""
-            raise InputError(target.source or entry, f"{where}{entry} output {r['pos']}: {r['message']} "
-                                                     f"(target {r['dtype']} {r['shape']}, golden {r['golden_dtype']} "
-                                                     f"{r['golden_shape']}): not comparable")
+            raise InputError(target.source or entry, f"{where}{entry} output {r['pos']}: {r['message']}: not "
+                                                     "comparable")
     return rows
 
 
