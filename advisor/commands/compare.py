@@ -136,7 +136,7 @@ def register(app: typer.Typer) -> None:
         target: Optional[str] = typer.Option(None, "--target", help="msprobe dump of the FP16/BF16 run (dump.json, rank folder or dump root)"),
         golden: Optional[str] = typer.Option(None, "--golden", help="msprobe dump of the FP32 run"),
         run: Optional[str] = typer.Option(None, "--run", help="a capture/tune run directory (instead of --target/--golden)"),
-        csv_out: Optional[str] = typer.Option(None, "--csv", help="write every op's metrics and attribution as CSV"),
+        csv_out: Optional[str] = typer.Option(None, "--csv", help="write advisor's per-op table (metrics and attribution) as CSV"),
         as_json: bool = typer.Option(False, "--json", help="print the full result as JSON on stdout (the table goes to stderr)"),
         json_out: Optional[str] = typer.Option(None, "--json-out", help="write the full result as JSON to this file"),
         xlsx_out: Optional[str] = typer.Option(None, "--xlsx", help="write msprobe's compare result table (its columns and "
