@@ -1014,7 +1014,7 @@ def render_html(s: dict, out: Path | None = None) -> str:
     their reasons, figures, error and low-precision-share plots from advisor.report's SVG) except the
     links to each iteration's files, relative to the page: it stays beside its ``iter_NN/`` folders.
     Hooks: ``#summary``, ``#status[data-status]``, ``table#iterations`` with ``tr.iteration
-    [data-iteration][data-ok]``, ``#error-plot``, ``#share-plot``, ``#mixlist``, ``#excluded``."""
+    [data-iteration][data-ok]``, ``#links-note``, ``#error-plot``, ``#share-plot``, ``#mixlist``, ``#excluded``."""
     e = html.escape
     try:
         from .report.html import CSS
