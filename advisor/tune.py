@@ -787,6 +787,10 @@ class Tuner:
         return s
 
 
+def _nonfinite(v: Any) -> bool:
+    return isinstance(v, numbers.Real) and not isinstance(v, numbers.Integral) and not math.isfinite(v)
+
+
 def nonfinite_to_null(o: Any) -> Any:
     """Replace every non-finite number in a JSON-like structure by None, in place (tuples become
     lists): the journal's one convention for NaN / Infinity is JSON ``null`` (docs/formats.md)."""
@@ -795,7 +799,7 @@ def nonfinite_to_null(o: Any) -> Any:
         v = o[k]
         if isinstance(v, tuple):
             v = o[k] = list(v)
-        if isinstance(v, numbers.Real) and not isinstance(v, numbers.Integral) and not math.isfinite(v):
+        if _nonfinite(v):
             o[k] = None
         elif isinstance(v, (dict, list)):
             nonfinite_to_null(v)
@@ -977,9 +981,10 @@ def read_journal(path: Path) -> dict:
 
 
 def json_safe(o: Any) -> Any:
-    """Non-finite floats -> None, so summary.json is strict JSON (the journal keeps Python's NaN)."""
-    if isinstance(o, float):
-        return o if math.isfinite(o) else None
+    """A copy with non-finite numbers as None, so summary.json and the iteration files are strict
+    JSON (the same convention as the journal's, ``nonfinite_to_null``)."""
+    if _nonfinite(o):
+        return None
     if isinstance(o, dict):
         return {k: json_safe(v) for k, v in o.items()}
     if isinstance(o, (list, tuple)):
