@@ -28,6 +28,7 @@ from __future__ import annotations
 import html
 import json
 import math
+import numbers
 import os
 import shutil
 import time
@@ -36,7 +37,7 @@ from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 from .errors import AdvisorError, InputError
-from .fsutil import atomic_write_json, atomic_write_text
+from .fsutil import atomic_write_json, atomic_write_text, read_user_json, resolve_inside
 from .mixlist import Mixlist, parse_obj
 from .runners.base import OK, Runner, RunResult
 
@@ -113,13 +114,15 @@ class Stages:
 
     # --- compare
     def final_metrics(self, run: Any) -> list[dict]:
-        """Per-step final-output metrics, each {"step": i, "output": {cosine, rel_l2, finite, ...},
-        "loss": ...} as Tolerance.judge takes them."""
-        from .compare import final_metrics
+        """Per-step items as Tolerance.judge takes them -- {"step": i, "output": {cosine, rel_l2,
+        finite, ...}, "loss": ..., "grad_min_cosine": ...}: compare's ``judged_steps``, the same
+        figures compare and recommend judge (final outputs, loss, gradients on every step)."""
+        from .compare.attribution import judged_steps
         steps = sorted(set(run.target_dump) & set(run.golden_dump))
         if not steps:
             raise InputError(getattr(run, "path", None), "the mixed and FP32 dumps share no step")
-        return [dict(x) for x in final_metrics(run.target_dump, run.golden_dump, steps)]
+        final, _training, _notes = judged_steps(run.target_dump, run.golden_dump, steps, self.tolerance)
+        return [dict(x) for x in final]
 
     def judge(self, per_step: list[dict]) -> dict:
         return self.tolerance.judge(per_step).to_dict()
@@ -365,7 +368,16 @@ class Tuner:
 
     def _save(self) -> None:
         self.state["updated"] = time.time()
+        nonfinite_to_null(self.state)     # in memory too: a resumed process sees exactly what this one saw
         atomic_write_json(self.state_path, self.state)
+
+    def _folder(self, rel: str) -> Path:
+        """A folder named in the journal, confined to --out (a journal is a user's file too)."""
+        try:
+            return resolve_inside(self.out, rel, "folder")
+        except InputError:
+            raise InputError(self.state_path, f"names the folder {rel!r}, outside --out {self.out}; refusing "
+                                              "to use it") from None
 
     def _done(self, step: str) -> None:
         self.state["events"].append({"step": step, "pid": os.getpid(), "time": time.time()})
@@ -376,16 +388,19 @@ class Tuner:
             if not resume:
                 raise InputError(self.out, "already holds a tune journal (tune_state.json); pass --resume to "
                                            "continue it or choose another --out")
-            try:
-                self.state = json.loads(self.state_path.read_text(encoding="utf-8"))
-            except (OSError, json.JSONDecodeError) as e:
-                raise InputError(self.state_path, f"unreadable tune journal ({type(e).__name__})") from None
-            if self.state.get("version") != STATE_VERSION:
-                raise InputError(self.state_path, f"journal version {self.state.get('version')} is not "
-                                                  f"{STATE_VERSION}; start a new --out")
-            if self.state.get("identity") != json.loads(json.dumps(self._identity(), default=str)):
-                raise InputError(self.state_path, "the journal was written for a different target/runner/mode; "
-                                                  "resume with the same arguments or choose another --out")
+            self.state = read_journal(self.state_path)
+            for it in self.state["iterations"]:
+                self._folder(it["dir"])
+            if self.state["reference"] and self.state["reference"]["kind"] == "separate":
+                self._folder(self.state["reference"]["dir"])
+            want = json.loads(json.dumps(self._identity(), default=str))
+            if self.state["identity"] != want:
+                # --holdout may change while no run was judged yet (e.g. after "--holdout 99: only 4 batches")
+                judged = any("judge" in it["done"] for it in self.state["iterations"])
+                if judged or {**self.state["identity"], "holdout": None} != {**want, "holdout": None}:
+                    raise InputError(self.state_path, "the journal was written for a different target/runner/mode/"
+                                                      "holdout; resume with the same arguments or choose another --out")
+                self.state["identity"] = want
             self.runner.prepare(self.out)
             for it in self.state["iterations"]:
                 if it.get("measured"):
@@ -432,7 +447,7 @@ class Tuner:
         return self.cfg.max_runs - self.state["runs"] - need_ref
 
     def _step_run(self, it: dict) -> None:
-        d = self.out / it["dir"]
+        d = self._folder(it["dir"])
         d.mkdir(parents=True, exist_ok=True)
         run_dir = d / "run"
         mixlist = _mixlist_or_none(it["mixlist"])
@@ -472,7 +487,7 @@ class Tuner:
         ref = self.state["reference"] or {}
         if ref.get("kind") != "separate" or ref["result"]["status"] != OK:
             return
-        golden = self.out / ref["dir"] / "dump" / "mixed"
+        golden = self._folder(ref["dir"]) / "dump" / "mixed"
         dest = run_dir / "dump" / "fp32"
         if golden.exists() and not dest.exists():
             tmp = dest.with_name(".fp32.partial")
@@ -484,11 +499,11 @@ class Tuner:
     def _load(self, it: dict) -> Any:
         i = it["index"]
         if i not in self._runs_cache:
-            self._runs_cache[i] = self.stages.load(self.out / it["dir"] / "run")
+            self._runs_cache[i] = self.stages.load(self._folder(it["dir"]) / "run")
         return self._runs_cache[i]
 
     def _step_judge(self, it: dict) -> None:
-        d = self.out / it["dir"]
+        d = self._folder(it["dir"])
         res = RunResult.from_dict(it["result"])
         if not res.ok:
             it["verdict"] = {"ok": False, "calibration": None, "holdout": None,
@@ -501,7 +516,7 @@ class Tuner:
             it["measured"] = None
         else:
             if not res.has_reference:
-                self._attach_golden(self.out / it["dir"] / "run")
+                self._attach_golden(d / "run")
             try:
                 run = self._load(it)
                 per_step = self.stages.final_metrics(run)
@@ -539,13 +554,16 @@ class Tuner:
         return None
 
     def _judge_steps(self, it: dict, per_step: list[dict]) -> None:
-        d = self.out / it["dir"]
+        d = self._folder(it["dir"])
         per_step = sorted(per_step, key=lambda x: x.get("step", 0))
         steps = [x.get("step", i) for i, x in enumerate(per_step)]
         k = self.cfg.holdout
         if k is None:
             k = 1 if len(steps) >= 2 else 0
-        k = max(0, min(k, len(steps) - 1))
+        elif k > len(steps) - 1:
+            raise InputError("--holdout", f"{k} held-out batches, but the run has {len(steps)} batches (steps "
+                                          f"{', '.join(map(str, steps))}) and needs one for calibration: at most "
+                                          f"{len(steps) - 1}; continue with --resume --holdout N (the run is kept)")
         hold = set(steps[len(steps) - k:]) if k else set()
         self.state["holdout_steps"] = sorted(hold)
         calib = [x for x, s in zip(per_step, steps) if s not in hold]
@@ -583,7 +601,7 @@ class Tuner:
         return [it for it in self.state["iterations"] if (it.get("verdict") or {}).get("ok")]
 
     def _step_decide(self, it: dict) -> None:
-        d = self.out / it["dir"]
+        d = self._folder(it["dir"])
         edits = edits_from_json(it["edits"])
         verdict = it.get("verdict") or {}
         nxt: tuple[Mixlist | None, str, dict] | None = None
@@ -645,6 +663,9 @@ class Tuner:
             return None, "no measured run to recommend from"
         prop = self._propose(src, d)
         if prop is None:
+            if any(x.get("status") == "loss-scale" for x in src["proposals"][-1]["log"]):
+                return None, ("only the gradients fail (they underflow in low precision): no list edit fixes that; "
+                              f"raise the loss scale ({src['dir']}/recommendation/recommendation.json: loss_scale)")
             return None, "recommend found no further untried edit set within limits"
         return (prop.mixlist, "fix: recommended on the measurements of " + src["dir"], prop.predicted), None
 
@@ -681,7 +702,7 @@ class Tuner:
             else:
                 prop = rec
             if prop.edits == base_edits:
-                log.append({"attempt": attempt, "result": "no new edit"})
+                log.append({"attempt": attempt, "result": "no new edit", "status": getattr(rec.raw, "status", None)})
                 break
             new_types = {e[2] for e in (prop.edits - base_edits) or (base_edits - prop.edits)}
             if prop.edits in self._tried() or prop.edits in self._excluded():
@@ -766,10 +787,204 @@ class Tuner:
         return s
 
 
+def _nonfinite(v: Any) -> bool:
+    return isinstance(v, numbers.Real) and not isinstance(v, numbers.Integral) and not math.isfinite(v)
+
+
+def nonfinite_to_null(o: Any) -> Any:
+    """Replace every non-finite number in a JSON-like structure by None, in place (tuples become
+    lists): the journal's one convention for NaN / Infinity is JSON ``null`` (docs/formats.md)."""
+    keys = list(o) if isinstance(o, dict) else range(len(o)) if isinstance(o, list) else ()
+    for k in keys:
+        v = o[k]
+        if isinstance(v, tuple):
+            v = o[k] = list(v)
+        if _nonfinite(v):
+            o[k] = None
+        elif isinstance(v, (dict, list)):
+            nonfinite_to_null(v)
+    return o
+
+
+# ---------------------------------------------------------------------- journal reader
+_STATUSES = ("running", "confirmed", "exhausted")
+_STEPS = ("run", "judge", "decide")
+_RUN_STATUSES = ("ok", "failed", "timeout", "no-output")
+
+
+class _Journal:
+    """Type checks of a journal read back from disk (a user's file: never trusted)."""
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def bad(self, where: str, problem: str) -> None:
+        raise InputError(self.path, f"not a tune journal advisor can resume: {where} {problem}; start a new --out "
+                                    "(or restore the file)")
+
+    def get(self, d: dict, key: str, where: str, ok, what: str, optional: bool = False) -> Any:
+        if key not in d:
+            if optional:
+                return None
+            self.bad(f"{where}.{key}", "is missing")
+        if not ok(d[key]):
+            self.bad(f"{where}.{key}", f"must be {what}")
+        return d[key]
+
+    # value tests
+    @staticmethod
+    def int_(x) -> bool:
+        return isinstance(x, int) and not isinstance(x, bool)
+
+    @classmethod
+    def count(cls, x) -> bool:
+        return cls.int_(x) and x >= 0
+
+    @staticmethod
+    def num(x) -> bool:
+        return x is None or (isinstance(x, (int, float)) and not isinstance(x, bool))
+
+    @staticmethod
+    def str_(x) -> bool:
+        return isinstance(x, str)
+
+    @staticmethod
+    def opt_str(x) -> bool:
+        return x is None or isinstance(x, str)
+
+    @staticmethod
+    def bool_(x) -> bool:
+        return isinstance(x, bool)
+
+    @staticmethod
+    def dict_(x) -> bool:
+        return isinstance(x, dict)
+
+    def list_of(self, test):
+        return lambda x: isinstance(x, list) and all(test(v) for v in x)
+
+    @staticmethod
+    def edit(x) -> bool:
+        return (isinstance(x, list) and len(x) == 3 and all(isinstance(v, str) for v in x)
+                and x[0] in ("black", "white", "gray") and x[1] in ("to-add", "to-remove"))
+
+    def result(self, d: Any, where: str) -> None:
+        if not isinstance(d, dict):
+            self.bad(where, "must be an object")
+        self.get(d, "status", where, lambda x: x in _RUN_STATUSES, f"one of {', '.join(_RUN_STATUSES)}")
+        self.get(d, "message", where, self.str_, "a string")
+        self.get(d, "has_reference", where, self.bool_, "true or false")
+        self.get(d, "executions", where, self.count, "a count")
+        for k in ("run_dir", "stdout", "stderr"):
+            self.get(d, k, where, self.opt_str, "a string or null", optional=True)
+        self.get(d, "returncode", where, lambda x: x is None or self.int_(x), "an integer or null", optional=True)
+        self.get(d, "duration_s", where, self.num, "a number", optional=True)
+        self.get(d, "extra", where, self.dict_, "an object", optional=True)
+
+    def verdict(self, d: Any, where: str, top: bool) -> None:
+        if not isinstance(d, dict):
+            self.bad(where, "must be an object")
+        self.get(d, "ok", where, self.bool_, "true or false")
+        self.get(d, "reasons", where, self.list_of(self.str_), "a list of strings", optional=not top)
+        self.get(d, "worst", where, lambda x: x is None or isinstance(x, dict), "an object or null", optional=True)
+        if top:
+            for k in ("calibration", "holdout"):
+                v = self.get(d, k, where, lambda x: x is None or isinstance(x, dict), "an object or null")
+                if v is not None:
+                    self.verdict(v, f"{where}.{k}", False)
+
+    def iteration(self, it: Any, i: int, last: bool, running: bool) -> None:
+        w = f"iterations[{i}]"
+        if not isinstance(it, dict):
+            self.bad(w, "must be an object")
+        self.get(it, "index", w, lambda x: x == i and self.int_(x), f"{i}")
+        if it.get("dir") != f"iter_{i:02d}":
+            self.bad(f"{w}.dir", f"is {it.get('dir')!r}, not the folder 'iter_{i:02d}' inside --out (a folder "
+                                 "outside it is never used)")
+        edits = self.get(it, "edits", w, self.list_of(self.edit), "a list of [list, action, op type] edits")
+        ml = self.get(it, "mixlist", w, self.dict_, "a modify_mixlist object")
+        try:
+            m = parse_obj(ml, f"{w}.mixlist")
+        except InputError as e:
+            self.bad(f"{w}.mixlist", f"is not a valid modify_mixlist ({e.problem})")
+        if edits_of(m) != edits_from_json(edits):
+            self.bad(f"{w}.edits", "differ from its mixlist")
+        self.get(it, "reason", w, self.str_, "a string")
+        pred = self.get(it, "predicted", w, self.dict_, "an object")
+        if not all(self.num(v) or isinstance(v, bool) for v in pred.values()):
+            self.bad(f"{w}.predicted", "must hold numbers and true/false")
+        self.get(it, "parent", w, lambda x: x is None or (self.int_(x) and 0 <= x < i), "null or an earlier index")
+        done = self.get(it, "done", w, lambda x: isinstance(x, list) and x == list(_STEPS[:len(x)]),
+                        "'run', 'judge', 'decide' in that order")
+        if (not last or not running) and len(done) < 3:
+            self.bad(f"{w}.done", "must be complete for a finished iteration")
+        if "run" in done:
+            self.result(self.get(it, "result", w, self.dict_, "an object"), f"{w}.result")
+            self.get(it, "runs_after", w, self.count, "a count", optional=True)
+        if "judge" in done:
+            self.verdict(self.get(it, "verdict", w, self.dict_, "an object"), f"{w}.verdict", True)
+            m = self.get(it, "measured", w, lambda x: x is None or isinstance(x, dict), "an object or null")
+            if m is not None:
+                for k in ("rel_l2", "cosine"):
+                    self.get(m, k, f"{w}.measured", self.num, "a number or null")
+                self.get(m, "finite", f"{w}.measured", self.bool_, "true or false")
+                for k in ("holdout_steps", "calibration_steps"):
+                    self.get(m, k, f"{w}.measured", self.list_of(self.int_), "a list of steps")
+            self.get(it, "low_precision_time_share", w, self.num, "a number or null", optional=True)
+            self.get(it, "notes", w, self.list_of(self.str_), "a list of strings", optional=True)
+        props = self.get(it, "proposals", w, self.list_of(self.dict_), "a list of objects", optional=True)
+        for j, pr in enumerate(props or []):
+            self.get(pr, "log", f"{w}.proposals[{j}]", self.list_of(self.dict_), "a list of objects")
+        for k in ("next", "next_skipped"):
+            self.get(it, k, w, self.dict_, "an object", optional=True)
+
+    def check(self, st: Any) -> dict:
+        if not isinstance(st, dict):
+            self.bad("the file", f"must hold a JSON object, not {type(st).__name__}")
+        if st.get("version") != STATE_VERSION:
+            self.bad("version", f"{st.get('version')!r} is not {STATE_VERSION}")
+        self.get(st, "identity", "journal", self.dict_, "an object")
+        status = self.get(st, "status", "journal", lambda x: x in _STATUSES, f"one of {', '.join(_STATUSES)}")
+        for k in ("runs", "executions", "captures"):
+            self.get(st, k, "journal", self.count, "a count")
+        self.get(st, "holdout_steps", "journal", lambda x: x is None or self.list_of(self.int_)(x),
+                 "null or a list of steps")
+        self.get(st, "holdout_consumed", "journal", self.bool_, "true or false", optional=True)
+        self.get(st, "stop_reason", "journal", self.str_, "a string", optional=True)
+        its = self.get(st, "iterations", "journal", lambda x: isinstance(x, list) and len(x) > 0,
+                       "a non-empty list")
+        for i, it in enumerate(its):
+            self.iteration(it, i, i == len(its) - 1, status == "running")
+        ref = self.get(st, "reference", "journal", lambda x: x is None or isinstance(x, dict), "an object or null")
+        if ref is not None:
+            kind = self.get(ref, "kind", "reference", lambda x: x in ("embedded", "separate"), "embedded or separate")
+            if kind == "embedded":
+                self.get(ref, "iteration", "reference", lambda x: self.int_(x) and 0 <= x < len(its), "an iteration")
+            else:
+                self.get(ref, "dir", "reference", lambda x: x == "reference/run", "'reference/run'")
+                self.result(ref.get("result"), "reference.result")
+        for j, ex in enumerate(self.get(st, "excluded", "journal", self.list_of(self.dict_), "a list of objects")):
+            self.get(ex, "edits", f"excluded[{j}]", self.list_of(self.edit), "a list of edits")
+            self.get(ex, "why", f"excluded[{j}]", self.str_, "a string")
+            self.get(ex, "iteration", f"excluded[{j}]", lambda x: x is None or self.int_(x), "an index or null")
+        for j, ev in enumerate(self.get(st, "events", "journal", self.list_of(self.dict_), "a list of objects")):
+            self.get(ev, "step", f"events[{j}]", self.str_, "a string")
+        return st
+
+
+def read_journal(path: Path) -> dict:
+    """The tune journal, checked before anything in it is used: a regular UTF-8 file of strict JSON
+    (older journals' NaN / Infinity are read as null), every field of the type the loop needs and
+    consistent (iteration indexes, folders ``iter_NN``, steps done in order, edits = mixlist).
+    Anything else is one InputError naming the file."""
+    return _Journal(path).check(nonfinite_to_null(read_user_json(path, "a tune journal (tune_state.json)")))
+
+
 def json_safe(o: Any) -> Any:
-    """Non-finite floats -> None, so summary.json is strict JSON (the journal keeps Python's NaN)."""
-    if isinstance(o, float):
-        return o if math.isfinite(o) else None
+    """A copy with non-finite numbers as None, so summary.json and the iteration files are strict
+    JSON (the same convention as the journal's, ``nonfinite_to_null``)."""
+    if _nonfinite(o):
+        return None
     if isinstance(o, dict):
         return {k: json_safe(v) for k, v in o.items()}
     if isinstance(o, (list, tuple)):
@@ -800,10 +1015,11 @@ def _nanmin(xs: list) -> float | None:
 
 # ====================================================================== report
 def render_html(s: dict, out: Path | None = None) -> str:
-    """Self-contained HTML: verdict, final list, every iteration (edits, verdicts, figures, links to
-    its comparison and recommendation), error and low-precision-share plots (advisor.report's SVG).
+    """HTML with everything inline (verdict, final list, every iteration's edits, verdicts and all
+    their reasons, figures, error and low-precision-share plots from advisor.report's SVG) except the
+    links to each iteration's files, relative to the page: it stays beside its ``iter_NN/`` folders.
     Hooks: ``#summary``, ``#status[data-status]``, ``table#iterations`` with ``tr.iteration
-    [data-iteration][data-ok]``, ``#error-plot``, ``#share-plot``, ``#mixlist``, ``#excluded``."""
+    [data-iteration][data-ok]``, ``#links-note``, ``#error-plot``, ``#share-plot``, ``#mixlist``, ``#excluded``."""
     e = html.escape
     try:
         from .report.html import CSS
@@ -838,6 +1054,11 @@ def render_html(s: dict, out: Path | None = None) -> str:
                 out_l.append(f"<a href='{e(p)}'>{label}</a>")
         return " · ".join(out_l)
 
+    def reasons(h: dict) -> str:
+        rs = [e(r) for r in h["reasons"]] or [e(h["message"])]
+        more = f"<details><summary>{len(rs) - 3} more</summary>{'<br>'.join(rs[3:])}</details>" if len(rs) > 3 else ""
+        return "<br>".join(rs[:3]) + more
+
     rows = []
     for h in s["history"]:
         cls = "ok" if h["ok"] else ("pending" if h["ok"] is None else "bad")
@@ -848,7 +1069,7 @@ def render_html(s: dict, out: Path | None = None) -> str:
             f"<td>{fmt(h['calibration_ok'])}</td><td>{fmt(h['holdout_ok'])}</td><td>{fmt(h['cosine'], '.6f')}</td>"
             f"<td>{fmt(h['rel_l2'])}</td><td>{fmt(h['finite'])}</td><td>{fmt(h['low_precision_time_share'], '.1%')}</td>"
             f"<td>{fmt((h['predicted'] or {}).get('rel_l2'))}</td><td>{fmt(h['runs_after'])}</td>"
-            f"<td>{e('; '.join(h['reasons'][:3]) or h['message'])}</td></tr>")
+            f"<td>{reasons(h)}</td></tr>")
     head = ("<tr><th>#</th><th>folder</th><th>why this run</th><th>edits vs default</th><th>run</th><th>pass</th>"
             "<th>calibration</th><th>held-out</th><th>cosine (min)</th><th>rel L2 (max)</th><th>finite</th>"
             "<th>low-precision time</th><th>predicted rel L2</th><th>runs so far</th><th>notes</th></tr>")
@@ -882,7 +1103,10 @@ model executions {s['executions']}; mode {e(s['mode'])}; held-out steps {e(str(s
 <p>final (iteration {fmt(s['best_iteration'])}): cosine {fmt(f['cosine'], '.6f')}, relative L2 {fmt(f['rel_l2'])},
 finite {fmt(f['finite'])}; low-precision time share {fmt(s['low_precision_time_share'], '.1%')}</p></div>
 <h2>modify_mixlist.json</h2><pre id="mixlist">{e(ml)}</pre>
-<h2>Iterations</h2><table id="iterations">{head}{''.join(rows)}</table>
+<h2>Iterations</h2><p id="links-note" class="muted">Everything on this page is inline except the links in the
+folder column: they point into the <code>iter_NN/</code> folders beside this file (comparison, recommendation,
+final metrics, logs), so keep report.html in the tune folder with them.</p>
+<table id="iterations">{head}{''.join(rows)}</table>
 {plots}
 <h2>Excluded edit sets</h2><ul id="excluded">{excl}</ul>
 <h2>Learned edit effects</h2><p class="muted">ridge regression of the measured final relative L2 on edit

@@ -119,6 +119,9 @@ def test_tolerance_judge_and_serialisation():
     v = tol.judge([{**good, "loss": {"rel_diff": 0.02, "finite": True}, "grad_min_cosine": 0.98}])
     assert not v.ok and any("loss" in r for r in v.reasons) and any("gradient" in r for r in v.reasons)
     assert not tol.judge([]).ok
+    # a step with no float final output, loss or gradient to compare is not a pass
+    v = tol.judge([good, {"step": 1, "output": None}])
+    assert not v.ok and v.reasons == ("step 1: nothing to judge (no float final output in both runs)",)
     assert Verdict.from_dict(v.to_dict()) == v
     t2 = Tolerance(min_cosine=0.99, use_msprobe_rule=True)
     assert Tolerance.from_dict(t2.to_dict()) == t2

@@ -174,3 +174,100 @@ def test_entries_present_in_one_dump_only_are_reported(tmp_path, capsys, monkeyp
     res = json.loads((tmp_path / "o.json").read_text())
     assert res["unmatched"]["golden_only"] == ["Torch.softmax.0.forward"]
     assert "Torch.softmax.0.forward" not in {o["node"] for o in res["ops"]}
+
+
+# ---------------------------------------------------------------------- msprobe's own result table
+MSPROBE_TENSOR_HEADER = [
+    "NPU Name", "Bench Name", "NPU Dtype", "Bench Dtype", "NPU Tensor Shape", "Bench Tensor Shape",
+    "NPU Requires_grad", "Bench Requires_grad", "Cosine", "EucDist", "MaxAbsErr", "MaxRelativeErr",
+    "One Thousandth Err Ratio", "Five Thousandths Err Ratio", "NPU max", "NPU min", "NPU mean", "NPU l2norm",
+    "Bench max", "Bench min", "Bench mean", "Bench l2norm", "Requires_grad Consistent", "Accuracy Reached or Not",
+    "Err_message", "Data_name"]
+MSPROBE_STATS_HEADER = [
+    "NPU Name", "Bench Name", "NPU Dtype", "Bench Dtype", "NPU Tensor Shape", "Bench Tensor Shape",
+    "NPU Requires_grad", "Bench Requires_grad", "Max diff", "Min diff", "Mean diff", "L2norm diff",
+    "MaxRelativeErr", "MinRelativeErr", "MeanRelativeErr", "NormRelativeErr", "NPU max", "NPU min", "NPU mean",
+    "NPU l2norm", "Bench max", "Bench min", "Bench mean", "Bench l2norm", "Requires_grad Consistent", "Result",
+    "Err_message"]
+
+
+def test_msprobe_result_table_as_xlsx_and_csv(tmp_path):
+    import pandas as pd
+    xlsx, csv = tmp_path / "compare_result.xlsx", tmp_path / "compare_result.csv"
+    rc = main(["compare", "--target", str(SAMPLE / "pair_bf16"), "--golden", str(SAMPLE / "pair_fp32"),
+               "--xlsx", str(xlsx), "--msprobe-csv", str(csv)])
+    assert rc in (0, 1)
+    for df in (pd.read_excel(xlsx), pd.read_csv(csv)):
+        assert list(df.columns) == MSPROBE_TENSOR_HEADER + ["Step"]
+        rows = df.set_index("NPU Name")
+        r = rows.loc["Torch.softmax.0.forward.output.0"]
+        t = torch.load(_rank_dir("pair_bf16") / "dump_tensor_data" / "Torch.softmax.0.forward.output.0.pt",
+                       weights_only=True).double().flatten()
+        g = torch.load(_rank_dir("pair_fp32") / "dump_tensor_data" / "Torch.softmax.0.forward.output.0.pt",
+                       weights_only=True).double().flatten()
+        assert float(r["Cosine"]) == pytest.approx(torch.nn.functional.cosine_similarity(t, g, dim=0).item(), abs=1e-9)
+        assert float(r["EucDist"]) == pytest.approx((t - g).norm().item(), rel=1e-9)
+        assert float(r["MaxAbsErr"]) == pytest.approx((t - g).abs().max().item(), rel=1e-9)
+        assert r["NPU Dtype"] == "torch.bfloat16" and r["Bench Dtype"] == "torch.float32"
+        assert r["NPU Tensor Shape"] == r["Bench Tensor Shape"] == "[16, 32]"
+        # msprobe's rule: No if (cos < 0.99 and max abs > 0.001) or cos < 0.9 or max abs > 1
+        for _, x in df.iterrows():
+            if x["Cosine"] == "unsupported":          # a 0-d tensor: msprobe computes no cosine
+                assert x["NPU Tensor Shape"] == "[]" and str(x["Accuracy Reached or Not"]) in ("None", "nan")
+                continue
+            cos, mx = float(x["Cosine"]), float(x["MaxAbsErr"])
+            rule = not ((cos < 0.99 and mx > 0.001) or cos < 0.9 or mx > 1)
+            assert x["Accuracy Reached or Not"] == ("Yes" if rule else "No")
+        assert any(n.endswith(".input.0") for n in rows.index) and any(".backward." in n for n in rows.index)
+    # an existing file is kept, not overwritten
+    main(["compare", "--target", str(SAMPLE / "pair_bf16"), "--golden", str(SAMPLE / "pair_fp32"), "--xlsx", str(xlsx)])
+    assert (tmp_path / "compare_result.xlsx.bak").exists()
+
+
+def test_msprobe_result_table_of_statistics_dumps_has_the_statistics_columns(tmp_path):
+    import pandas as pd
+    t, g = _stats_only_copy(tmp_path, "pair_bf16"), _stats_only_copy(tmp_path, "pair_fp32")
+    csv = tmp_path / "r.csv"
+    main(["compare", "--target", str(t), "--golden", str(g), "--msprobe-csv", str(csv)])
+    df = pd.read_csv(csv)
+    assert list(df.columns) == MSPROBE_STATS_HEADER + ["Step"]
+    r = df.set_index("NPU Name").loc["Torch.softmax.0.forward.output.0"]
+    dt = json.loads((_rank_dir("pair_bf16") / "dump.json").read_text())["data"]["Torch.softmax.0.forward"]["output"][0]
+    dg = json.loads((_rank_dir("pair_fp32") / "dump.json").read_text())["data"]["Torch.softmax.0.forward"]["output"][0]
+    for col, k in (("Max diff", "Max"), ("Min diff", "Min"), ("Mean diff", "Mean"), ("L2norm diff", "Norm")):
+        assert float(r[col]) == pytest.approx(dt[k] - dg[k])
+    assert r["NormRelativeErr"] == f"{abs((dt['Norm'] - dg['Norm']) / dg['Norm']) * 100}%"
+    assert r["Result"] != "Warning" or "Need double check" in r["Err_message"]
+
+
+# ---------------------------------------------------------------------- --json on stdout
+def test_json_flag_prints_the_result_on_stdout_and_json_out_writes_a_file(tmp_path, capsys):
+    t, g = str(SAMPLE / "pair_bf16"), str(SAMPLE / "pair_fp32")
+    rc = main(["compare", "--target", t, "--golden", g, "--json"])
+    cap = capsys.readouterr()
+    res = json.loads(cap.out)                       # stdout holds only the JSON
+    assert res["verdict"]["ok"] == (rc == 0) and "worst ops" in cap.err
+    out = tmp_path / "r.json"
+    assert main(["compare", "--target", t, "--golden", g, "--json-out", str(out)]) == rc
+    assert json.loads(out.read_text())["verdict"] == res["verdict"] and "deprecated" not in capsys.readouterr().err
+    # the old spelling --json FILE still writes FILE, with a one-line note on stderr
+    old = tmp_path / "old.json"
+    assert main(["compare", "--target", t, "--golden", g, "--json", str(old), "--top", "3"]) == rc
+    err = capsys.readouterr().err
+    assert json.loads(old.read_text())["verdict"] == res["verdict"]
+    assert [x for x in err.splitlines() if "deprecated" in x] == [
+        f"advisor: note: --json FILE is deprecated, use --json-out {old} (--json alone prints the result on stdout)"]
+
+
+def test_statistics_only_table_shows_statistics_differences_not_empty_cosines(tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "250")
+    t, g = _stats_only_copy(tmp_path, "pair_bf16"), _stats_only_copy(tmp_path, "pair_fp32")
+    main(["compare", "--target", str(t), "--golden", str(g)])
+    table = capsys.readouterr().out.split("first op exceeding")[0]
+    assert "Max rel diff" in table and "Norm rel diff" in table and "cosine" not in table
+    a = attribute(from_dumps(t, g))
+    row = a.ops.loc["Torch.softmax.0.forward"]
+    d = json.loads((_rank_dir("pair_bf16") / "dump.json").read_text())["data"]["Torch.softmax.0.forward"]["output"][0]
+    e = json.loads((_rank_dir("pair_fp32") / "dump.json").read_text())["data"]["Torch.softmax.0.forward"]["output"][0]
+    assert row["out_max_rel_diff"] == pytest.approx(abs(d["Max"] - e["Max"]) / abs(e["Max"]))
+    assert f"{row['out_max_rel_diff']:.4g}" in table

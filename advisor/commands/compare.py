@@ -3,10 +3,12 @@ Exit 0 within tolerance, 1 outside, 2 bad input."""
 from __future__ import annotations
 
 import io
+import json
 import math
 from typing import List, Optional
 
 import typer
+from typer.core import TyperCommand
 
 from ..compare.cli_options import (AllowNonfiniteOption, MaxLossRelOption, MaxRelL2Option, MinCosineOption,
                                    MinGradCosineOption, MsprobeRuleOption)
@@ -37,12 +39,20 @@ def render(att, top: int = 15, console=None) -> None:
         d = ops.copy()
         d["_k"] = (~d["out_finite"]).astype(int)
         d = d.sort_values(["_k", "out_rel_l2"], ascending=False, kind="stable").head(top)
-        t = Table(title=f"worst ops (top {len(d)} of {len(ops)} by output error vs FP32)")
-        for c in ("op", "type", "prec", "cosine", "rel L2", "max abs", "in rel L2", "growth", "introduced", "blamed on"):
+        stats = bool((ops["kind"] == "stats").all())
+        t = Table(title=f"worst ops (top {len(d)} of {len(ops)} by output error vs FP32)"
+                  + (": statistics-only dumps, relative differences |t-g|/|g| of Max/Min/Mean/Norm" if stats else ""))
+        figs = ("Max rel diff", "Min rel diff", "Mean rel diff", "Norm rel diff") if stats else \
+            ("cosine", "rel L2", "max abs")
+        for c in ("op", "type", "prec", *figs, "in rel L2", "growth", "introduced", "blamed on"):
             t.add_column(c, overflow="fold")
         for n, r in d.iterrows():
-            t.add_row(str(n), str(r["type"]), str(r["precision"]), _fmt(r["out_cosine"], ".6f"), _fmt(r["out_rel_l2"]),
-                      _fmt(r["out_max_abs"]) if r["out_finite"] else "non-finite", _fmt(r["in_rel_l2"]),
+            if stats:
+                vals = [_fmt(r[c]) for c in ("out_max_rel_diff", "out_min_rel_diff", "out_mean_rel_diff", "out_rel_l2")]
+            else:
+                vals = [_fmt(r["out_cosine"], ".6f"), _fmt(r["out_rel_l2"]),
+                        _fmt(r["out_max_abs"]) if r["out_finite"] else "non-finite"]
+            t.add_row(str(n), str(r["type"]), str(r["precision"]), *vals, _fmt(r["in_rel_l2"]),
                       _fmt(r["growth"], ".3g") if r["in_rel_l2"] > 0 else "-", _fmt(r["introduced"]),
                       "itself" if r["blamed_on"] == str(n) else str(r["blamed_on"]))
         con.print(t)
@@ -89,7 +99,7 @@ def render(att, top: int = 15, console=None) -> None:
             more = f" (+{len(lst) - 5} more)" if len(lst) > 5 else ""
             con.print(f"{len(lst)} entries {label}: {', '.join(lst[:5])}{more}")
     for note in att.notes:
-        con.print(f"note: {note}")
+        con.print(f"note: {note}", soft_wrap=True, markup=False)
     v = att.verdict
     if v.ok:
         con.print(f"[green]WITHIN TOLERANCE[/green] ({att.tolerance.describe()})")
@@ -99,14 +109,39 @@ def render(att, top: int = 15, console=None) -> None:
             con.print(f"  - {r}")
 
 
+class _CompareCommand(TyperCommand):
+    """``--json`` is a flag (JSON on stdout) like on every command; ``--json FILE`` -- its meaning before
+    ``--json-out`` -- still writes FILE, with a deprecation note.  compare takes no positional argument,
+    so ``--json`` followed by a word not starting with ``-`` is that old form."""
+
+    def parse_args(self, ctx, args):
+        out, rest = [], list(args)
+        while rest:
+            a = rest.pop(0)
+            if a.startswith("--json="):
+                rest.insert(0, a[len("--json="):])
+                a = "--json"
+            if a == "--json" and rest and not rest[0].startswith("-"):
+                ctx.meta["legacy_json"] = rest[0]
+                out += ["--json-out", rest.pop(0)]
+            else:
+                out.append(a)
+        return super().parse_args(ctx, out)
+
+
 def register(app: typer.Typer) -> None:
-    @app.command("compare")
+    @app.command("compare", cls=_CompareCommand)
     def compare(
+        ctx: typer.Context,
         target: Optional[str] = typer.Option(None, "--target", help="msprobe dump of the FP16/BF16 run (dump.json, rank folder or dump root)"),
         golden: Optional[str] = typer.Option(None, "--golden", help="msprobe dump of the FP32 run"),
         run: Optional[str] = typer.Option(None, "--run", help="a capture/tune run directory (instead of --target/--golden)"),
-        csv_out: Optional[str] = typer.Option(None, "--csv", help="write every op's metrics as CSV"),
-        json_out: Optional[str] = typer.Option(None, "--json", help="write the full result as JSON"),
+        csv_out: Optional[str] = typer.Option(None, "--csv", help="write advisor's per-op table (metrics and attribution) as CSV"),
+        as_json: bool = typer.Option(False, "--json", help="print the full result as JSON on stdout (the table goes to stderr)"),
+        json_out: Optional[str] = typer.Option(None, "--json-out", help="write the full result as JSON to this file"),
+        xlsx_out: Optional[str] = typer.Option(None, "--xlsx", help="write msprobe's compare result table (its columns and "
+                                               "'Accuracy Reached or Not' rule) as an Excel workbook"),
+        msprobe_csv: Optional[str] = typer.Option(None, "--msprobe-csv", help="write msprobe's compare result table as CSV"),
         top: int = typer.Option(15, "--top", help="rows of the worst-ops table"),
         step: Optional[List[int]] = typer.Option(None, "--step", help="only these steps (repeatable)"),
         mode: Optional[str] = typer.Option(None, "--mode", help="precision mode for the plan (default: run.json's)"),
@@ -121,10 +156,16 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Compare a low-precision run against FP32: per-op metrics, first op over tolerance, culprit op types.
         Exit 0 within tolerance, 1 outside, 2 bad input."""
+        from rich.console import Console
+
         from ..compare.attribution import attribute
+        from ..compare.msprobe_table import msprobe_table, write_csv, write_xlsx
         from ..compare.run import from_dumps, from_run_dir
         from ..compare.tolerance import tolerance_from_options
         from ..fsutil import atomic_write_json, atomic_write_text
+        if "legacy_json" in ctx.meta:
+            typer.echo(f"advisor: note: --json FILE is deprecated, use --json-out {ctx.meta['legacy_json']} "
+                       "(--json alone prints the result on stdout)", err=True)
         try:
             try:
                 tol = tolerance_from_options(min_cosine, max_rel_l2, allow_nonfinite, max_loss_rel, min_grad_cosine,
@@ -143,18 +184,26 @@ def register(app: typer.Typer) -> None:
                 att = attribute(r, tol, steps=step or None, mode=mode, soc=soc, ops_info=ops_info)
             except ValueError as e:
                 raise InputError(run or target, str(e)) from None
-            render(att, top)
+            render(att, top, Console(stderr=True) if as_json else None)
+            kept = []
             if csv_out:
                 buf = io.StringIO()
                 att.ops.to_csv(buf, index=True, index_label="node")
-                kept = atomic_write_text(csv_out, buf.getvalue(), keep_existing=True)
-                if kept:
-                    typer.echo(f"kept the previous {csv_out} as {kept}", err=True)
+                kept.append((csv_out, atomic_write_text(csv_out, buf.getvalue(), keep_existing=True)))
             if json_out:
-                kept = atomic_write_json(json_out, att.to_dict(), keep_existing=True)
-                if kept:
-                    typer.echo(f"kept the previous {json_out} as {kept}", err=True)
+                kept.append((json_out, atomic_write_json(json_out, att.to_dict(), keep_existing=True)))
+            if xlsx_out or msprobe_csv:
+                table = msprobe_table(r.target_dump, r.golden_dump, sorted(set(step)) if step else None)
+                if msprobe_csv:
+                    kept.append((msprobe_csv, write_csv(table, msprobe_csv)))
+                if xlsx_out:
+                    kept.append((xlsx_out, write_xlsx(table, xlsx_out)))
+            for path, bak in kept:
+                if bak:
+                    typer.echo(f"kept the previous {path} as {bak}", err=True)
         except AdvisorError as e:
             typer.echo(f"advisor: error: {e}", err=True)
             raise typer.Exit(e.exit_code)
+        if as_json:
+            typer.echo(json.dumps(att.to_dict(), indent=2, ensure_ascii=False))
         raise typer.Exit(0 if att.verdict.ok else 1)

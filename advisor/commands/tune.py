@@ -83,6 +83,9 @@ def _print(s: dict, out: str) -> None:
         typer.echo(f"  {h['dir']}  {mark}  cos {f(h['cosine'], '.6f')}  relL2 {f(h['rel_l2'])}  "
                    f"low-prec time {f(h['low_precision_time_share'], '.1%')}  [{', '.join(ed) or 'default lists'}]"
                    f"  ({h['reason']})")
+        if h["ok"] is False and h["reasons"]:
+            more = f" (+{len(h['reasons']) - 1} more)" if len(h["reasons"]) > 1 else ""
+            typer.echo(f"      {h['reasons'][0]}{more}")
     verdict = "confirmed" if s["confirmed"] else "NOT confirmed"
     typer.echo(f"{verdict} after {s['runs']} runs (FP32 reference included): {s['stop_reason']}")
     typer.echo(f"wrote {out}/modify_mixlist.json, {out}/summary.json, {out}/report.html")

@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 from .. import semantics
+from ..errors import InputError
 from ..graph import normalize_dtype
 from .dumps import DumpView, as_steps
 from .metrics import headline, stats_metrics, tensor_metrics, worse
@@ -51,47 +52,135 @@ MODEL_LOSS = "Model.loss.0.forward"
 
 
 # ---------------------------------------------------------------------- pair metrics
+class Mismatch(ValueError):
+    """A target/golden tensor pair that cannot be compared (shapes differ)."""
+
+
+def _shape_of(x: Any) -> list[int]:
+    return [int(n) for n in getattr(x, "shape", np.shape(x))]
+
+
+def _rec_shape(r: Mapping) -> list[int] | None:
+    s = r.get("shape")
+    return [int(n) for n in s] if isinstance(s, (list, tuple)) else None
+
+
+def _names_file(r: Mapping) -> bool:
+    """The record names a tensor file (msprobe writes data_name "-1" when it saved none)."""
+    return bool(r.get("data_name")) and r.get("data_name") != "-1"
+
+
+def tensor_file_path(d: DumpView, rec: Mapping) -> Path:
+    """Where the tensor file a record names is (or should be)."""
+    name = str(rec.get("data_name"))
+    if d.data_dir is not None:
+        return Path(d.data_dir) / name
+    from ..ingest.msprobe import TENSOR_DIR
+    return Path(d.source).parent / TENSOR_DIR / name
+
+
+def _has_stats(r: Mapping) -> bool:
+    return any(r.get(k) is not None for k in ("Max", "Norm"))
+
+
 def pair_metrics(target: DumpView, golden: DumpView, rt: Mapping, rg: Mapping) -> dict | None:
-    """Metrics of one record pair: full tensor metrics when both tensors exist, else statistics."""
+    """Metrics of one record pair: full tensor metrics when both tensors exist, else statistics.
+    Raises ``Mismatch`` when the shapes differ (of the tensors, else of the records), and
+    InputError when a record names a tensor file that is missing and has no statistics either."""
     low = rt.get("dtype")
-    if target.has_tensors(rt) and golden.has_tensors(rg):
-        tt, tg = target.tensor(rt), golden.tensor(rg)
-        if tt is not None and tg is not None:
-            try:
-                return tensor_metrics(tt, tg, low)
-            except ValueError:
-                return None
-    if any(k in rt for k in ("Max", "Norm")) and any(k in rg for k in ("Max", "Norm")):
+    tt = target.tensor(rt) if target.has_tensors(rt) else None
+    tg = golden.tensor(rg) if golden.has_tensors(rg) else None
+    if tt is not None and tg is not None:
+        st, sg = _shape_of(tt), _shape_of(tg)
+        if st != sg:
+            raise Mismatch(f"target shape {st} vs golden shape {sg}")
+        return tensor_metrics(tt, tg, low)
+    st, sg = _rec_shape(rt), _rec_shape(rg)
+    if st is not None and sg is not None and st != sg:
+        raise Mismatch(f"target shape {st} vs golden shape {sg}")
+    if _has_stats(rt) and _has_stats(rg):
         return stats_metrics(rt, rg, low)
+    for d, r, x in ((target, rt, tt), (golden, rg, tg)):
+        if x is None and _names_file(r):
+            raise InputError(tensor_file_path(d, r), "tensor file named in dump.json is missing and its record "
+                                                     "has no statistics (Max/Min/Mean/Norm) to compare instead")
     return None
 
 
-def _is_float_rec(r: Mapping) -> bool:
+def is_float_record(r: Mapping) -> bool:
+    """The record is a floating-point tensor (fp32, fp16, bf16, fp64)."""
     d = normalize_dtype(r.get("dtype"))
     return d in ("fp32", "fp16", "bf16", "fp64")
 
 
-def entry_metrics(target: DumpView, golden: DumpView, entry: str, io: str = "output") -> list[dict]:
-    """Per float tensor of ``entry``'s outputs (or inputs): {pos, dtype, shape, **metrics}."""
+def tensor_pairs(target: DumpView, golden: DumpView, entry: str, io: str = "output"
+                 ) -> list[tuple[str, Mapping | None, Mapping | None]]:
+    """(position, target record, golden record) of every position of ``entry``'s outputs (or
+    inputs) where either side has a float tensor record; the other side is None when it has no
+    tensor record there (its record may be a non-float one: a dtype mismatch)."""
     if io == "output":
         ts, gs = dict(target.outputs(entry)), dict(golden.outputs(entry))
     else:
         ts, gs = dict(target.inputs(entry)), dict(golden.inputs(entry))
+    return [(pos, ts.get(pos), gs.get(pos)) for pos in list(ts) + [p for p in gs if p not in ts]
+            if is_float_record(ts.get(pos) or {}) or is_float_record(gs.get(pos) or {})]
+
+
+def _dtype_name(r: Mapping | None) -> str:
+    return "no tensor" if r is None else normalize_dtype(r.get("dtype"))
+
+
+def _side(r: Mapping | None) -> str:
+    return "no tensor" if r is None else f"{normalize_dtype(r.get('dtype'))} {_rec_shape(r) or []}"
+
+
+def entry_metrics(target: DumpView, golden: DumpView, entry: str, io: str = "output") -> list[dict]:
+    """Per float tensor of ``entry``'s outputs (or inputs): {pos, dtype, golden_dtype, shape,
+    golden_shape, **metrics}.  A pair that cannot be compared (a tensor on one side only, a float
+    against a non-float, different shapes) is a row of ``kind`` "mismatch" with a ``message``."""
     out = []
-    for pos, rt in ts.items():
-        rg = gs.get(pos)
-        if rg is None or not (_is_float_rec(rt) and _is_float_rec(rg)):
+    for pos, rt, rg in tensor_pairs(target, golden, entry, io):
+        row = {"pos": pos, "dtype": _dtype_name(rt), "golden_dtype": _dtype_name(rg),
+               "shape": str(_rec_shape(rt or {}) or []), "golden_shape": str(_rec_shape(rg or {}) or [])}
+        if rt is None or rg is None or not (is_float_record(rt) and is_float_record(rg)):
+            out.append({**row, "kind": "mismatch", "message": f"target {_side(rt)} vs golden {_side(rg)}"})
             continue
-        m = pair_metrics(target, golden, rt, rg)
-        if m is None:
+        try:
+            m = pair_metrics(target, golden, rt, rg)
+        except Mismatch as e:
+            out.append({**row, "kind": "mismatch", "message": str(e)})
             continue
-        out.append({"pos": pos, "dtype": normalize_dtype(rt.get("dtype")), "golden_dtype": normalize_dtype(rg.get("dtype")),
-                    "shape": str(list(rt.get("shape", []) or [])), **m})
+        if m is not None:
+            out.append({**row, **m})
+    return out
+
+
+def judged_metrics(target: DumpView, golden: DumpView, entry: str, step: Any = None) -> list[dict]:
+    """``entry_metrics`` of an entry the verdict rests on (final outputs, loss, gradients): a pair
+    that cannot be compared is bad input (one line naming the entry and both sides), never skipped."""
+    rows = entry_metrics(target, golden, entry, "output")
+    for r in rows:
+        if r["kind"] == "mismatch":
+            where = f"step {step} " if step is not None else ""
+            raise InputError(target.source or entry, f"{where}{entry} output {r['pos']}: {r['message']}: not "
+                                                     "comparable")
+    return rows
+
+
+def missing_tensor_files(dumps: Iterable[DumpView]) -> list[str]:
+    """Tensor files named by the dumps' records that are not there."""
+    out = []
+    for d in dumps:
+        for e in d.entries:
+            for _pos, r in d.inputs(e) + d.outputs(e):
+                if _names_file(r) and not d.has_tensors(r):
+                    out.append(str(tensor_file_path(d, r)))
     return out
 
 
 def compare_dumps(target: Any, golden: Any, io: Iterable[str] = ("output",)) -> pd.DataFrame:
-    """Every aligned float tensor pair of two dumps (all steps): one row per (step, entry, io, pos)."""
+    """Every aligned float tensor pair of two dumps (all steps): one row per (step, entry, io, pos);
+    pairs that cannot be compared are rows of ``kind`` "mismatch"."""
     ts, gs = as_steps(target), as_steps(golden)
     rows = []
     for step in sorted(set(ts) & set(gs)):
@@ -200,12 +289,16 @@ def attribute(run: Any, tolerance: Tolerance | None = None, steps: Iterable[int]
     tol = tolerance or Tolerance()
     ts, gs = as_steps(getattr(run, "target_dump")), as_steps(getattr(run, "golden_dump"))
     common = sorted(set(ts) & set(gs))
-    if steps is not None:
-        want = set(int(s) for s in steps)
-        common = [s for s in common if s in want]
-    notes: list[str] = list(getattr(run, "notes", None) or [])
     if not common:
-        raise ValueError("target and golden dumps share no step")
+        raise ValueError(f"target steps {sorted(ts)} and golden steps {sorted(gs)} share no step")
+    if steps is not None:
+        want = sorted(set(int(s) for s in steps))
+        absent = [s for s in want if s not in common]
+        if absent:
+            raise ValueError(f"step {', '.join(map(str, absent))} is not in the dumps; steps in both target and "
+                             f"golden: {', '.join(map(str, common))}")
+        common = want
+    notes: list[str] = list(getattr(run, "notes", None) or [])
     g = getattr(run, "graph", None)
     if g is not None:
         names0 = ts[common[0]].entries
@@ -232,6 +325,14 @@ def attribute(run: Any, tolerance: Tolerance | None = None, steps: Iterable[int]
     out_best: dict[Hashable, dict] = {}
     port_err: dict[tuple[Hashable, str], dict] = {}
     present: set = set()
+    mismatched: list[str] = []
+
+    def comparable(rows: list[dict], s: int, e: str, io: str) -> list[dict]:
+        for r in rows:
+            if r["kind"] == "mismatch":
+                mismatched.append(f"step {s} {e} {io} {r['pos']}: {r['message']}")
+        return [r for r in rows if r["kind"] != "mismatch"]
+
     for s in common:
         t, gd = ts[s], gs[s]
         for n in order:
@@ -239,7 +340,7 @@ def attribute(run: Any, tolerance: Tolerance | None = None, steps: Iterable[int]
             if e not in t.entries or e not in gd.entries:
                 continue
             present.add(n)
-            for m in entry_metrics(t, gd, e, "output"):
+            for m in comparable(entry_metrics(t, gd, e, "output"), s, e, "output"):
                 key = (n, m["pos"].split(".")[0])
                 port_err[key] = worse(port_err.get(key), {**m, "step": s})
                 out_best[n] = worse(out_best.get(n), {**m, "step": s})
@@ -276,7 +377,7 @@ def attribute(run: Any, tolerance: Tolerance | None = None, steps: Iterable[int]
                 worst_v, worst_p = v, src
         if not producers.get(n):  # no graph producers known: the entry's own input records
             for s in common:
-                for m in entry_metrics(ts[s], gs[s], entry_of[n], "input"):
+                for m in comparable(entry_metrics(ts[s], gs[s], entry_of[n], "input"), s, entry_of[n], "input"):
                     h = headline(m)
                     if _nan0(h["rel_l2"]) > worst_v:
                         worst_v = _nan0(h["rel_l2"])
@@ -351,6 +452,8 @@ def attribute(run: Any, tolerance: Tolerance | None = None, steps: Iterable[int]
                                                             + om.get("target_nonfinite", 0)),
             "in_rel_l2": in_v, "in_nonfinite": int(not in_finite), "in_from": None if in_p is None else str(in_p),
             "in_finite": in_finite, "growth": growth,
+            "out_max_rel_diff": om.get("max_rel_diff", math.nan), "out_min_rel_diff": om.get("min_rel_diff", math.nan),
+            "out_mean_rel_diff": om.get("mean_rel_diff", math.nan),
             "saturated": om.get("saturated", 0), "underflow": om.get("underflow", math.nan),
             "overflow_risk": om.get("overflow_risk", math.nan),
             "local_rel_l2": math.nan, "local_nonfinite": math.nan, "inrnd_rel_l2": math.nan,
@@ -407,22 +510,46 @@ def attribute(run: Any, tolerance: Tolerance | None = None, steps: Iterable[int]
         ops = ops.set_index("node")
     first = next((str(n) for n, r in ops.iterrows() if r["exceeds"]), None) if not ops.empty else None
     types = rank_types(ops)
-    final = final_metrics(ts, gs, common, order_fallback=[entry_of[n] for n in order])
-    from .training import training_signals  # local import: training imports metrics only
-    low = None
-    if plan is not None:
-        low = semantics.mode_info(plan.mode)[1]
-    train = training_signals(ts, gs, common, tol, low_dtype=low)
-    if train is not None and train.get("grad_min_cosine_per_step"):
-        gcos = train.get("grad_min_cosine_per_step", {})
-        for f in final:
-            if f["step"] in gcos:
-                f["grad_min_cosine"], f["grad_worst"] = gcos[f["step"]]
+    if mismatched:
+        notes.append(f"{len(mismatched)} op tensor pair(s) not compared, shapes or dtypes differ (first: "
+                     f"{mismatched[0]})")
+    low = semantics.mode_info(plan.mode)[1] if plan is not None else None
+    final, train, judged_notes = judged_steps(ts, gs, common, tol, low, order_fallback=[entry_of[n] for n in order])
     verdict = tol.judge(final)
+    return Attribution(ops, types, final, first, verdict, tol, train,
+                       {"target_only": only_t, "golden_only": only_g}, notes + judged_notes)
+
+
+def judged_steps(ts: Any, gs: Any, steps: list[int], tolerance: Tolerance | None = None,
+                 low_dtype: str | None = None, order_fallback: list[str] | None = None
+                 ) -> tuple[list[dict], dict | None, list[str]]:
+    """What the verdict of a run is judged on, per step: ``final_metrics`` (model outputs, loss)
+    with the step's worst gradient cosine (``grad_min_cosine``, ``grad_worst``) from the training
+    signals -- the items ``Tolerance.judge`` takes.  Compare, recommend (through ``attribute``) and
+    tune all judge these.  Returns (items, training signals or None, notes).  Every gradient pair
+    must be comparable (else InputError); tensor files named but missing are compared by their
+    statistics and said so in the notes."""
+    from .training import GRAD_PREFIX, training_signals  # local import: training imports metrics only
+    tol = tolerance or Tolerance()
+    ts, gs = as_steps(ts), as_steps(gs)
+    notes: list[str] = []
+    missing = missing_tensor_files([d for s in steps for d in (ts[s], gs[s])])
+    if missing:
+        notes.append(f"{len(missing)} tensor files named in the dumps are missing (first: {missing[0]}); those "
+                     "tensors were compared by their statistics (Max/Min/Mean/Norm) only")
+    final = final_metrics(ts, gs, steps, order_fallback=order_fallback)
+    for s in steps:
+        for e in ts[s].entries:
+            if e.startswith(GRAD_PREFIX) and e in gs[s].entries:
+                judged_metrics(ts[s], gs[s], e, s)
+    train = training_signals(ts, gs, steps, tol, low_dtype=low_dtype)
+    gcos = (train or {}).get("grad_min_cosine_per_step") or {}
+    for f in final:
+        if f["step"] in gcos:
+            f["grad_min_cosine"], f["grad_worst"] = gcos[f["step"]]
     if final and final[0].get("source") != MODEL_OUTPUT:
         notes.append(f"no {MODEL_OUTPUT} entry: judged on the last forward entry {final[0].get('source')}")
-    return Attribution(ops, types, final, first, verdict, tol, train,
-                       {"target_only": only_t, "golden_only": only_g}, notes)
+    return final, train, notes
 
 
 def _bad(rel: Any, nonfinite: Any) -> float:
@@ -531,13 +658,13 @@ def final_metrics(ts: Mapping[int, DumpView], gs: Mapping[int, DumpView], steps:
                 continue
             src = cands[-1]
         worst = None
-        for m in entry_metrics(t, g, src, "output"):
+        for m in judged_metrics(t, g, src, s):
             worst = worse(worst, m)
         item: dict[str, Any] = {"step": s, "source": src, "output": None}
         if worst is not None:
             item["output"] = {k: worst.get(k) for k in ("kind", "cosine", "rel_l2", "sqnr_db", "max_abs", "max_rel",
                                                          "finite", "norm_rel_diff", "saturated") if k in worst}
-        if MODEL_LOSS in t.entries and MODEL_LOSS in g.entries:
+        if MODEL_LOSS in t.entries and MODEL_LOSS in g.entries and judged_metrics(t, g, MODEL_LOSS, s):
             lt, lg = t.outputs(MODEL_LOSS), g.outputs(MODEL_LOSS)
             if lt and lg:
                 vt, vg = _scalar(t, lt[0][1]), _scalar(g, lg[0][1])

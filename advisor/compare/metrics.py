@@ -9,6 +9,7 @@ Every metric is computed in one vectorised pass over the tensors (numpy, float64
 ``rel_l2``        |t - g|_2 / |g|_2 over elements where the golden is finite; ``inf`` when the
                   target is non-finite where the golden is finite (0 when both are zero).
 ``sqnr_db``       10 log10(|g|^2 / |t - g|^2) = -20 log10(rel_l2).
+``euc_dist``      |t - g|_2 over elements finite in both (msprobe EucDist); ``inf`` as ``rel_l2``.
 ``max_abs``       max |t - g| over elements finite in both (msprobe MaxAbsErr).
 ``max_rel``       max |t - g| / |g|, with |g| replaced by ``MSPROBE_EPS`` where g == 0 (msprobe
                   MaxRelativeErr).
@@ -47,7 +48,7 @@ MSPROBE_EPS = float(np.finfo(np.float32).eps)   # eps replacing a zero golden in
 LOW_MAX = {"fp16": FP16_MAX, "bf16": BF16_MAX}
 LOW_TINY = {"fp16": FP16_TINY, "bf16": BF16_TINY}
 
-TENSOR_FIELDS = ("kind", "numel", "cosine", "rel_l2", "sqnr_db", "max_abs", "max_rel", "one_thousandth",
+TENSOR_FIELDS = ("kind", "numel", "cosine", "rel_l2", "sqnr_db", "euc_dist", "max_abs", "max_rel", "one_thousandth",
                  "five_thousandth", "target_nan", "target_inf", "golden_nonfinite", "saturated",
                  "overflow_risk", "underflow", "subnormal", "finite")
 STATS_FIELDS = ("kind", "max_rel_diff", "min_rel_diff", "mean_rel_diff", "norm_rel_diff", "target_nonfinite",
@@ -107,7 +108,7 @@ def tensor_metrics(target: Any, golden: Any, low_dtype: str | None = None) -> di
     n = int(t_all.size)
     out: dict[str, Any] = {"kind": "tensor", "numel": n, "low_dtype": low}
     if n == 0:
-        out.update(cosine=1.0, cosine_finite=1.0, rel_l2=0.0, sqnr_db=math.inf, max_abs=0.0, max_rel=0.0,
+        out.update(cosine=1.0, cosine_finite=1.0, rel_l2=0.0, sqnr_db=math.inf, euc_dist=0.0, max_abs=0.0, max_rel=0.0,
                    one_thousandth=1.0, five_thousandth=1.0, target_nan=0, target_inf=0, golden_nonfinite=0,
                    saturated=0, overflow_risk=0.0, underflow=0.0, subnormal=0.0, finite=True)
         return out
@@ -178,6 +179,7 @@ def tensor_metrics(target: Any, golden: Any, low_dtype: str | None = None) -> di
         rel = nd / ng
     out["rel_l2"] = rel
     out["sqnr_db"] = math.inf if rel == 0.0 else (-math.inf if math.isinf(rel) else -20.0 * math.log10(rel))
+    out["euc_dist"] = math.inf if g_only else nd
     out["max_abs"] = math.inf if g_only else max_abs
     out["max_rel"] = math.inf if g_only else max_rel
     denom = max(n_gf, 1)

@@ -94,6 +94,8 @@ class Tolerance:
                 if lr is not None and not _isnan(lr) and lr > self.max_loss_rel:
                     step_reasons.append(f"step {step} loss relative difference {lr:.3g} > {self.max_loss_rel:g}")
             gc = item.get("grad_min_cosine")
+            if out is None and loss is None and gc is None:
+                step_reasons.append(f"step {step}: nothing to judge (no float final output in both runs)")
             if gc is not None and not _isnan(gc) and gc < self.min_grad_cosine:
                 who = item.get("grad_worst") or "a gradient"
                 step_reasons.append(f"step {step} gradient {who} cosine {gc:.6g} < {self.min_grad_cosine:g}")
