@@ -215,15 +215,16 @@ class ReplayResult:
     def complete(self) -> bool:
         return not self.not_replayed
 
-    def final_metrics(self, steps: Iterable[int] | None = None) -> list[dict]:
-        """Per-step final metrics exactly as compare computes them for a measured run."""
-        from .compare.attribution import final_metrics
+    def final_metrics(self, steps: Iterable[int] | None = None, tolerance: Any = None) -> list[dict]:
+        """Per step what the verdict is judged on (model outputs, loss, every gradient), computed exactly
+        as compare computes it for a measured run (``compare.attribution.judged_steps``)."""
+        from .compare.attribution import judged_steps
         st = sorted(self.targets) if steps is None else [s for s in steps if s in self.targets]
-        return final_metrics(self.targets, self.goldens, st)
+        return judged_steps(self.targets, self.goldens, st, tolerance)[0]
 
     def verdict(self, tolerance: Any, steps: Iterable[int] | None = None):
         """The shared Tolerance's verdict on the replayed outputs (a ``Verdict``)."""
-        return tolerance.judge(self.final_metrics(steps))
+        return tolerance.judge(self.final_metrics(steps, tolerance))
 
     def coverage_dict(self) -> dict:
         return {"coverage": round(self.coverage, 6), "replayed": self.needed - len(self.not_replayed),

@@ -13,7 +13,7 @@ import torch
 
 from advisor import mixlist as mx
 from advisor import semantics
-from advisor.compare.attribution import final_metrics
+from advisor.compare.attribution import judged_steps
 from advisor.compare.dumps import load_dump_steps
 from advisor.emulator import capture
 from advisor.ingest import load_run
@@ -64,11 +64,16 @@ def test_replay_of_random_lists_equals_a_fresh_capture(tmp_path, name):
         r = rec.replay(precisions(_plan(run, m)))
         assert r.complete, r.not_replayed
         fresh = load_run(capture(target, tmp_path / f"c{i}", mixlist=m, dump="stats", local=False))
-        measured = final_metrics(fresh.target_dump, fresh.golden_dump, sorted(fresh.target_dump))
+        measured = judged_steps(fresh.target_dump, fresh.golden_dump, sorted(fresh.target_dump))[0]
         predicted = r.final_metrics()
         assert [x["step"] for x in predicted] == [x["step"] for x in measured]
         for p, q in zip(predicted, measured):
             assert _close(p, q), (name, m and m.to_dict(), p["output"], q["output"])
+            assert (p.get("grad_min_cosine") is None) == (q.get("grad_min_cosine") is None)
+            if q.get("grad_min_cosine") is not None:
+                assert abs(p["grad_min_cosine"] - q["grad_min_cosine"]) <= 1e-6
+            if q.get("loss"):
+                assert abs(p["loss"]["rel_diff"] - q["loss"]["rel_diff"]) <= max(0.05 * q["loss"]["rel_diff"], 1e-9)
 
 
 def test_an_all_fp32_plan_reexecutes_nothing_and_reproduces_the_golden(tmp_path):

@@ -129,7 +129,7 @@ class ReplaySearch:
                                                                       seen.coverage, seen.not_replayed)
             return t
         res = self.a.replay(t.plan, self.steps)
-        t.metrics = res.final_metrics()
+        t.metrics = res.final_metrics(tolerance=self.a.tolerance)
         v = self.a.tolerance.judge(t.metrics)
         t.ok, t.reasons = bool(v.ok), tuple(v.reasons)
         t.coverage, t.not_replayed = round(res.coverage, 6), len(res.not_replayed)
