@@ -24,6 +24,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 
 from .fsutil import read_user_text
+from .graph import no_gc
 from .mixlist import LIST_KEYS, WHAT, JsonSyntaxError, read_text, strip_json_comments
 from .oplists import GRAPH_ENGINE_TYPES, OpLists, chip_types, suggest
 
@@ -32,7 +33,7 @@ SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 __all__ = ["Finding", "SEVERITY_ORDER", "lint_text", "lint_file", "suggest"]
 
 
-@dataclass
+@dataclass(slots=True)
 class Finding:
     file: str
     code: str
@@ -73,12 +74,18 @@ def lint_text(text: str, lists: OpLists, source: str = "<text>") -> list[Finding
         out.append(Finding(source, p.code, "error", p.message, p.line, p.column, p.op_type))
     if any(p.code == "bad-structure" for p in doc.problems):
         return out
+    with no_gc():       # one finding per entry at most; no cycles
+        _lint_entries(doc.entries, lists, source, out)
+    return out
+
+
+def _lint_entries(entries: list, lists: OpLists, source: str, out: list[Finding]) -> None:
     where = lists.label
     chips = chip_types()
     verdict: dict[str, tuple] = {}          # per distinct type: (list, known, other chips, suggestion)
     counts: dict[tuple[str, str, str], int] = {}
     actions_of: dict[tuple[str, str], set[str]] = {}
-    for e in doc.entries:
+    for e in entries:
         t, key, action = e.op_type, e.key, e.action
         at = f"{key}.{action}"
         n = counts[(key, action, t)] = counts.get((key, action, t), 0) + 1
@@ -120,7 +127,6 @@ def lint_text(text: str, lists: OpLists, source: str = "<text>") -> list[Finding
             out.append(Finding(source, "no-op-remove", "warning",
                                f"{at}: {t!r} is {now} on {where}, not {LIST_KEYS[key]}; GE only warns and nothing "
                                f"changes", e.line, e.column, t))
-    return out
 
 
 def lint_file(path: str | Path, lists: OpLists) -> list[Finding]:

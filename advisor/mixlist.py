@@ -22,12 +22,13 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator, Mapping
+from typing import Iterable, Iterator, Mapping, NamedTuple
 
 import numpy as np
 
 from .errors import MixlistError
 from .fsutil import parse_json_text, read_user_text
+from .graph import no_gc
 from .oplists import BLACK, GRAPH_ENGINE_TYPES, GRAY, WHITE, OpLists, chip_types, suggest
 
 LIST_KEYS = {"black-list": BLACK, "white-list": WHITE, "gray-list": GRAY}
@@ -101,8 +102,7 @@ class ApplyResult:
 
 
 # ---------------------------------------------------------------------- parse
-@dataclass(frozen=True)
-class Entry:
+class Entry(NamedTuple):
     """One op type of a mixlist file, at its array element."""
 
     key: str                 # "black-list" | "white-list" | "gray-list"
@@ -187,66 +187,67 @@ def _pairs(x: object) -> list | None:
     return None
 
 
-_Raw = tuple  # (code, message, token index or None, token index of the first occurrence or None, op type or None)
+class _Raw(NamedTuple):
+    """A problem before it is located: token indices instead of line/column."""
+
+    code: str
+    message: str
+    at: int | None               # string-token index of the key / element it is about
+    first: int | None = None     # duplicate keys: token index of the first occurrence
+    op_type: str | None = None
 
 
-def _walk(obj: object) -> tuple[list[Entry], list[int], list[_Raw]]:
-    """GE's structure over a decoded mixlist, in file order.  Returns the entries, the string-token
-    index of each entry and the problems (``_Raw``).  String tokens are counted as keys and string
-    values appear in the file, so a token index locates the exact key or array element; the walk
-    stops at the first structural problem (what follows cannot be read as a mixlist)."""
-    entries: list[Entry] = []
-    where: list[int] = []
+class _Array(NamedTuple):
+    key: str
+    action: str
+    types: list
+    token: int                   # string-token index of its first element
+
+
+def _walk(obj: object) -> tuple[list[_Array], list[_Raw]]:
+    """GE's structure over a decoded mixlist, in file order: the arrays of op types and the problems.
+    String tokens are counted as keys and string values appear in the file, so a token index locates
+    the exact key or array element; the walk stops at the first structural problem (what follows
+    cannot be read as a mixlist)."""
+    arrays: list[_Array] = []
     problems: list[_Raw] = []
     top = _pairs(obj)
     if top is None:
-        problems.append(("bad-structure", "a mixlist must be a JSON object with black-list/white-list keys",
-                         None, None, None))
-        return entries, where, problems
+        return arrays, [_Raw("bad-structure", "a mixlist must be a JSON object with black-list/white-list keys", None)]
     tok = 0
     seen_keys: dict[str, int] = {}
     for key, val in top:
         kat, tok = tok, tok + 1
         if key not in LIST_KEYS:
-            problems.append(("bad-structure", f"unknown key {key[:80]!r}; expected black-list, white-list or "
-                             "gray-list", kat, None, None))
-            break
+            problems.append(_Raw("bad-structure", f"unknown key {key[:80]!r}; expected black-list, white-list or "
+                                 "gray-list", kat))
+            return arrays, problems
         if key in seen_keys:
-            problems.append(("duplicate-key", f"duplicate key {key!r}", kat, seen_keys[key], None))
+            problems.append(_Raw("duplicate-key", f"duplicate key {key!r}", kat, seen_keys[key]))
         seen_keys.setdefault(key, kat)
         inner = _pairs(val)
         if inner is None:
-            problems.append(("bad-structure", f"{key} must be an object with to-add/to-remove arrays", kat, None,
-                             None))
-            break
+            problems.append(_Raw("bad-structure", f"{key} must be an object with to-add/to-remove arrays", kat))
+            return arrays, problems
         seen_actions: dict[str, int] = {}
-        stop = False
         for action, types in inner:
             aat, tok = tok, tok + 1
             if action not in ACTIONS:
-                problems.append(("bad-structure", f"{key}: unknown key {action[:80]!r}; expected to-add or "
-                                 "to-remove", aat, None, None))
-                stop = True
-                break
+                problems.append(_Raw("bad-structure", f"{key}: unknown key {action[:80]!r}; expected to-add or "
+                                     "to-remove", aat))
+                return arrays, problems
             if action in seen_actions:
-                problems.append(("duplicate-key", f"duplicate key {action!r} in {key}", aat, seen_actions[action],
-                                 None))
+                problems.append(_Raw("duplicate-key", f"duplicate key {action!r} in {key}", aat, seen_actions[action]))
             seen_actions.setdefault(action, aat)
             if not isinstance(types, list) or not all(t.__class__ is str for t in types):
-                problems.append(("bad-structure", f"{key}.{action} must be an array of op-type strings", aat, None,
-                                 None))
-                stop = True
-                break
-            entries.extend(Entry(key, action, t) for t in types)
-            where.extend(range(tok, tok + len(types)))
+                problems.append(_Raw("bad-structure", f"{key}.{action} must be an array of op-type strings", aat))
+                return arrays, problems
+            arrays.append(_Array(key, action, types, tok))
             tok += len(types)
-        if stop:
-            break
-    adds = [i for i, e in enumerate(entries) if e.action == "to-add"]
-    for j, msg in conflicts((LIST_KEYS[entries[i].key], entries[i].op_type) for i in adds):
-        e = entries[adds[j]]
-        problems.append(("conflict", msg + "; GE rejects the file", where[adds[j]], None, e.op_type))
-    return entries, where, problems
+    adds = [(a.token + i, LIST_KEYS[a.key], t) for a in arrays if a.action == "to-add" for i, t in enumerate(a.types)]
+    for j, msg in conflicts((lst, t) for _, lst, t in adds):
+        problems.append(_Raw("conflict", msg + "; GE rejects the file", adds[j][0], op_type=adds[j][2]))
+    return arrays, problems
 
 
 DUPLICATE_NOTE = ("a JSON reader keeps only one of the two (Python's json and nlohmann::json keep the last), so "
@@ -255,30 +256,39 @@ DUPLICATE_NOTE = ("a JSON reader keeps only one of the two (Python's json and nl
 
 def _document(obj: object, source: str, text: str | None = None) -> Document:
     """Entries and problems of a decoded mixlist, located (line, column) in ``text`` when given."""
-    entries, where, raw = _walk(obj)
-    if text is None:   # decoded from elsewhere (run.json): a dict has no duplicate keys, nothing to locate
-        return Document(entries, [Problem(code, msg, op_type=t) for code, msg, _, _, t in raw], source)
-    offs = np.array([m.start() for m in _STRING.finditer(text)], dtype=np.int64)
-    nl = np.array([m.start() for m in re.finditer("\n", text)], dtype=np.int64)
+    arrays, raw = _walk(obj)
+    if text is None:   # decoded elsewhere (run.json): a dict has no duplicate keys and nothing to locate
+        entries = [Entry(a.key, a.action, t) for a in arrays for t in a.types]
+        return Document(entries, [Problem(r.code, r.message, op_type=r.op_type) for r in raw], source)
+    offs = np.fromiter((m.start() for m in _STRING.finditer(text)), dtype=np.int64)
+    nl = np.fromiter((m.start() for m in re.finditer("\n", text)), dtype=np.int64)
 
-    def line_col(tokens: list[int]) -> tuple[list[int], list[int]]:
-        off = offs[np.asarray(tokens, dtype=np.int64)]
+    def line_col(tokens: np.ndarray) -> tuple[list[int], list[int]]:
+        off = offs[tokens]
         k = np.searchsorted(nl, off)                    # line breaks before each token
         start = nl[np.maximum(k - 1, 0)] + 1 if len(nl) else np.zeros_like(off)
         return (k + 1).tolist(), (off - np.where(k > 0, start, 0) + 1).tolist()
 
-    lines, cols = line_col(where)
-    located = [Entry(e.key, e.action, e.op_type, ln, c) for e, ln, c in zip(entries, lines, cols)]
+    tokens = np.concatenate([np.arange(a.token, a.token + len(a.types)) for a in arrays] or [np.zeros(0, np.int64)])
+    lines, cols = line_col(tokens.astype(np.int64))
+    entries: list[Entry] = []
+    i = 0
+    for a in arrays:
+        n = len(a.types)
+        entries.extend(map(Entry, [a.key] * n, [a.action] * n, a.types, lines[i:i + n], cols[i:i + n]))
+        i += n
+    at = np.array([r.at if r.at is not None else 0 for r in raw] + [r.first or 0 for r in raw], dtype=np.int64)
+    plines, pcols = line_col(at) if len(offs) else ([None] * len(at), [None] * len(at))
     problems = []
-    for code, msg, at, first, t in raw:
-        if at is None:
-            problems.append(Problem(code, msg, op_type=t))
+    for j, r in enumerate(raw):
+        if r.at is None:
+            problems.append(Problem(r.code, r.message, op_type=r.op_type))
             continue
-        (ln,), (c,) = line_col([at])
-        if first is not None:
-            msg = f"{msg} (first at line {line_col([first])[0][0]}): {DUPLICATE_NOTE}"
-        problems.append(Problem(code, msg, ln, c, t))
-    return Document(located, problems, source)
+        msg = r.message
+        if r.first is not None:
+            msg = f"{msg} (first at line {plines[len(raw) + j]}): {DUPLICATE_NOTE}"
+        problems.append(Problem(r.code, msg, plines[j], pcols[j], r.op_type))
+    return Document(entries, problems, source)
 
 
 def read_text(text: str, source: str = "") -> Document:
@@ -286,7 +296,8 @@ def read_text(text: str, source: str = "") -> Document:
     problem (bad structure stops the reading; duplicate keys and conflicts are all reported).
     JsonSyntaxError (with line/column) when it is not JSON; InputError for nesting too deep or
     numbers too long.  Comments must have been blanked out (``strip_json_comments``) or it is not JSON."""
-    return _document(_decode(text, source), source, text)
+    with no_gc():       # millions of small entries, no cycles
+        return _document(_decode(text, source), source, text)
 
 
 def parse_obj(obj: object, source: str = "") -> Mixlist:
@@ -295,25 +306,27 @@ def parse_obj(obj: object, source: str = "") -> Mixlist:
     return _document(obj, source).mixlist()
 
 
-# a // or # comment to the end of the line, or a /* */ comment (to the end of the text when unclosed),
-# matched together with strings so that comment markers inside strings are left alone
-_COMMENT_OR_STRING = re.compile(r'"(?:[^"\\]|\\[\s\S])*(?:"|\\?$)|//[^\n]*|#[^\n]*|/\*[\s\S]*?(?:\*/|$)')
+# runs of text that hold no comment (strings - which may contain comment markers - and other
+# characters), or one comment: // or # to the end of the line, /* */ (to the end when unclosed)
+_COMMENT = re.compile(r'(?P<keep>(?:"(?:[^"\\]+|\\[\s\S])*(?:"|\\?$)|[^"/#]+|/(?![/*]))+)'
+                      r'|//[^\n]*|#[^\n]*|/\*[\s\S]*?(?:\*/|$)')
 
 
 def strip_json_comments(text: str) -> tuple[str, bool]:
     """Remove // and # line comments and /* */ comments outside strings; returns (text, had_comments).
     Line/column positions are kept (comments become spaces, their line breaks stay)."""
+    if "/" not in text and "#" not in text:
+        return text, False
     had = False
 
     def blank(m: re.Match) -> str:
         nonlocal had
-        s = m.group(0)
-        if s.startswith('"'):
-            return s
+        if m.group("keep") is not None:
+            return m.group(0)
         had = True
-        return re.sub(r"[^\n]", " ", s)
+        return re.sub(r"[^\n]", " ", m.group(0))
 
-    return _COMMENT_OR_STRING.sub(blank, text), had
+    return _COMMENT.sub(blank, text), had
 
 
 def parse_text(text: str, source: str = "") -> Mixlist:

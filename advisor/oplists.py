@@ -8,6 +8,7 @@ without a ``precision_reduce`` entry gray behaviour) and ``advisor lint`` report
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass, field, replace
 from difflib import SequenceMatcher
@@ -184,13 +185,14 @@ def _norm(t: str) -> str:
 
 @dataclass(frozen=True)
 class _SuggestIndex:
-    """The chip's op types by normalised name, with a character-count matrix so that difflib's
-    quick_ratio bound is one vectorised step over all names instead of a Python loop."""
+    """The chip's op types by normalised name, sorted by length, with per-character counts so that
+    difflib's quick_ratio bound is a few vectorised steps over the names of a plausible length."""
 
     by_norm: dict
-    names: list
-    counts: np.ndarray          # (names, alphabet) character counts
+    names: list                 # normalised names, shortest first
     lengths: np.ndarray
+    first: list                 # first[k] = index of the first name of length >= k (k = 0 .. longest + 1)
+    counts: np.ndarray          # (alphabet, names): how often each character occurs in each name
     alphabet: dict
 
 
@@ -199,40 +201,52 @@ def _suggest_index(lists: OpLists) -> _SuggestIndex:
     by_norm: dict[str, str] = {}
     for k in sorted(lists.known | lists.white | lists.black):
         by_norm.setdefault(_norm(k), k)
-    names = list(by_norm)
+    names = sorted(by_norm, key=len)
+    lengths = np.array([len(n) for n in names], dtype=np.int64)
+    longest = int(lengths.max()) if len(names) else 0
+    first = np.searchsorted(lengths, np.arange(longest + 2), "left").tolist()
     alphabet = {c: i for i, c in enumerate(sorted({c for n in names for c in n}))}
-    counts = np.zeros((len(names), max(len(alphabet), 1)), dtype=np.int32)
+    counts = np.zeros((max(len(alphabet), 1), len(names)), dtype=np.int32)
     for r, n in enumerate(names):
         for c in n:
-            counts[r, alphabet[c]] += 1
-    return _SuggestIndex(by_norm, names, counts, np.array([len(n) for n in names], dtype=np.int64), alphabet)
+            counts[alphabet[c], r] += 1
+    return _SuggestIndex(by_norm, names, lengths, first, counts, alphabet)
 
 
 def suggest(op_type: str, lists: OpLists) -> str | None:
-    """The closest real op type of the chip, or None: the type whose normalised name (case, 1/l, 0/o,
-    underscores folded) equals the query's, else difflib's closest match with ratio >= 0.82 -
-    exactly ``difflib.get_close_matches(query, names, 1, 0.82)``, with its quick_ratio pre-filter
-    computed for all names at once (an upper bound of the ratio, so nothing above the cutoff is lost)."""
+    """The closest real op type of the lists, or None: the type whose normalised name (case, 1/l,
+    0/o, underscores folded) equals the query's, else difflib's closest match with ratio >= 0.82 -
+    exactly ``difflib.get_close_matches(query, names, 1, 0.82)``.  Its two upper bounds of the ratio
+    prune first, for all names at once: the length bound (2 min(a, b) / (a + b), so only names of a
+    plausible length) and quick_ratio (shared characters), so nothing above the cutoff is lost."""
     ix = _suggest_index(lists)
     n = _norm(op_type)
     hit = ix.by_norm.get(n)
     if hit is not None and hit != op_type:
         return hit
-    if not ix.names or not n:
-        return None
-    q = np.zeros(ix.counts.shape[1], dtype=np.int32)
-    for c in n:
-        j = ix.alphabet.get(c)
+    ln = len(n)
+    c = SUGGEST_CUTOFF
+    # 2 min(ln, lb) / (ln + lb) >= c  <=>  ln c / (2 - c) <= lb <= ln (2 - c) / c
+    top = len(ix.first) - 1
+    lo = ix.first[min(math.ceil(ln * c / (2 - c) - 1e-9), top)]
+    hi = ix.first[min(math.floor(ln * (2 - c) / c + 1e-9) + 1, top)]
+    chars: dict[int, int] = {}
+    for ch in n:
+        j = ix.alphabet.get(ch)
         if j is not None:
-            q[j] += 1
-    quick = 2.0 * np.minimum(ix.counts, q).sum(axis=1) / (ix.lengths + len(n))
+            chars[j] = chars.get(j, 0) + 1
+    if lo >= hi or not chars:
+        return None
+    shared = np.minimum(ix.counts[list(chars), lo:hi], np.array(list(chars.values()))[:, None]).sum(axis=0)
+    survivors = np.nonzero(2.0 * shared / (ix.lengths[lo:hi] + ln) >= c)[0]
+    if not len(survivors):
+        return None
     best: tuple[float, str] | None = None
-    sm = SequenceMatcher()
-    sm.set_seq2(n)
-    for r in np.flatnonzero(quick >= SUGGEST_CUTOFF).tolist():
+    sm = SequenceMatcher(None, "", n)
+    for r in (survivors + lo).tolist():
         x = ix.names[r]
         sm.set_seq1(x)
         score = sm.ratio()
-        if score >= SUGGEST_CUTOFF and (best is None or (score, x) > best):
+        if score >= c and (best is None or (score, x) > best):
             best = (score, x)
     return ix.by_norm[best[1]] if best else None

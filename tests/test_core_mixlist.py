@@ -184,3 +184,46 @@ def test_custom_op_types_of_the_run_graph_and_other_known_types_are_accepted():
     check_op_types(m, lists, graph_types={"MyFusedAttention", "MatMulV2"})   # ArgMaxD: a 910 type; Data: GE node
     with pytest.raises(MixlistError, match="MyFusedAttention"):
         check_op_types(m, lists)
+
+
+def _strip_comments_by_hand(text):
+    """Oracle: a character scanner (strings are opaque; // and # to the end of the line and /* */
+    become spaces, line breaks kept)."""
+    out, i, n, had, in_str = [], 0, len(text), False, False
+    while i < n:
+        c = text[i]
+        if in_str:
+            out.append(c)
+            if c == "\\" and i + 1 < n:
+                out.append(text[i + 1])
+                i += 2
+                continue
+            in_str = c != '"'
+            i += 1
+        elif c == '"':
+            in_str = True
+            out.append(c)
+            i += 1
+        elif text.startswith("//", i) or c == "#":
+            had = True
+            j = text.find("\n", i)
+            j = n if j < 0 else j
+            out.append(" " * (j - i))
+            i = j
+        elif text.startswith("/*", i):
+            had = True
+            j = text.find("*/", i + 2)
+            j = n if j < 0 else j + 2
+            out.append("".join("\n" if ch == "\n" else " " for ch in text[i:j]))
+            i = j
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out), had
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet='ab"\\/*#\n {}[]', max_size=60))
+def test_comment_stripping_equals_a_character_scanner(text):
+    from advisor.mixlist import strip_json_comments
+    assert strip_json_comments(text) == _strip_comments_by_hand(text)
