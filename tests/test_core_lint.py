@@ -251,3 +251,12 @@ def test_did_you_mean_is_computed_once_per_distinct_type(monkeypatch):
     unknown = [f for f in fs if f.code == "unknown-op-type"]
     assert {(f.op_type, f.suggestion) for f in unknown} == {("MatMu1V2", "MatMulV2"), ("Loglp", "Log1p"),
                                                             ("StrideSliceD", "StridedSliceD")}
+
+
+def test_json_output_of_a_lone_surrogate_type_is_valid_json(tmp_path):
+    m = tmp_path / "m.json"
+    m.write_text('{"black-list": {"to-add": ["\\ud800x"]}}')
+    r = run_cli("lint", "--json", str(m))
+    assert r.returncode == 1 and not r.stderr, r.stderr
+    (f,) = json.loads(r.stdout)["files"][str(m)]
+    assert f["op_type"] == "\ud800x" and f["code"] == "unknown-op-type"

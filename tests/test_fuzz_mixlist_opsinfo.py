@@ -19,7 +19,7 @@ HEAD = ("Step Id,Name,Type,Accelerator Core,Start Time(us),Duration(us),Wait Tim
 ROWS = ['1,MatMulV2_1,MatMulV2,AI_CORE,10.0,50.0,0,20,"""64,64;64,64""",FLOAT16;FLOAT16,ND;ND,"""64,64""",FLOAT16,ND',
         '1,Exp_2,Exp,AI_VECTOR_CORE,70.0,9.0,0,20,"""64,64""",FLOAT16,ND,"""64,64""",FLOAT16,ND']
 
-TYPES = ["Exp", "MatMulV2", "Log", "Sigmoid", "ZerosLike", "MatMu1V2", "Loglp", "Data", "", "é", "a\nb"]
+TYPES = ["Exp", "MatMulV2", "Log", "Sigmoid", "ZerosLike", "MatMu1V2", "Loglp", "Data", "", "é", "a\nb", "\ud800x"]
 KEYS = ["black-list", "white-list", "gray-list", "to-add", "to-remove", "blacklist", "", "precision_reduce", "flag"]
 
 scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True, allow_infinity=True),
@@ -45,9 +45,13 @@ mangled = st.tuples(mixlist_like, st.integers(0, 200), st.sampled_from(["", "//x
 deep = st.integers(1, 200_000).map(lambda k: '{"black-list": {"to-add": ' + "[" * k + "]" * k + "}}")
 texts = st.one_of(json_values.map(_text_of), mixlist_like, duplicated, mangled, deep,
                   st.text(alphabet='{}[]":,-abtolisdr \n/*#0123456789\\', max_size=80))
-contents = st.one_of(texts.map(lambda t: t.encode("utf-8")),
-                     st.binary(max_size=60), texts.map(lambda t: b"\xef\xbb\xbf" + t.encode("utf-8")),
-                     texts.map(lambda t: t.encode("utf-8") + b"\xff\xfe"))
+def _utf8(t: str) -> bytes:
+    """UTF-8, a lone surrogate written as its JSON escape (\\ud800)."""
+    return t.encode("utf-8", "backslashreplace")
+
+
+contents = st.one_of(texts.map(_utf8), st.binary(max_size=60), texts.map(lambda t: b"\xef\xbb\xbf" + _utf8(t)),
+                     texts.map(lambda t: _utf8(t) + b"\xff\xfe"))
 
 
 def run(*args: str) -> tuple[int, str, str]:
@@ -73,6 +77,7 @@ def test_lint_answers_any_mixlist_with_findings_or_one_line(content):
         p.write_bytes(content)
         code, out, err = run("lint", str(p))
         assert code in (0, 1, 2)
+        assert run("lint", "--json", str(p))[0] == code
         if code == 2:
             assert_one_line_naming(err, out, p)
         else:
@@ -142,7 +147,7 @@ ops_info_like = st.dictionaries(
                                                                     flags)}),
               st.dictionaries(st.sampled_from(KEYS), json_values, max_size=3), scalars),
     max_size=4).map(_text_of)
-info_contents = st.one_of(ops_info_like.map(lambda t: t.encode("utf-8")), contents)
+info_contents = st.one_of(ops_info_like.map(_utf8), contents)
 
 
 def _ops_info_ok(content: bytes) -> bool:

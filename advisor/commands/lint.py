@@ -26,8 +26,10 @@ def register(app: typer.Typer) -> None:
             except InputError as e:
                 unreadable.append(str(e))
         if as_json:
-            typer.echo(json.dumps({"soc": lists.soc, "files": {p: [f.to_dict() for f in fs] for p, fs in results.items()},
-                                   "unreadable": unreadable}, indent=2, ensure_ascii=False))
+            text = json.dumps({"soc": lists.soc, "files": {p: [f.to_dict() for f in fs] for p, fs in results.items()},
+                               "unreadable": unreadable}, indent=2, ensure_ascii=False)
+            # a lone surrogate ("\ud800" in the file) cannot be written as UTF-8: keep it as its JSON escape
+            typer.echo(text.encode("utf-8", "backslashreplace").decode("utf-8"))
         else:
             lines = []
             for p, fs in results.items():
