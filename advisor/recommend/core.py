@@ -229,7 +229,8 @@ def recommend_graph(g: nx.DiGraph | Compiled, defaults: OpLists, *, mode: str = 
         e = pc["edit"]
         entry = {"kind": "fp32-by-inheritance-or-black", "type": e.type, "list": pc["current_list"],
                  "rules": pc["rules"], "instances": int(len(pc["instances"])),
-                 "time_saved_us_if_low": round(pc["saving_us"], 3), "measured": pc["measured"],
+                 "time_saved_us_if_low": round(pc["saving_us"], 3), "estimated": ["time_saved_us_if_low"],
+                 "measured": pc["measured"],
                  "worst_local_rel_l2": pc["worst_local_rel_l2"], "local_nonfinite": pc["local_nonfinite"],
                  "edit": str(e)}
         if profile_only or not pc["measured"]:
