@@ -1,36 +1,39 @@
 """``advisor lint``: what is wrong with a modify_mixlist file, before GE silently ignores it.
 
-Findings (code, severity):
+Findings (code, severity), each at the line and column of its own array element (or key):
   invalid-json (error)      not JSON at all, with line/column (GE cannot load the file)
   comments (error)          // or /* */ or # comments: GE's JSON parser rejects them
   bad-structure (error)     wrong keys or value types
+  duplicate-key (error)     a key given twice ("black-list" twice): JSON keeps one, the other is lost
   conflict (error)          one type in two to-add arrays (GE rejects the file)
-  unknown-op-type (warning) not an AI Core op type of the chip: matches nothing (did-you-mean given)
+  unknown-op-type (warning) not an op type of the lists in use: matches nothing (did-you-mean given)
   graph-engine-op (warning) a graph-engine/control node type (Data, LabelSet, Recv, ...): no effect
   other-chip (warning)      an op type of another chip only: no effect on this one
   no-op-add (warning)       to-add to the list the type is already in by default
   no-op-remove (warning)    to-remove from a list the type is not in
   add-and-remove (warning)  the same type added to and removed from one list
   duplicate (info)          the same type twice in one array
+
+Cost: one JSON decode, one scan for string positions, and per entry a few set look-ups; what depends
+only on the op type (known? which chips? did-you-mean?) is computed once per distinct type.
 """
 from __future__ import annotations
 
-import difflib
-import json
 import re
-from dataclasses import asdict, dataclass
-from functools import lru_cache
+from dataclasses import dataclass, fields
 from pathlib import Path
 
-from .errors import MixlistError
 from .fsutil import read_user_text
-from .mixlist import ACTIONS, LIST_KEYS, parse_obj, strip_json_comments
-from .oplists import GRAPH_ENGINE_TYPES, SOCS, OpLists, load_default
+from .graph import no_gc
+from .mixlist import LIST_KEYS, WHAT, JsonSyntaxError, read_text, strip_json_comments
+from .oplists import GRAPH_ENGINE_TYPES, OpLists, chip_types, suggest
 
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 
+__all__ = ["Finding", "SEVERITY_ORDER", "lint_text", "lint_file", "suggest"]
 
-@dataclass
+
+@dataclass(slots=True)
 class Finding:
     file: str
     code: str
@@ -42,7 +45,7 @@ class Finding:
     suggestion: str | None = None
 
     def to_dict(self) -> dict:
-        return {k: v for k, v in asdict(self).items() if v is not None}
+        return {f.name: v for f in fields(self) if (v := getattr(self, f.name)) is not None}
 
     def __str__(self) -> str:
         pos = f":{self.line}" + (f":{self.column}" if self.column else "") if self.line else ""
@@ -50,40 +53,9 @@ class Finding:
         return f"{self.file}{pos}: {self.severity}: [{self.code}] {self.message}{hint}"
 
 
-def _norm(t: str) -> str:
-    """Case-folded with the usual look-alikes (1/l, 0/o) unified, for did-you-mean."""
-    return t.lower().replace("1", "l").replace("0", "o").replace("_", "")
-
-
-@lru_cache(maxsize=None)
-def _all_chip_types() -> dict[str, frozenset[str]]:
-    return {soc: load_default(soc).known for soc in SOCS}
-
-
-def suggest(op_type: str, lists: OpLists) -> str | None:
-    """The closest real op type of the chip, or None."""
-    known = sorted(lists.known | lists.white | lists.black)
-    by_norm: dict[str, str] = {}
-    for k in known:
-        by_norm.setdefault(_norm(k), k)
-    n = _norm(op_type)
-    if n in by_norm and by_norm[n] != op_type:
-        return by_norm[n]
-    close = difflib.get_close_matches(n, list(by_norm), n=1, cutoff=0.82)
-    return by_norm[close[0]] if close else None
-
-
-def _line_col(text: str, needle: str, start: int = 0) -> tuple[int | None, int | None, int]:
-    i = text.find(needle, start)
-    if i < 0:
-        return None, None, start
-    line = text.count("\n", 0, i) + 1
-    col = i - (text.rfind("\n", 0, i) + 1) + 1
-    return line, col, i + len(needle)
-
-
 def lint_text(text: str, lists: OpLists, source: str = "<text>") -> list[Finding]:
-    """All findings for one mixlist's text against ``lists`` (the chip's default lists)."""
+    """All findings for one mixlist's text against ``lists`` (the chip's default lists or an ops-info
+    file's), in file order."""
     out: list[Finding] = []
     clean, had_comments = strip_json_comments(text)
     if had_comments:
@@ -92,71 +64,70 @@ def lint_text(text: str, lists: OpLists, source: str = "<text>") -> list[Finding
         out.append(Finding(source, "comments", "error",
                            "the file has comments; GE's JSON parser rejects them (remove them)", line))
     try:
-        obj = json.loads(clean)
-    except json.JSONDecodeError as e:
+        doc = read_text(clean, source)
+    except JsonSyntaxError as e:
         what = "not JSON" if not clean.lstrip().startswith(("{", "[")) else "invalid JSON"
-        out.append(Finding(source, "invalid-json", "error", f"{what}: {e.msg}", e.lineno, e.colno))
+        out.append(Finding(source, "invalid-json", "error", f"{what}: {e.reason}",
+                           e.line, e.column))
         return out
-    try:
-        parse_obj(obj, source)
-    except MixlistError as e:
-        code = "conflict" if "both" in e.problem else "bad-structure"
-        out.append(Finding(source, code, "error", e.problem))
-        if code != "conflict":
-            return out
-    chips = _all_chip_types()
-    cursor = 0
-    seen_add: dict[str, str] = {}
-    for key, val in obj.items():
-        lst = LIST_KEYS[key]
-        per_action: dict[str, list[str]] = {}
-        for action in ACTIONS:
-            types = val.get(action, []) if isinstance(val, dict) else []
-            per_action[action] = types
-            counts: dict[str, int] = {}
-            for t in types:
-                line, col, cursor = _line_col(text, json.dumps(t, ensure_ascii=False), cursor)
-                counts[t] = counts.get(t, 0) + 1
-                if counts[t] == 2:
-                    out.append(Finding(source, "duplicate", "info", f"{key}.{action} lists {t!r} twice", line, col, t))
-                    continue
-                if counts[t] > 2:
-                    continue
-                where = f"{key}.{action}"
-                if t in GRAPH_ENGINE_TYPES:
-                    out.append(Finding(source, "graph-engine-op", "warning",
-                                       f"{where}: {t!r} is a graph-engine/control node type, not an AI Core op "
-                                       f"type; listing it has no effect", line, col, t))
-                    continue
-                if not lists.is_known(t):
-                    others = [s for s, ks in chips.items() if t in ks and s != lists.soc]
-                    sug = suggest(t, lists)
-                    if others and not sug:
-                        out.append(Finding(source, "other-chip", "warning",
-                                           f"{where}: {t!r} is not an op type on {lists.soc} (it exists on "
-                                           f"{', '.join(others)}); no effect on this chip", line, col, t))
-                    else:
-                        out.append(Finding(source, "unknown-op-type", "warning",
-                                           f"{where}: {t!r} is not an op type on {lists.soc}; it matches nothing "
-                                           f"(types are exact and case-sensitive)", line, col, t, sug))
-                    continue
-                now = lists.list_of(t)
-                if action == "to-add" and lst == now:
-                    out.append(Finding(source, "no-op-add", "warning",
-                                       f"{where}: {t!r} is already {now} on {lists.soc}; this edit changes nothing",
-                                       line, col, t))
-                elif action == "to-remove" and lst != now:
-                    out.append(Finding(source, "no-op-remove", "warning",
-                                       f"{where}: {t!r} is {now} on {lists.soc}, not {lst}; GE only warns and "
-                                       f"nothing changes", line, col, t))
-                if action == "to-add":
-                    seen_add.setdefault(t, lst)
-        for t in sorted(set(per_action["to-add"]) & set(per_action["to-remove"])):
-            out.append(Finding(source, "add-and-remove", "warning",
-                               f"{key}: {t!r} is both in to-add and to-remove; removes apply first, so it ends "
-                               f"in the {lst} list", op_type=t))
+    for p in doc.problems:
+        out.append(Finding(source, p.code, "error", p.message, p.line, p.column, p.op_type))
+    if any(p.code == "bad-structure" for p in doc.problems):
+        return out
+    with no_gc():       # one finding per entry at most; no cycles
+        _lint_entries(doc.entries, lists, source, out)
     return out
 
 
+def _lint_entries(entries: list, lists: OpLists, source: str, out: list[Finding]) -> None:
+    where = lists.label
+    chips = chip_types()
+    verdict: dict[str, tuple] = {}          # per distinct type: (list, known, other chips, suggestion)
+    counts: dict[tuple[str, str, str], int] = {}
+    actions_of: dict[tuple[str, str], set[str]] = {}
+    for e in entries:
+        t, key, action = e.op_type, e.key, e.action
+        at = f"{key}.{action}"
+        n = counts[(key, action, t)] = counts.get((key, action, t), 0) + 1
+        if n == 2:
+            out.append(Finding(source, "duplicate", "info", f"{at} lists {t!r} twice", e.line, e.column, t))
+        if n >= 2:
+            continue
+        seen = actions_of.setdefault((key, t), set())
+        seen.add(action)
+        if len(seen) == 2:
+            out.append(Finding(source, "add-and-remove", "warning",
+                               f"{key}: {t!r} is both in to-add and to-remove; removes apply first, so it ends in "
+                               f"the {LIST_KEYS[key]} list", e.line, e.column, t))
+        v = verdict.get(t)
+        if v is None:
+            known = lists.is_known(t)
+            others = [s for s, ks in chips.items() if t in ks and s != lists.soc] if not known else []
+            sug = suggest(t, lists) if not known and t not in GRAPH_ENGINE_TYPES else None
+            v = verdict[t] = (lists.list_of(t), known, others, sug)
+        now, known, others, sug = v
+        if t in GRAPH_ENGINE_TYPES:
+            out.append(Finding(source, "graph-engine-op", "warning",
+                               f"{at}: {t!r} is a graph-engine/control node type, not an AI Core op type; listing "
+                               f"it has no effect", e.line, e.column, t))
+        elif not known:
+            if others and not sug:
+                out.append(Finding(source, "other-chip", "warning",
+                                   f"{at}: {t!r} is not an op type on {where} (it exists on {', '.join(others)}); "
+                                   f"no effect here", e.line, e.column, t))
+            else:
+                out.append(Finding(source, "unknown-op-type", "warning",
+                                   f"{at}: {t!r} is not an op type on {where}; it matches nothing (types are "
+                                   f"exact and case-sensitive)", e.line, e.column, t, sug))
+        elif action == "to-add" and LIST_KEYS[key] == now:
+            out.append(Finding(source, "no-op-add", "warning",
+                               f"{at}: {t!r} is already {now} on {where}; this edit changes nothing",
+                               e.line, e.column, t))
+        elif action == "to-remove" and LIST_KEYS[key] != now:
+            out.append(Finding(source, "no-op-remove", "warning",
+                               f"{at}: {t!r} is {now} on {where}, not {LIST_KEYS[key]}; GE only warns and nothing "
+                               f"changes", e.line, e.column, t))
+
+
 def lint_file(path: str | Path, lists: OpLists) -> list[Finding]:
-    return lint_text(read_user_text(path, "a JSON mixlist"), lists, str(path))
+    return lint_text(read_user_text(path, WHAT), lists, str(path))

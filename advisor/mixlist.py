@@ -9,6 +9,12 @@ GE semantics implemented here (see docs/semantics.md for sources):
 * the same type in two ``to-add`` arrays is an error;
 * removes are applied before adds, so "black to-add A + white to-remove A" ends with A black
   (the seed document's second correct example) without a spurious warning.
+
+Reading a file written by someone else (``read_text`` / ``parse_text`` / ``load``): strict JSON, every
+op-type entry located (line, column of its array element), and what GE would silently get wrong refused
+as well as what it rejects: a key given twice (``"black-list"`` twice: a JSON reader keeps one of the two
+and the other's edits are lost without a word), wrong structure, one type in two to-add arrays.
+``check_op_types`` refuses op types that exist nowhere (typos such as ``MatMu1V2``).
 """
 from __future__ import annotations
 
@@ -16,13 +22,18 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Mapping
+from typing import Iterable, Iterator, Mapping, NamedTuple
+
+import numpy as np
 
 from .errors import MixlistError
-from .oplists import BLACK, GRAY, WHITE, OpLists
+from .fsutil import parse_json_text, read_user_text
+from .graph import no_gc
+from .oplists import BLACK, GRAPH_ENGINE_TYPES, GRAY, WHITE, OpLists, chip_types, suggest
 
 LIST_KEYS = {"black-list": BLACK, "white-list": WHITE, "gray-list": GRAY}
 ACTIONS = ("to-add", "to-remove")
+WHAT = "a modify_mixlist JSON file"
 
 
 @dataclass(frozen=True)
@@ -35,6 +46,7 @@ class Mixlist:
     white_remove: tuple[str, ...] = ()
     gray_add: tuple[str, ...] = ()
     gray_remove: tuple[str, ...] = ()
+    source: str = field(default="", compare=False)   # the file it was read from, for messages
 
     def get(self, lst: str, action: str) -> tuple[str, ...]:
         return getattr(self, f"{lst}_{'add' if action == 'to-add' else 'remove'}")
@@ -68,12 +80,19 @@ class Mixlist:
 
     def validate(self) -> None:
         """Raise MixlistError for what GE rejects: one type in two to-add arrays."""
-        seen: dict[str, str] = {}
-        for lst in (BLACK, WHITE, GRAY):
-            for t in self.get(lst, "to-add"):
-                if t in seen and seen[t] != lst:
-                    raise MixlistError(None, f"op type {t!r} is in both {seen[t]}-list and {lst}-list to-add")
-                seen[t] = lst
+        adds = ((lst, t) for lst in (BLACK, WHITE, GRAY) for t in self.get(lst, "to-add"))
+        for _, problem in conflicts(adds):
+            raise MixlistError(self.source or None, problem)
+
+
+def conflicts(adds: Iterable[tuple[str, str]]) -> Iterator[tuple[int, str]]:
+    """GE's rule: one op type in the to-add arrays of two lists is an error.  ``adds`` = (list, type)
+    of every to-add entry in order; yields (index of the entry that conflicts, problem)."""
+    seen: dict[str, str] = {}
+    for i, (lst, t) in enumerate(adds):
+        first = seen.setdefault(t, lst)
+        if first != lst:
+            yield i, f"op type {t!r} is in both {first}-list and {lst}-list to-add"
 
 
 @dataclass
@@ -83,91 +102,269 @@ class ApplyResult:
 
 
 # ---------------------------------------------------------------------- parse
-def parse_obj(obj: object, source: str = "") -> Mixlist:
-    """Build a Mixlist from already-decoded JSON, raising MixlistError on a wrong structure."""
-    if not isinstance(obj, dict):
-        raise MixlistError(source, "a mixlist must be a JSON object with black-list/white-list keys")
-    parts: dict[str, tuple[str, ...]] = {}
-    for key, val in obj.items():
-        if key not in LIST_KEYS:
-            raise MixlistError(source, f"unknown key {key!r}; expected black-list, white-list or gray-list")
-        if not isinstance(val, dict):
-            raise MixlistError(source, f"{key} must be an object with to-add/to-remove arrays")
-        lst = LIST_KEYS[key]
-        for action, types in val.items():
-            if action not in ACTIONS:
-                raise MixlistError(source, f"{key}: unknown key {action!r}; expected to-add or to-remove")
-            if not isinstance(types, list) or not all(isinstance(t, str) for t in types):
-                raise MixlistError(source, f"{key}.{action} must be an array of op-type strings")
-            parts[f"{lst}_{'add' if action == 'to-add' else 'remove'}"] = tuple(types)
-    m = Mixlist(**parts)
+class Entry(NamedTuple):
+    """One op type of a mixlist file, at its array element."""
+
+    key: str                 # "black-list" | "white-list" | "gray-list"
+    action: str              # "to-add" | "to-remove"
+    op_type: str
+    line: int | None = None
+    column: int | None = None
+
+
+@dataclass(frozen=True)
+class Problem:
+    """What GE rejects or would silently get wrong, at its place in the file."""
+
+    code: str                # "bad-structure" | "duplicate-key" | "conflict"
+    message: str
+    line: int | None = None
+    column: int | None = None
+    op_type: str | None = None
+
+    def where(self) -> str:
+        return f"line {self.line} column {self.column}: " if self.line else ""
+
+
+@dataclass
+class Document:
+    """A mixlist file as read: every entry with its position, and every problem found."""
+
+    entries: list[Entry]
+    problems: list[Problem]
+    source: str = ""
+
+    def mixlist(self) -> Mixlist:
+        """The Mixlist, or MixlistError naming the first problem and where it is."""
+        if self.problems:
+            p = self.problems[0]
+            raise MixlistError(self.source or None, p.where() + p.message)
+        parts: dict[str, list[str]] = {}
+        for e in self.entries:
+            parts.setdefault(f"{LIST_KEYS[e.key]}_{'add' if e.action == 'to-add' else 'remove'}", []).append(e.op_type)
+        return Mixlist(**{k: tuple(v) for k, v in parts.items()}, source=self.source)
+
+
+class JsonSyntaxError(MixlistError):
+    """The text is not JSON; ``line``/``column`` locate the error, ``reason`` is the parser's word."""
+
+    def __init__(self, path: object, reason: str, line: int, column: int):
+        super().__init__(path, f"not valid JSON at line {line} column {column}: {reason}")
+        self.reason, self.line, self.column = reason, line, column
+
+
+class _Members:
+    """A JSON object as decoded with every member kept in file order (duplicate keys included)."""
+
+    __slots__ = ("pairs",)
+
+    def __init__(self, pairs: list) -> None:
+        self.pairs = pairs
+
+
+# a JSON string token; in valid JSON every '"' outside a string opens one, so the matches are exactly
+# the document's strings (keys and values) in file order
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.S)
+
+
+def _decode(text: str, source: str) -> _Members | object:
+    """Strict JSON with every object member kept; JsonSyntaxError with line/column for bad syntax,
+    fsutil's one-line InputError for nesting too deep or numbers too long."""
     try:
-        m.validate()
-    except MixlistError as e:
-        raise MixlistError(source, e.problem) from None
-    return m
+        return json.loads(text, object_pairs_hook=_Members)
+    except json.JSONDecodeError as e:
+        raise JsonSyntaxError(source or None, e.msg, e.lineno, e.colno) from None
+    except (RecursionError, ValueError):
+        return parse_json_text(text, source, WHAT)   # raises fsutil's one-line error for these limits
+
+
+def _pairs(x: object) -> list | None:
+    """An object's members in file order (duplicates kept), or None when ``x`` is no object."""
+    if isinstance(x, _Members):
+        return x.pairs
+    if isinstance(x, dict):
+        return list(x.items())
+    return None
+
+
+class _Raw(NamedTuple):
+    """A problem before it is located: token indices instead of line/column."""
+
+    code: str
+    message: str
+    at: int | None               # string-token index of the key / element it is about
+    first: int | None = None     # duplicate keys: token index of the first occurrence
+    op_type: str | None = None
+
+
+class _Array(NamedTuple):
+    key: str
+    action: str
+    types: list
+    token: int                   # string-token index of its first element
+
+
+def _walk(obj: object) -> tuple[list[_Array], list[_Raw]]:
+    """GE's structure over a decoded mixlist, in file order: the arrays of op types and the problems.
+    String tokens are counted as keys and string values appear in the file, so a token index locates
+    the exact key or array element; the walk stops at the first structural problem (what follows
+    cannot be read as a mixlist)."""
+    arrays: list[_Array] = []
+    problems: list[_Raw] = []
+    top = _pairs(obj)
+    if top is None:
+        return arrays, [_Raw("bad-structure", "a mixlist must be a JSON object with black-list/white-list keys", None)]
+    tok = 0
+    seen_keys: dict[str, int] = {}
+    for key, val in top:
+        kat, tok = tok, tok + 1
+        if key not in LIST_KEYS:
+            problems.append(_Raw("bad-structure", f"unknown key {key[:80]!r}; expected black-list, white-list or "
+                                 "gray-list", kat))
+            return arrays, problems
+        if key in seen_keys:
+            problems.append(_Raw("duplicate-key", f"duplicate key {key!r}", kat, seen_keys[key]))
+        seen_keys.setdefault(key, kat)
+        inner = _pairs(val)
+        if inner is None:
+            problems.append(_Raw("bad-structure", f"{key} must be an object with to-add/to-remove arrays", kat))
+            return arrays, problems
+        seen_actions: dict[str, int] = {}
+        for action, types in inner:
+            aat, tok = tok, tok + 1
+            if action not in ACTIONS:
+                problems.append(_Raw("bad-structure", f"{key}: unknown key {action[:80]!r}; expected to-add or "
+                                     "to-remove", aat))
+                return arrays, problems
+            if action in seen_actions:
+                problems.append(_Raw("duplicate-key", f"duplicate key {action!r} in {key}", aat, seen_actions[action]))
+            seen_actions.setdefault(action, aat)
+            if not isinstance(types, list) or not all(t.__class__ is str for t in types):
+                problems.append(_Raw("bad-structure", f"{key}.{action} must be an array of op-type strings", aat))
+                return arrays, problems
+            arrays.append(_Array(key, action, types, tok))
+            tok += len(types)
+    adds = [(a.token + i, LIST_KEYS[a.key], t) for a in arrays if a.action == "to-add" for i, t in enumerate(a.types)]
+    for j, msg in conflicts((lst, t) for _, lst, t in adds):
+        problems.append(_Raw("conflict", msg + "; GE rejects the file", adds[j][0], op_type=adds[j][2]))
+    return arrays, problems
+
+
+DUPLICATE_NOTE = ("a JSON reader keeps only one of the two (Python's json and nlohmann::json keep the last), so "
+                  "the other's edits are silently lost; merge them into one")
+
+
+def _document(obj: object, source: str, text: str | None = None) -> Document:
+    """Entries and problems of a decoded mixlist, located (line, column) in ``text`` when given."""
+    arrays, raw = _walk(obj)
+    if text is None:   # decoded elsewhere (run.json): a dict has no duplicate keys and nothing to locate
+        entries = [Entry(a.key, a.action, t) for a in arrays for t in a.types]
+        return Document(entries, [Problem(r.code, r.message, op_type=r.op_type) for r in raw], source)
+    offs = np.fromiter((m.start() for m in _STRING.finditer(text)), dtype=np.int64)
+    nl = np.fromiter((m.start() for m in re.finditer("\n", text)), dtype=np.int64)
+
+    def line_col(tokens: np.ndarray) -> tuple[list[int], list[int]]:
+        off = offs[tokens]
+        k = np.searchsorted(nl, off)                    # line breaks before each token
+        start = nl[np.maximum(k - 1, 0)] + 1 if len(nl) else np.zeros_like(off)
+        return (k + 1).tolist(), (off - np.where(k > 0, start, 0) + 1).tolist()
+
+    tokens = np.concatenate([np.arange(a.token, a.token + len(a.types)) for a in arrays] or [np.zeros(0, np.int64)])
+    lines, cols = line_col(tokens.astype(np.int64))
+    entries: list[Entry] = []
+    i = 0
+    for a in arrays:
+        n = len(a.types)
+        entries.extend(map(Entry, [a.key] * n, [a.action] * n, a.types, lines[i:i + n], cols[i:i + n]))
+        i += n
+    at = np.array([r.at if r.at is not None else 0 for r in raw] + [r.first or 0 for r in raw], dtype=np.int64)
+    plines, pcols = line_col(at) if len(offs) else ([None] * len(at), [None] * len(at))
+    problems = []
+    for j, r in enumerate(raw):
+        if r.at is None:
+            problems.append(Problem(r.code, r.message, op_type=r.op_type))
+            continue
+        msg = r.message
+        if r.first is not None:
+            msg = f"{msg} (first at line {plines[len(raw) + j]}): {DUPLICATE_NOTE}"
+        problems.append(Problem(r.code, msg, plines[j], pcols[j], r.op_type))
+    return Document(entries, problems, source)
+
+
+def read_text(text: str, source: str = "") -> Document:
+    """Read a mixlist's text: every entry with the line/column of its array element, and every
+    problem (bad structure stops the reading; duplicate keys and conflicts are all reported).
+    JsonSyntaxError (with line/column) when it is not JSON; InputError for nesting too deep or
+    numbers too long.  Comments must have been blanked out (``strip_json_comments``) or it is not JSON."""
+    with no_gc():       # millions of small entries, no cycles
+        return _document(_decode(text, source), source, text)
+
+
+def parse_obj(obj: object, source: str = "") -> Mixlist:
+    """A Mixlist from already-decoded JSON (run.json's mixlist); MixlistError on a wrong structure
+    or a conflict."""
+    return _document(obj, source).mixlist()
+
+
+# runs of text that hold no comment (strings - which may contain comment markers - and other
+# characters), or one comment: // or # to the end of the line, /* */ (to the end when unclosed)
+_COMMENT = re.compile(r'(?P<keep>(?:"(?:[^"\\]+|\\[\s\S])*(?:"|\\?$)|[^"/#]+|/(?![/*]))+)'
+                      r'|//[^\n]*|#[^\n]*|/\*[\s\S]*?(?:\*/|$)')
 
 
 def strip_json_comments(text: str) -> tuple[str, bool]:
-    """Remove // and /* */ comments outside strings; returns (text, had_comments).
-    Line/column positions are kept (comments become spaces)."""
-    out, i, n, had = [], 0, len(text), False
-    in_str = False
-    while i < n:
-        c = text[i]
-        if in_str:
-            out.append(c)
-            if c == "\\" and i + 1 < n:
-                out.append(text[i + 1])
-                i += 2
-                continue
-            if c == '"':
-                in_str = False
-            i += 1
-            continue
-        if c == '"':
-            in_str = True
-            out.append(c)
-            i += 1
-        elif text.startswith("//", i) or c == "#":
-            had = True
-            j = text.find("\n", i)
-            j = n if j < 0 else j
-            out.append(" " * (j - i))
-            i = j
-        elif text.startswith("/*", i):
-            had = True
-            j = text.find("*/", i + 2)
-            j = n if j < 0 else j + 2
-            out.append(re.sub(r"[^\n]", " ", text[i:j]))
-            i = j
-        else:
-            out.append(c)
-            i += 1
-    return "".join(out), had
+    """Remove // and # line comments and /* */ comments outside strings; returns (text, had_comments).
+    Line/column positions are kept (comments become spaces, their line breaks stay)."""
+    if "/" not in text and "#" not in text:
+        return text, False
+    had = False
+
+    def blank(m: re.Match) -> str:
+        nonlocal had
+        if m.group("keep") is not None:
+            return m.group(0)
+        had = True
+        return re.sub(r"[^\n]", " ", m.group(0))
+
+    return _COMMENT.sub(blank, text), had
 
 
 def parse_text(text: str, source: str = "") -> Mixlist:
-    """Strict parse, as GE reads the file: invalid JSON (comments included) is an error."""
+    """Strict parse, as GE reads the file: invalid JSON (comments included), duplicate keys, a wrong
+    structure and conflicting to-adds are errors naming the line."""
     try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as e:
+        return read_text(text, source).mixlist()
+    except JsonSyntaxError as e:
         hint = ""
         if strip_json_comments(text)[1]:
             hint = " (the file has comments, which GE's JSON parser does not accept)"
-        raise MixlistError(source, f"not valid JSON at line {e.lineno} column {e.colno}: {e.msg}{hint}") from None
-    return parse_obj(obj, source)
+        raise MixlistError(source or None, e.problem + hint) from None
 
 
 def load(path: str | Path) -> Mixlist:
+    """A user's mixlist file: a regular UTF-8 file, strict JSON, GE's structure, no key given twice."""
     p = Path(path)
-    try:
-        text = p.read_bytes().decode("utf-8-sig")
-    except FileNotFoundError:
-        raise MixlistError(p, "no such file") from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise MixlistError(p, f"cannot read as UTF-8 text ({e.__class__.__name__})") from None
-    return parse_text(text, str(p))
+    return parse_text(read_user_text(p, WHAT), str(p))
+
+
+def check_op_types(m: Mixlist, lists: OpLists, graph_types: Iterable[str] = ()) -> None:
+    """Refuse a user's mixlist naming an op type that exists nowhere - not in any chip's tables nor
+    the lists in use (an ops-info file), not a graph-engine node type, not a type of the run's op
+    graph (custom ops) - with a did-you-mean: such a type matches nothing, silently.  Every command
+    that starts from a user's mixlist calls this once the run's graph is known."""
+    chips = chip_types()
+    extra = None
+    for t in dict.fromkeys(t for _, _, t in m.entries()):
+        if lists.is_known(t) or t in GRAPH_ENGINE_TYPES or any(t in ks for ks in chips.values()):
+            continue
+        if extra is None:
+            extra = set(graph_types)
+        if t in extra:
+            continue
+        sug = suggest(t, lists)
+        hint = f" (did you mean {sug!r}?)" if sug else ""
+        raise MixlistError(m.source or None, f"op type {t[:80]!r} is not an op type on {lists.label} nor of the "
+                           f"run's op graph; it would match nothing{hint}")
 
 
 # ---------------------------------------------------------------------- apply

@@ -8,13 +8,18 @@ without a ``precision_reduce`` entry gray behaviour) and ``advisor lint`` report
 from __future__ import annotations
 
 import json
+import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from difflib import SequenceMatcher
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
 
+import numpy as np
+
 from .errors import InputError
+from .fsutil import read_user_json
 
 SOCS = ("ascend910", "ascend910b", "ascend910_93", "ascend310p")
 DEFAULT_SOC = "ascend910b"
@@ -44,6 +49,26 @@ GRAPH_ENGINE_TYPES = frozenset({
 })
 
 
+# Op types whose output precision carries no information, so advisor never proposes moving them between
+# lists: they produce constants that are exact in every float dtype (ZerosLike, OnesLike) or boolean /
+# integer results (comparisons, logical and bitwise ops, IsFinite/IsNan/IsInf, ArgMax/ArgMin, Shape,
+# NonZero, InTopK).  Their kernel time is no saving to chase, and a list move changes no value the run
+# computes.  (Fill/Fills/MaskedFill are not here: a filled value such as -1e9 overflows fp16.)
+PRECISION_FREE_TYPES = frozenset({
+    "ZerosLike", "OnesLike",
+    "Less", "LessEqual", "Greater", "GreaterEqual", "Equal", "NotEqual", "TensorEqual", "ApproximateEqual",
+    "IsClose", "LogicalAnd", "LogicalOr", "LogicalNot", "IsFinite", "IsNan", "IsInf", "IsNegInf", "IsPosInf",
+    "ArgMaxD", "ArgMaxV2", "ArgMin", "ArgMinD", "Shape", "NonZero", "InTopKD",
+    "BitwiseAnd", "BitwiseOr", "BitwiseXor", "Invert",
+})
+
+
+def precision_free(op_type: str) -> bool:
+    """True for op types whose output precision means nothing (PRECISION_FREE_TYPES): never proposed
+    for a list move by recommend, tune or diff."""
+    return op_type in PRECISION_FREE_TYPES
+
+
 @dataclass(frozen=True)
 class OpLists:
     """White and black op types (everything else is gray) for one chip, plus the known types."""
@@ -53,6 +78,12 @@ class OpLists:
     known: frozenset[str] = field(default=frozenset())
     soc: str = DEFAULT_SOC
     source: str = ""
+    ops_info: str = ""          # the ops-info file the lists were read from ("" = the chip's default tables)
+
+    @property
+    def label(self) -> str:
+        """Where the lists come from, for messages: the chip, or the ops-info file read instead."""
+        return f"ops-info file {self.ops_info}" if self.ops_info else self.soc
 
     def list_of(self, op_type: str) -> str:
         """``"white"``, ``"black"`` or ``"gray"`` (unknown types are gray)."""
@@ -70,7 +101,7 @@ class OpLists:
         return op_type in self.known or op_type in self.white or op_type in self.black
 
     def with_lists(self, white: frozenset[str], black: frozenset[str]) -> "OpLists":
-        return OpLists(frozenset(white), frozenset(black), self.known, self.soc, self.source)
+        return replace(self, white=frozenset(white), black=frozenset(black))
 
 
 @lru_cache(maxsize=None)
@@ -84,37 +115,56 @@ def load_default(soc: str = DEFAULT_SOC) -> OpLists:
     return OpLists(white, black, white | black | gray, soc, d.get("source", ""))
 
 
+@lru_cache(maxsize=None)
+def chip_types() -> dict[str, frozenset[str]]:
+    """Every op type of each chip's default tables: {soc: types}."""
+    return {soc: load_default(soc).known for soc in SOCS}
+
+
+OPS_INFO_WHAT = "a CANN ops-info JSON file (aic-<soc>-ops-info.json)"
+
+
 def load_ops_info(path: str | Path, soc: str | None = None) -> OpLists:
     """Read a real CANN ``aic-<soc>-ops-info.json``: ``precision_reduce.flag`` "true" = white,
-    "false" = black, absent = gray.  The soc is taken from the file name when not given."""
+    "false" = black, absent = gray (strings compared case-insensitively, JSON booleans accepted).
+    Any other flag ("yes", 1, null, ...) is refused: GE does not start with such a file.  The soc
+    is taken from the file name when not given."""
     p = Path(path)
-    try:
-        raw = p.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(p, f"cannot read ops-info file ({e.__class__.__name__})") from None
-    try:
-        d = json.loads(raw)
-    except json.JSONDecodeError as e:
-        raise InputError(p, f"not valid JSON at line {e.lineno} column {e.colno}: {e.msg}") from None
+    d = read_user_json(p, OPS_INFO_WHAT)
     if not isinstance(d, dict) or not d:
-        raise InputError(p, "expected a JSON object mapping op types to their info")
-    white, black, known = set(), set(), set()
+        raise InputError(p, f"expected a JSON object mapping op types to their info, got {_kind(d)}")
+    white, black = set(), set()
     for op_type, info in d.items():
-        known.add(op_type)
+        name = repr(op_type[:80])
         if not isinstance(info, dict):
+            raise InputError(p, f"op type {name}: expected an object of op info, got {_kind(info)}")
+        if "precision_reduce" not in info:
             continue
-        pr = info.get("precision_reduce")
-        flag = pr.get("flag") if isinstance(pr, dict) else None
-        if isinstance(flag, bool):
-            flag = "true" if flag else "false"
-        if isinstance(flag, str) and flag.strip().lower() == "true":
+        pr = info["precision_reduce"]
+        if not isinstance(pr, dict) or "flag" not in pr:
+            raise InputError(p, f"op type {name}: precision_reduce must be an object with a flag "
+                                f"(\"true\" or \"false\"), got {_kind(pr)}")
+        flag = pr["flag"]
+        word = ("true" if flag else "false") if isinstance(flag, bool) else \
+            flag.strip().lower() if isinstance(flag, str) else None
+        if word == "true":
             white.add(op_type)
-        elif isinstance(flag, str) and flag.strip().lower() == "false":
+        elif word == "false":
             black.add(op_type)
+        else:
+            shown = json.dumps(flag)
+            raise InputError(p, f"op type {name}: precision_reduce flag {shown[:40]} is neither \"true\" "
+                                f"nor \"false\"; GE refuses such a file")
     if soc is None:
         m = re.match(r"aic-(.+)-ops-info", p.stem)
         soc = m.group(1) if m else "custom"
-    return OpLists(frozenset(white), frozenset(black), frozenset(known), soc, f"ops-info {p}")
+    return OpLists(frozenset(white), frozenset(black), frozenset(d), soc, f"ops-info {p}", str(p))
+
+
+def _kind(x: object) -> str:
+    """A JSON value's kind, for messages."""
+    return {dict: "an object", list: "an array", str: "a string", bool: "a boolean", type(None): "null",
+            int: "a number", float: "a number"}.get(type(x), type(x).__name__)
 
 
 def load_lists(soc: str = DEFAULT_SOC, ops_info: str | Path | None = None) -> OpLists:
@@ -122,3 +172,81 @@ def load_lists(soc: str = DEFAULT_SOC, ops_info: str | Path | None = None) -> Op
     if ops_info:
         return load_ops_info(ops_info, soc)
     return load_default(soc)
+
+
+# ---------------------------------------------------------------------- did-you-mean
+SUGGEST_CUTOFF = 0.82
+
+
+def _norm(t: str) -> str:
+    """Case-folded with the usual look-alikes (1/l, 0/o) unified, for did-you-mean."""
+    return t.lower().replace("1", "l").replace("0", "o").replace("_", "")
+
+
+@dataclass(frozen=True)
+class _SuggestIndex:
+    """The chip's op types by normalised name, sorted by length, with per-character counts so that
+    difflib's quick_ratio bound is a few vectorised steps over the names of a plausible length."""
+
+    by_norm: dict
+    names: list                 # normalised names, shortest first
+    lengths: np.ndarray
+    first: list                 # first[k] = index of the first name of length >= k (k = 0 .. longest + 1)
+    counts: np.ndarray          # (alphabet, names): how often each character occurs in each name
+    alphabet: dict
+
+
+@lru_cache(maxsize=16)
+def _suggest_index(lists: OpLists) -> _SuggestIndex:
+    by_norm: dict[str, str] = {}
+    for k in sorted(lists.known | lists.white | lists.black):
+        by_norm.setdefault(_norm(k), k)
+    names = sorted(by_norm, key=len)
+    lengths = np.array([len(n) for n in names], dtype=np.int64)
+    longest = int(lengths.max()) if len(names) else 0
+    first = np.searchsorted(lengths, np.arange(longest + 2), "left").tolist()
+    alphabet = {c: i for i, c in enumerate(sorted({c for n in names for c in n}))}
+    counts = np.zeros((max(len(alphabet), 1), len(names)), dtype=np.int32)
+    for r, n in enumerate(names):
+        for c in n:
+            counts[alphabet[c], r] += 1
+    return _SuggestIndex(by_norm, names, lengths, first, counts, alphabet)
+
+
+def suggest(op_type: str, lists: OpLists) -> str | None:
+    """The closest real op type of the lists, or None: the type whose normalised name (case, 1/l,
+    0/o, underscores folded) equals the query's, else difflib's closest match with ratio >= 0.82 -
+    exactly ``difflib.get_close_matches(query, names, 1, 0.82)``.  Its two upper bounds of the ratio
+    prune first, for all names at once: the length bound (2 min(a, b) / (a + b), so only names of a
+    plausible length) and quick_ratio (shared characters), so nothing above the cutoff is lost."""
+    ix = _suggest_index(lists)
+    n = _norm(op_type)
+    hit = ix.by_norm.get(n)
+    if hit is not None and hit != op_type:
+        return hit
+    ln = len(n)
+    c = SUGGEST_CUTOFF
+    # 2 min(ln, lb) / (ln + lb) >= c  <=>  ln c / (2 - c) <= lb <= ln (2 - c) / c
+    top = len(ix.first) - 1
+    lo = ix.first[min(math.ceil(ln * c / (2 - c) - 1e-9), top)]
+    hi = ix.first[min(math.floor(ln * (2 - c) / c + 1e-9) + 1, top)]
+    chars: dict[int, int] = {}
+    for ch in n:
+        j = ix.alphabet.get(ch)
+        if j is not None:
+            chars[j] = chars.get(j, 0) + 1
+    if lo >= hi or not chars:
+        return None
+    shared = np.minimum(ix.counts[list(chars), lo:hi], np.array(list(chars.values()))[:, None]).sum(axis=0)
+    survivors = np.nonzero(2.0 * shared / (ix.lengths[lo:hi] + ln) >= c)[0]
+    if not len(survivors):
+        return None
+    best: tuple[float, str] | None = None
+    sm = SequenceMatcher(None, "", n)
+    for r in (survivors + lo).tolist():
+        x = ix.names[r]
+        sm.set_seq1(x)
+        score = sm.ratio()
+        if score >= c and (best is None or (score, x) > best):
+            best = (score, x)
+    return ix.by_norm[best[1]] if best else None

@@ -76,7 +76,7 @@ def test_cann_doc_example_has_comments_and_a_case_typo():
 def test_conflicts_and_no_op_removes():
     text = '{"black-list": {"to-add": ["Exp"], "to-remove": ["Exp", "MatMulV2"]}, "white-list": {"to-add": ["Exp"]}}'
     got = codes(lint_text(text, load_default("ascend910b")))
-    assert ("conflict", None) in got and ("no-op-remove", "MatMulV2") in got and ("add-and-remove", "Exp") in got
+    assert ("conflict", "Exp") in got and ("no-op-remove", "MatMulV2") in got and ("add-and-remove", "Exp") in got
 
 
 def test_not_json_text_is_reported_with_position():
@@ -86,6 +86,18 @@ def test_not_json_text_is_reported_with_position():
 
 def run_cli(*args):
     return subprocess.run([sys.executable, "-m", "advisor", *args], capture_output=True, text=True)
+
+
+def cli(*args):
+    """The command line in this process: (exit code, stdout, stderr)."""
+    import contextlib
+    import io
+
+    from advisor.cli import main
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        code = main(list(args))
+    return code, out.getvalue(), err.getvalue()
 
 
 def test_cli_exit_codes_and_json(tmp_path, real):
@@ -102,3 +114,149 @@ def test_cli_exit_codes_and_json(tmp_path, real):
     garbage.write_bytes(b"\x00\x01\x02binary")
     r = run_cli("lint", str(garbage))
     assert r.returncode == 2 and r.stderr.count("\n") == 1 and "binary" in r.stderr and "Traceback" not in r.stderr
+
+
+# --- every finding at its own occurrence -------------------------------------------------------------------------
+POSITIONS = """{
+  "white-list": {"to-add": ["Sigmoid"]},
+  "black-list": {
+    "to-remove": [
+      "Yolo"
+    ],
+    "to-add": ["Log", "Exp", "Exp"]
+  },
+  "gray-list": {
+    "to-add": ["Gelu"],
+    "to-remove": ["MatMulV2"]
+  },
+  "white-list": {"to-add": ["Yolo", "Matmul"], "to-remove": ["Exp"]}
+}
+"""
+
+
+def _at(text, needle, nth=1):
+    """(line, column) of the nth occurrence of ``needle`` (1-based, as lint reports)."""
+    i = -1
+    for _ in range(nth):
+        i = text.index(needle, i + 1)
+    return text.count("\n", 0, i) + 1, i - (text.rfind("\n", 0, i) + 1) + 1
+
+
+def test_every_finding_points_at_its_own_array_element():
+    got = {(f.code, f.op_type, f.line, f.column) for f in lint_text(POSITIONS, load_default("ascend910b"))}
+    want = {
+        ("no-op-remove", "Yolo", *_at(POSITIONS, '"Yolo"', 1)),       # black to-remove, line 5 (not the white one)
+        ("no-op-add", "Log", *_at(POSITIONS, '"Log"')),
+        ("duplicate", "Exp", *_at(POSITIONS, '"Exp"', 2)),            # the second Exp of the array
+        ("no-op-add", "Gelu", *_at(POSITIONS, '"Gelu"')),              # gray-list findings have positions too
+        ("no-op-remove", "MatMulV2", *_at(POSITIONS, '"MatMulV2"')),
+        ("unknown-op-type", "Matmul", *_at(POSITIONS, '"Matmul"')),
+        ("no-op-remove", "Exp", *_at(POSITIONS, '"Exp"', 3)),          # white to-remove Exp (gray)
+        ("duplicate-key", None, *_at(POSITIONS, '"white-list"', 2)),   # the second white-list key
+    }
+    assert got == want
+
+
+def test_conflict_and_add_and_remove_point_at_the_second_occurrence():
+    text = '{"black-list": {"to-add": ["Exp"], "to-remove": ["Exp"]},\n "white-list": {"to-add": ["Exp"]}}'
+    got = {(f.code, f.line, f.column) for f in lint_text(text, load_default("ascend910b")) if f.code != "no-op-remove"}
+    assert got == {("add-and-remove", *_at(text, '"Exp"', 2)), ("conflict", *_at(text, '"Exp"', 3))}
+
+
+def test_bad_structure_points_at_the_offending_key():
+    text = '{"black-list": {"to-add": ["Exp"]},\n  "blacklist": {"to-add": ["Log"]}}'
+    (f,) = lint_text(text, L910)
+    assert (f.code, f.line, f.column) == ("bad-structure", *_at(text, '"blacklist"'))
+
+
+# --- duplicate keys: JSON keeps one of the two ------------------------------------------------------------------
+def test_duplicate_list_key_is_an_error_naming_both_lines():
+    text = '{\n  "black-list": {"to-add": ["Exp"]},\n  "black-list": {"to-add": ["Sigmoid"]}\n}'
+    fs = lint_text(text, load_default("ascend910b"), "m.json")
+    dup = [f for f in fs if f.code == "duplicate-key"]
+    assert [(f.severity, f.line, f.column) for f in dup] == [("error", 3, 3)]
+    assert "black-list" in dup[0].message and "line 2" in dup[0].message
+
+
+def test_duplicate_inner_key_is_an_error():
+    text = '{"black-list": {"to-add": ["Exp"],\n "to-add": ["Sigmoid"]}}'
+    assert [(f.code, f.line) for f in lint_text(text, L910) if f.severity == "error"] == [("duplicate-key", 2)]
+
+
+# --- lists from an ops-info file: findings name the file --------------------------------------------------------
+def test_findings_against_an_ops_info_file_name_the_file(tmp_path):
+    info = tmp_path / "my-ops-info.json"
+    info.write_text(json.dumps({"MyCustomOp": {"precision_reduce": {"flag": "false"}}, "Exp": {}}))
+    m = tmp_path / "m.json"
+    m.write_text('{"black-list": {"to-add": ["MyCustomOp", "Yolo"]}}')
+    r = run_cli("lint", "--ops-info", str(info), str(m))
+    assert r.returncode == 1, r.stderr
+    lines = r.stdout.splitlines()
+    assert any("MyCustomOp" in x and "no-op-add" in x and str(info) in x for x in lines), lines
+    assert any("Yolo" in x and str(info) in x for x in lines), lines
+    assert "ascend910b" not in r.stdout
+    # a flag GE refuses: exit 2, one line naming the file and the op type (a real process, no traceback)
+    info.write_text(json.dumps({"MyCustomOp": {"precision_reduce": {"flag": "yes"}}}))
+    r = run_cli("lint", "--ops-info", str(info), str(m))
+    assert r.returncode == 2 and r.stderr.count("\n") == 1 and "MyCustomOp" in r.stderr and str(info) in r.stderr
+
+
+@pytest.mark.parametrize("flag", ['"yes"', "1", '"maybe"', "null", '["true"]', '""'])
+def test_invalid_precision_reduce_flag_is_an_error_naming_file_and_type(tmp_path, flag):
+    info = tmp_path / "aic-custom-ops-info.json"
+    info.write_text('{"Exp": {"precision_reduce": {"flag": "true"}}, "MyOp": {"precision_reduce": {"flag": %s}}}' % flag)
+    m = tmp_path / "m.json"
+    m.write_text('{"black-list": {"to-add": ["Exp"]}}')
+    code, out, err = cli("lint", "--ops-info", str(info), str(m))
+    assert code == 2, out + err
+    assert err.count("\n") == 1 and str(info) in err and "MyOp" in err and not out
+
+
+@pytest.mark.parametrize("content", ["[" * 100000 + "]" * 100000, '{"Exp": {"precision_reduce": {"flag": 1' + "0" * 5000 + "}}}",
+                                     "[1, 2]", '{"Exp": []}', '{"Exp": {"precision_reduce": "true"}}', "{}"])
+def test_malformed_ops_info_is_one_line_exit_2(tmp_path, content):
+    info = tmp_path / "aic-x-ops-info.json"
+    info.write_text(content)
+    m = tmp_path / "m.json"
+    m.write_text('{"black-list": {"to-add": ["Exp"]}}')
+    code, out, err = cli("lint", "--ops-info", str(info), str(m))
+    assert code == 2 and err.count("\n") == 1 and str(info) in err and not out, err
+
+
+@pytest.mark.parametrize("content", ['{"black-list": {"to-add": ' + "[" * 100000 + "]" * 100000 + "}}",
+                                     '{"black-list": {"to-add": [1' + "0" * 5000 + "]}}"])
+def test_mixlist_nested_too_deeply_or_with_a_huge_number_is_one_line_exit_2(tmp_path, content):
+    m = tmp_path / "m.json"
+    m.write_text(content)
+    code, out, err = cli("lint", str(m))
+    assert code == 2 and err.count("\n") == 1 and str(m) in err and not out, out + err
+
+
+# --- scale: one suggestion per distinct type -------------------------------------------------------------------
+def test_did_you_mean_is_computed_once_per_distinct_type(monkeypatch):
+    import advisor.lint as lint_mod
+    calls = []
+    real_suggest = lint_mod.suggest
+
+    def counting(t, lists):
+        calls.append(t)
+        return real_suggest(t, lists)
+
+    monkeypatch.setattr(lint_mod, "suggest", counting)
+    typos = ["MatMu1V2", "Loglp", "StrideSliceD"]
+    text = json.dumps({"black-list": {"to-add": typos * 400, "to-remove": typos * 300},
+                       "white-list": {"to-remove": typos * 300}})
+    fs = lint_text(text, L910)
+    assert sorted(calls) == sorted(typos)
+    unknown = [f for f in fs if f.code == "unknown-op-type"]
+    assert {(f.op_type, f.suggestion) for f in unknown} == {("MatMu1V2", "MatMulV2"), ("Loglp", "Log1p"),
+                                                            ("StrideSliceD", "StridedSliceD")}
+
+
+def test_json_output_of_a_lone_surrogate_type_is_valid_json(tmp_path):
+    m = tmp_path / "m.json"
+    m.write_text('{"black-list": {"to-add": ["\\ud800x"]}}')
+    r = run_cli("lint", "--json", str(m))
+    assert r.returncode == 1 and not r.stderr, r.stderr
+    (f,) = json.loads(r.stdout)["files"][str(m)]
+    assert f["op_type"] == "\ud800x" and f["code"] == "unknown-op-type"

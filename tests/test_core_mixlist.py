@@ -127,3 +127,103 @@ def test_applying_a_mixlist_then_its_inverse_diff_restores_the_lists(data):
     restored = apply(after, between(after, BASE)).lists
     assert (restored.white, restored.black) == (BASE.white, BASE.black)
     assert apply(BASE, between(BASE, after)).lists == after
+
+
+# --- files written by others: duplicate keys, limits, op types that do not exist ------------------------------
+def test_duplicate_list_key_is_refused_naming_key_and_line(tmp_path):
+    from advisor.mixlist import load
+    p = tmp_path / "m.json"
+    p.write_text('{\n  "black-list": {"to-add": ["Exp"]},\n  "white-list": {"to-add": []},\n'
+                 '  "black-list": {"to-add": ["Sigmoid"]}\n}\n')
+    with pytest.raises(MixlistError, match=r"line 4 column 3: duplicate key .black-list. \(first at line 2\)") as e:
+        load(p)
+    assert str(p) in str(e.value) and "\n" not in str(e.value)
+
+
+def test_duplicate_inner_key_is_refused():
+    with pytest.raises(MixlistError, match=r"line 2 column 2: duplicate key .to-add. in black-list"):
+        parse_text('{"black-list": {"to-add": ["Exp"],\n "to-add": ["Sigmoid"]}}', "m.json")
+
+
+@pytest.mark.parametrize("content", ['{"black-list": {"to-add": ' + "[" * 100000 + "]" * 100000 + "}}",
+                                     '{"black-list": {"to-add": [1' + "0" * 5000 + "]}}",
+                                     "[" * 100000 + "]" * 100000])
+def test_too_deep_or_too_long_numbers_are_one_line_input_errors(tmp_path, content):
+    from advisor.errors import InputError
+    from advisor.mixlist import load
+    p = tmp_path / "m.json"
+    p.write_text(content)
+    with pytest.raises(InputError) as e:
+        load(p)
+    assert str(p) in str(e.value) and "\n" not in str(e.value)
+
+
+def test_mixlist_remembers_its_file_without_changing_equality(tmp_path):
+    from advisor.mixlist import load
+    p = tmp_path / "m.json"
+    p.write_text('{"black-list": {"to-add": ["Exp"]}}')
+    m = load(p)
+    assert m.source == str(p) and m == Mixlist(black_add=("Exp",))
+
+
+def test_op_type_of_no_table_is_refused_with_did_you_mean():
+    from advisor.mixlist import check_op_types
+    lists = load_default("ascend910b")
+    m = parse_text('{"black-list": {"to-add": ["Exp", "MatMu1V2"]}}', "start.json")
+    with pytest.raises(MixlistError) as e:
+        check_op_types(m, lists)
+    msg = str(e.value)
+    assert msg.startswith("start.json:") and "'MatMu1V2'" in msg and "'MatMulV2'" in msg and "ascend910b" in msg
+
+
+def test_custom_op_types_of_the_run_graph_and_other_known_types_are_accepted():
+    from advisor.mixlist import check_op_types
+    lists = load_default("ascend910b")
+    m = parse_text('{"black-list": {"to-add": ["MyFusedAttention", "ArgMaxD"]}, "white-list": {"to-remove": ["Data"]}}',
+                   "m.json")
+    check_op_types(m, lists, graph_types={"MyFusedAttention", "MatMulV2"})   # ArgMaxD: a 910 type; Data: GE node
+    with pytest.raises(MixlistError, match="MyFusedAttention"):
+        check_op_types(m, lists)
+
+
+def _strip_comments_by_hand(text):
+    """Oracle: a character scanner (strings are opaque; // and # to the end of the line and /* */
+    become spaces, line breaks kept)."""
+    out, i, n, had, in_str = [], 0, len(text), False, False
+    while i < n:
+        c = text[i]
+        if in_str:
+            out.append(c)
+            if c == "\\" and i + 1 < n:
+                out.append(text[i + 1])
+                i += 2
+                continue
+            in_str = c != '"'
+            i += 1
+        elif c == '"':
+            in_str = True
+            out.append(c)
+            i += 1
+        elif text.startswith("//", i) or c == "#":
+            had = True
+            j = text.find("\n", i)
+            j = n if j < 0 else j
+            out.append(" " * (j - i))
+            i = j
+        elif text.startswith("/*", i):
+            had = True
+            j = text.find("*/", i + 2)
+            j = n if j < 0 else j + 2
+            out.append("".join("\n" if ch == "\n" else " " for ch in text[i:j]))
+            i = j
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out), had
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet='ab"\\/*#\n {}[]', max_size=60))
+def test_comment_stripping_equals_a_character_scanner(text):
+    from advisor.mixlist import strip_json_comments
+    assert strip_json_comments(text) == _strip_comments_by_hand(text)

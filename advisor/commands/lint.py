@@ -21,18 +21,23 @@ def register(app: typer.Typer) -> None:
         results, unreadable = {}, []
         for path in mixlists:
             try:
-                results[path] = sorted(lint_file(path, lists), key=lambda f: (SEVERITY_ORDER[f.severity], f.line or 0))
+                results[path] = sorted(lint_file(path, lists),
+                                       key=lambda f: (SEVERITY_ORDER[f.severity], f.line or 0, f.column or 0))
             except InputError as e:
                 unreadable.append(str(e))
         if as_json:
-            typer.echo(json.dumps({"soc": lists.soc, "files": {p: [f.to_dict() for f in fs] for p, fs in results.items()},
-                                   "unreadable": unreadable}, indent=2, ensure_ascii=False))
+            text = json.dumps({"soc": lists.soc, "files": {p: [f.to_dict() for f in fs] for p, fs in results.items()},
+                               "unreadable": unreadable}, indent=2, ensure_ascii=False)
+            # a lone surrogate ("\ud800" in the file) cannot be written as UTF-8: keep it as its JSON escape
+            typer.echo(text.encode("utf-8", "backslashreplace").decode("utf-8"))
         else:
+            lines = []
             for p, fs in results.items():
-                for f in fs:
-                    typer.echo(str(f))
+                lines.extend(map(str, fs))
                 if not fs:
-                    typer.echo(f"{p}: ok")
+                    lines.append(f"{p}: ok")
+            if lines:
+                typer.echo("\n".join(lines))
             for u in unreadable:
                 typer.echo(f"advisor: error: {u}", err=True)
         if unreadable:

@@ -11,7 +11,7 @@ import pandas as pd
 
 from ..errors import InputError
 from ..mixlist import Mixlist, compose, effective
-from ..oplists import BLACK, OpLists
+from ..oplists import BLACK, OpLists, precision_free
 from ..semantics import DEFAULT_MODE, Compiled, Plan, compile_graph, mode_info, uses_mixlist
 from . import tolerance as tolmod
 from .model import (_CAST, _OP, ErrorModel, Evidence, Prediction, build_evidence, build_time_model, low_mask)
@@ -158,8 +158,8 @@ def recommend_graph(g: nx.DiGraph | Compiled, defaults: OpLists, *, mode: str = 
                      "mixed_float16/mixed_bfloat16 / allow_mix_precision*); edits below assume mixed_float16.")
         mode = "mixed_bfloat16" if low_dtype == "bf16" else DEFAULT_MODE
     ev = build_evidence(c, ops, local) if (ops is not None or local is not None) else None
-    times = build_time_model(c, low_dtype)
     measured_plan = c.plan(run_lists, mode)
+    times = build_time_model(c, low_dtype, ran_low=low_mask(measured_plan))
     model = ErrorModel(c, ev, times, low_dtype, measured_plan, finals, measured_final)
     s = Searcher(c, base_lists, mode, model, tol, exclude)
     profile_only = not model.enabled
@@ -229,7 +229,8 @@ def recommend_graph(g: nx.DiGraph | Compiled, defaults: OpLists, *, mode: str = 
         e = pc["edit"]
         entry = {"kind": "fp32-by-inheritance-or-black", "type": e.type, "list": pc["current_list"],
                  "rules": pc["rules"], "instances": int(len(pc["instances"])),
-                 "time_saved_us_if_low": round(pc["saving_us"], 3), "measured": pc["measured"],
+                 "time_saved_us_if_low": round(pc["saving_us"], 3), "estimated": ["time_saved_us_if_low"],
+                 "measured": pc["measured"],
                  "worst_local_rel_l2": pc["worst_local_rel_l2"], "local_nonfinite": pc["local_nonfinite"],
                  "edit": str(e)}
         if profile_only or not pc["measured"]:
@@ -422,27 +423,41 @@ def _explain(s: Searcher, e: Edit, purpose: str, worst: list[dict], lvr: dict | 
 
 def _fp32_time_findings(s: Searcher, at: Evaluated, top: int = 10) -> list[dict]:
     """Profile-only: fp32 kernel time per (type, rule) for ops that run fp32 by black membership or
-    gray inheritance, with what low precision would save (cost model) - what the profile proves."""
+    gray inheritance - what the profile proves.  Times are the profile's measured kernel times where
+    it has them (``time_source``); ``estimated`` names the fields that come from the cost model (the
+    saving always does: nobody measured the low-precision kernel).  Op types whose precision means
+    nothing (oplists.PRECISION_FREE_TYPES) are left out: no list move is proposed for them."""
     c, p = s.c, at.plan
     tm = s.model.times
     low = at.low if at.low is not None else low_mask(p)
     kind = np.asarray(c.kind)
     rules = np.asarray(p.rules, dtype=object)
-    sel = np.flatnonzero((kind == _OP) & ~low & np.isin(rules, ["black", "gray-inherit", "gray-skip-cast"]))
+    types = np.asarray(c.types, dtype=object)
+    free = np.array([precision_free(t) for t in types.tolist()], dtype=bool)
+    sel = np.flatnonzero((kind == _OP) & ~low & np.isin(rules, ["black", "gray-inherit", "gray-skip-cast"]) & ~free)
     if not len(sel):
         return []
-    total = float(np.where(low, tm.t_low, tm.t_fp32)[tm.is_op].sum()) or 1.0
-    df = pd.DataFrame({"type": np.asarray(c.types, dtype=object)[sel], "rule": rules[sel],
-                       "fp32_us": tm.t_fp32[sel], "saving_us": tm.t_fp32[sel] - tm.t_low[sel]})
+    meas = tm.measured_at(low)
+    total = tm.kernel_time(low) or 1.0
+    step_measured = tm.step_us is not None
+    df = pd.DataFrame({"type": types[sel], "rule": rules[sel], "fp32_us": tm.t_fp32[sel],
+                       "saving_us": tm.t_fp32[sel] - tm.t_low[sel], "measured": meas[sel]})
     g = df.groupby(["type", "rule"], sort=False).agg(instances=("fp32_us", "size"), fp32_us=("fp32_us", "sum"),
-                                                      saving_us=("saving_us", "sum"))
-    g = g.sort_values("saving_us", ascending=False).head(top)
-    return [{"kind": "fp32-time", "type": t, "rule": r, "instances": int(x["instances"]),
-             "fp32_time_us": round(float(x["fp32_us"]), 3), "saving_if_low_us": round(float(x["saving_us"]), 3),
-             "share_of_step": round(float(x["fp32_us"]) / total, 6),
-             "message": "runs fp32 by " + ("black membership" if r == "black" else "gray inheritance")
-                        + "; whether it tolerates low precision needs dumps or a capture"}
-            for (t, r), x in g.iterrows()]
+                                                      saving_us=("saving_us", "sum"), measured=("measured", "sum"))
+    g = g.sort_values("fp32_us" if meas.any() else "saving_us", ascending=False).head(top)
+    out = []
+    for (t, r), x in g.iterrows():
+        k, n = int(x["measured"]), int(x["instances"])
+        source = "measured" if k == n else "cost model" if k == 0 else f"measured for {k} of {n} instances"
+        estimated = ["saving_if_low_us"] + ([] if k == n else ["fp32_time_us"]) + \
+            ([] if k == n and step_measured else ["share_of_step"])
+        out.append({"kind": "fp32-time", "type": t, "rule": r, "instances": n,
+                    "fp32_time_us": round(float(x["fp32_us"]), 3), "saving_if_low_us": round(float(x["saving_us"]), 3),
+                    "share_of_step": round(float(x["fp32_us"]) / total, 6), "time_source": source,
+                    "estimated": estimated,
+                    "message": "runs fp32 by " + ("black membership" if r == "black" else "gray inheritance")
+                               + "; whether it tolerates low precision needs dumps or a capture"})
+    return out
 
 
 def _cast_findings(s: Searcher, at: Evaluated, top: int = 5, max_tries: int = 4) -> list[dict]:
@@ -460,6 +475,7 @@ def _cast_findings(s: Searcher, at: Evaluated, top: int = 5, max_tries: int = 4)
                        "us": tm.cast_us[tm.edge_src[mism]]})
     grp = df.groupby(["src", "dst"], sort=False)["us"].agg(["count", "sum"]).sort_values("count", ascending=False)
     out = [{"kind": "cast-churn", "casts": n, "cast_time_us": round(float(df["us"].sum()), 3),
+            "time_source": "cost model (the Casts GE inserts on these edges)",
             "top_pairs": [{"producer_type": a, "consumer_type": b, "casts": int(r["count"]),
                            "time_us": round(float(r["sum"]), 3)} for (a, b), r in grp.head(top).iterrows()]}]
     # the single edit (on a type at a cast boundary) that removes most casts while meeting the tolerance
@@ -468,7 +484,7 @@ def _cast_findings(s: Searcher, at: Evaluated, top: int = 5, max_tries: int = 4)
     tried = 0
     for (a, b), _ in grp.head(2).iterrows():
         for t in (a, b):
-            if t in s.exclude or t == "Cast":
+            if not s.proposable(t) or t == "Cast":
                 continue
             for kind in ("white-add", "black-add"):
                 tgt = "white" if kind == "white-add" else "black"

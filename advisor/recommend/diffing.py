@@ -15,7 +15,7 @@ from ..errors import InputError
 from ..semantics import DEFAULT_MODE, compile_graph, flips_between, mode_info, uses_mixlist
 from . import tolerance as tolmod
 from .core import _curve, _jsonable
-from .model import ErrorModel, build_evidence, build_time_model
+from .model import ErrorModel, build_evidence, build_time_model, low_mask
 from .search import _pred_dict
 
 
@@ -63,11 +63,13 @@ def diff(run: Any, a: Any, b: Any, *, tolerance: Any = None, soc: str | None = N
          mode: str | None = None, rank: int | None = None, step: int | None = None, **rec_kw: Any) -> DiffResult:
     """Compare mixlists ``a`` and ``b`` (paths, Mixlist, "defaults"; ``b`` may be "recommended")
     on the graph of ``run`` (a directory or ingest Run)."""
-    from .run_adapter import gather
+    from .run_adapter import check_user_mixlist, gather
     d = gather(run, tolerance, soc=soc, ops_info=ops_info, mode=mode, rank=rank, step=step)
     defaults, mode = d["defaults"], d["mode"]
     notes: list[str] = []
     ma = _load_side(a, "A")
+    if ma is not None:
+        check_user_mixlist(ma, d)
     if str(b) == "recommended":
         from .core import recommend_graph
         rec = recommend_graph(d["graph"], defaults, mode=mode, run_mixlist=d["run_mixlist"], base_mixlist=ma,
@@ -78,6 +80,8 @@ def diff(run: Any, a: Any, b: Any, *, tolerance: Any = None, soc: str | None = N
         notes.append(f"B = the recommendation computed from A ({rec.status})")
     else:
         mb = _load_side(b, "B")
+        if mb is not None:
+            check_user_mixlist(mb, d)
     try:
         mode_info(mode)
     except ValueError as e:
@@ -97,9 +101,9 @@ def diff(run: Any, a: Any, b: Any, *, tolerance: Any = None, soc: str | None = N
     fl = flips_between(pa, pb)
     ops, local = d["ops"], d["local"]
     ev = build_evidence(c, ops, local) if (ops is not None or local is not None) else None
-    times = build_time_model(c, low)
-    run_lists = mx.effective(defaults, d["run_mixlist"])
-    model = ErrorModel(c, ev, times, low, c.plan(run_lists, mode), None, d["measured_final"])
+    run_plan = c.plan(mx.effective(defaults, d["run_mixlist"]), mode)
+    times = build_time_model(c, low, ran_low=low_mask(run_plan))
+    model = ErrorModel(c, ev, times, low, run_plan, None, d["measured_final"])
     pra, prb = model.evaluate(pa, keep_arrays=True), model.evaluate(pb, keep_arrays=True)
     tol = d["tolerance"]
     pred = {"a": _pred_dict(pra), "b": _pred_dict(prb), "time_change_us": round(prb.time_us - pra.time_us, 3),

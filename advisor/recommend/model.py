@@ -28,6 +28,7 @@ from typing import Any, Hashable, Iterable
 import numpy as np
 import pandas as pd
 
+from ..graph import normalize_dtype
 from ..oplists import is_cube_type
 from ..semantics import LOW, Compiled, Plan
 
@@ -223,8 +224,10 @@ def _shapes(x: Any) -> list[list[int]]:
 
 @dataclass
 class TimeModel:
-    """Per-node predicted kernel time at fp32 and at low precision (µs), plus the cost of a Cast
-    GE inserts on a float edge whose ends differ in precision."""
+    """Per-node kernel time at fp32 and at low precision (µs), plus the cost of a Cast GE inserts on
+    a float edge whose ends differ in precision.  Where the profile measured a kernel, its time at
+    the precision it ran in *is* the measurement (``measured``); only the other precision is the
+    measurement scaled by the cost model's low/fp32 ratio."""
 
     t_fp32: np.ndarray
     t_low: np.ndarray
@@ -233,6 +236,24 @@ class TimeModel:
     edge_dst: np.ndarray
     is_op: np.ndarray            # nodes that are real kernels with a precision decision
     source: str = "cost model"
+    measured: np.ndarray | None = None   # bool per node: a measured duration anchors its times
+    ran_low: np.ndarray | None = None    # bool per node: the measured kernel ran in low precision
+    other_us: float = 0.0                # measured time of kernels without a precision decision (HCCL, Cast, ...)
+    step_us: float | None = None         # the profile's kernel time of the step, when every op was measured
+
+    def measured_at(self, low: np.ndarray) -> np.ndarray:
+        """Per node: is its time under a plan with ``low`` a measurement (measured, and the plan
+        runs it in the precision it ran in)?"""
+        if self.measured is None:
+            return np.zeros(len(self.is_op), bool)
+        return self.measured & (self.ran_low == low)
+
+    def kernel_time(self, low: np.ndarray) -> float:
+        """Kernel time of one step: the profile's (``step_us``) when it measured every op, else every
+        op at its precision under a plan with ``low`` plus the measured kernels without a decision."""
+        if self.step_us is not None:
+            return self.step_us
+        return float(np.where(low, self.t_low, self.t_fp32)[self.is_op].sum()) + self.other_us
 
     def plan_time(self, low: np.ndarray) -> tuple[float, int, float, float]:
         """(total µs including casts, number of casts, low-precision share of compute, µs of
@@ -255,9 +276,14 @@ class TimeModel:
         return tot, ncast, share, lost
 
 
-def build_time_model(c: Compiled, low_dtype: str = "fp16") -> TimeModel:
-    """Times from the project cost model (advisor.costmodel) when present, else from the measured
-    ``duration_us`` scaled by a cube/vector precision factor, else a flops/bytes estimate."""
+def build_time_model(c: Compiled, low_dtype: str = "fp16", ran_low: np.ndarray | None = None) -> TimeModel:
+    """Per-node times at fp32 and at low precision.  Modelled by the project cost model
+    (advisor.costmodel) from shapes, else from the measured ``duration_us`` scaled by a cube/vector
+    precision factor, else a flops/bytes estimate; then, wherever the profile measured the kernel
+    (``duration_us``), the time at the precision it ran in is replaced by the measurement and the
+    other precision by the measurement times the modelled ratio.  The precision a kernel ran in is
+    the observed one (``precision_observed``, else its output dtype), else ``ran_low`` (the measured
+    run's plan)."""
     g = c.graph
     n = len(c)
     kind = np.asarray(c.kind)
@@ -265,6 +291,8 @@ def build_time_model(c: Compiled, low_dtype: str = "fp16") -> TimeModel:
     t32 = np.zeros(n)
     tlo = np.zeros(n)
     cast = np.full(n, _LAUNCH_US)
+    dur = np.full(n, np.nan)
+    ran = np.zeros(n, dtype=np.int8)      # 1 ran low, 2 ran fp32, 0 unknown
     try:  # the emulator developer's cost model, when it has landed
         from .. import costmodel as cm  # type: ignore
     except Exception:  # noqa: BLE001
@@ -281,10 +309,49 @@ def build_time_model(c: Compiled, low_dtype: str = "fp16") -> TimeModel:
         if hit is None:
             hit = cache[key] = _node_times(cm, c.types[i], a, bool(is_op[i]), low_dtype)
         cast[i], t32[i], tlo[i] = hit
+        d = a.get("duration_us")
+        if d is not None:
+            dur[i] = _as_float(d)
+            ran[i] = _ran(a)
     es_a, ed_a = float_edges(c)
     # casts are only inserted between kernels with a precision (not around views/consts)
     keep = (kind[es_a] == _OP) & (kind[ed_a] == _OP) if len(es_a) else np.zeros(0, bool)
-    return TimeModel(t32, tlo, cast, es_a[keep], ed_a[keep], is_op, src)
+    timed = np.isfinite(dur) & (dur > 0)
+    if not timed.any():
+        return TimeModel(t32, tlo, cast, es_a[keep], ed_a[keep], is_op, src)
+    low_run = ran == 1
+    if ran_low is not None:
+        low_run = np.where(ran == 0, np.asarray(ran_low, dtype=bool), low_run)
+    meas = timed & is_op & ((ran != 0) | (ran_low is not None))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(t32 > 0, tlo / t32, 1.0)        # modelled low / fp32 time
+    t32 = np.where(meas, np.where(low_run, dur / np.where(ratio > 0, ratio, 1.0), dur), t32)
+    tlo = np.where(meas, np.where(low_run, dur, dur * ratio), tlo)
+    other = float(dur[timed & ~is_op].sum())
+    k = int(meas.sum())
+    step = float(dur[timed].sum()) if k == int(is_op.sum()) else None
+    src = (f"measured kernel durations ({k} of {int(is_op.sum())} ops; the other precision scaled by the "
+           f"{'cost model' if cm is not None else 'cube/vector precision factor'})")
+    return TimeModel(t32, tlo, cast, es_a[keep], ed_a[keep], is_op, src, meas, low_run, other, step)
+
+
+def _as_float(x: Any) -> float:
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return float("nan")
+
+
+_RAN = {"fp16": 1, "bf16": 1, "fp32": 2, "fp64": 2}
+
+
+def _ran(a: dict) -> int:
+    """The precision a measured kernel ran in: 1 low, 2 fp32, 0 unknown (observed, else output dtype)."""
+    r = _RAN.get(str(a.get("precision_observed", "")), 0)
+    if r:
+        return r
+    outs = a.get("out_dtypes") or []
+    return _RAN.get(normalize_dtype(outs[0]), 0) if outs else 0
 
 
 # ---------------------------------------------------------------------- error model

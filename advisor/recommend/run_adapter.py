@@ -14,7 +14,7 @@ import pandas as pd
 
 from .. import mixlist as mx
 from ..errors import InputError
-from ..oplists import DEFAULT_SOC, load_lists
+from ..oplists import DEFAULT_SOC, load_lists, precision_free
 from ..semantics import DEFAULT_MODE
 from .core import Recommendation, recommend_graph
 
@@ -114,7 +114,7 @@ def _saturation_findings(ops: pd.DataFrame | None) -> list[dict]:
     by = hit.groupby("type").size().sort_values(ascending=False)
     return [{"kind": "saturation", "type": t, "instances": int(k),
              "message": f"{k} {t} output(s) hold +-65504 in fp16: saturated overflow (proved by the values)",
-             "edit": f"black-list to-add {t}"} for t, k in by.items()]
+             "edit": None if precision_free(t) else f"black-list to-add {t}"} for t, k in by.items()]
 
 
 def _profile_findings(run: Any) -> list[dict]:
@@ -203,6 +203,13 @@ def gather(run: Any, tolerance: Any = None, *, attribution: Any = None, soc: str
                 loss_scale=loss_scale, profile_only_reason=reason, attribution=att, gradient_only=gradient_only)
 
 
+def check_user_mixlist(m: mx.Mixlist, gathered: Mapping) -> None:
+    """Refuse a user's mixlist naming an op type that exists nowhere - not in the chip tables (or the
+    ops-info file) nor in this run's op graph (custom ops) - with a did-you-mean (mixlist.check_op_types)."""
+    g = gathered["graph"]
+    mx.check_op_types(m, gathered["defaults"], (a.get("type") for _, a in g.nodes(data=True)))
+
+
 def _dump_overflow_findings(run: Any, t: Any, limit: int = 10) -> list[dict]:
     try:
         from ..ingest.msprobe import overflow, saturation
@@ -235,7 +242,7 @@ def _dump_overflow_findings(run: Any, t: Any, limit: int = 10) -> list[dict]:
                             "type": typ, "signal": what,
                             "message": f"{e}: output {what} from finite inputs in the low-precision run "
                                        f"(proved by the dump statistics)",
-                            "edit": f"black-list to-add {typ}" if typ else None}
+                            "edit": f"black-list to-add {typ}" if typ and not precision_free(typ) else None}
     return list(found.values())[:limit]
 
 
@@ -248,6 +255,8 @@ def recommend(run: Any, tolerance: Any = None, base_mixlist: mx.Mixlist | None =
     defaults.  See ``recommend_graph`` for ``kw`` (max_candidates, max_evals, perf, ...)."""
     d = gather(run, tolerance, attribution=attribution, soc=soc, ops_info=ops_info, mode=mode, rank=rank, step=step,
                progress=progress)
+    if base_mixlist is not None:
+        check_user_mixlist(base_mixlist, d)
     if progress is not None:
         progress("searching list edits")
     return recommend_graph(d["graph"], d["defaults"], mode=d["mode"], run_mixlist=d["run_mixlist"],

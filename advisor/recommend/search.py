@@ -13,7 +13,7 @@ from typing import Any, Hashable, Iterable, Sequence
 import numpy as np
 
 from ..mixlist import Mixlist, from_targets
-from ..oplists import BLACK, GRAY, WHITE, OpLists
+from ..oplists import BLACK, GRAY, WHITE, OpLists, precision_free
 from ..semantics import LOW, Compiled, Plan
 from . import tolerance as tolmod
 from .model import _OP, ErrorModel, Evidence, Prediction, low_mask
@@ -96,6 +96,11 @@ class Searcher:
         self.evaluations = 0
         self.base = self.evaluate(frozenset())
 
+    def proposable(self, op_type: str) -> bool:
+        """May a list move of ``op_type`` be proposed?  Not for --exclude types, and never for types
+        whose output precision means nothing (oplists.PRECISION_FREE_TYPES: ZerosLike, Less, ...)."""
+        return op_type not in self.exclude and not precision_free(op_type)
+
     def evaluate(self, edits: frozenset) -> Evaluated:
         ev = self.cache.get(edits)
         if ev is not None:
@@ -136,7 +141,7 @@ class Searcher:
         cands: dict[Edit, Candidate] = {}
 
         def add(edit: Edit, prio: float, reason: str, node: int) -> None:
-            if edit.type in self.exclude or edit.type in ("", "Data", "Const"):
+            if not self.proposable(edit.type) or edit.type in ("", "Data", "Const"):
                 return
             cur = cands.get(edit)
             if cur is None:
@@ -189,15 +194,19 @@ class Searcher:
 
     def search(self, cands: list[Candidate], max_edits: int = 4, max_evals: int = 2000,
                time_budget_s: float | None = None) -> tuple[Evaluated | None, Evaluated | None, Evaluated, dict]:
-        """(best feasible, fewest-edit feasible, closest evaluated, stats)."""
+        """(best feasible, fewest-edit feasible, closest evaluated, stats).  A set holds at most one
+        edit per op type, so sets are enumerated up to min(max_edits, candidate types): a larger
+        ``max_edits`` costs nothing more."""
         t0 = time.perf_counter()
         edits = [cd.edit for cd in cands]
+        n_types = len({e.type for e in edits})
+        largest = min(max_edits, n_types)
         singles = {e: self.evaluate(frozenset([e])) for e in edits}
         feasible: list[Evaluated] = [ev for ev in singles.values() if ev.ok]
         closest = min(list(singles.values()) + [self.base], key=_err_key)
         # greedy upper bound (handles many hazards quickly)
         cur = frozenset()
-        while not feasible and not self.evaluate(cur).ok and len(cur) < max_edits:
+        while not feasible and not self.evaluate(cur).ok and len(cur) < largest:
             opts = [cur | {e} for e in edits if e not in cur and all(x.type != e.type for x in cur)]
             if not opts:
                 break
@@ -228,7 +237,7 @@ class Searcher:
         cover = {e: frozenset(src[~singles[e].low[src]].tolist()) for e in edits}
         need = frozenset(src.tolist())
         truncated = False
-        for k in range(2, max_edits + 1):
+        for k in range(2, largest + 1):
             for combo in itertools.combinations(edits, k):
                 if len({e.type for e in combo}) < k:
                     continue
@@ -264,8 +273,8 @@ class Searcher:
             if fewest is None or (ev.size, ev.pred.lost_us, _err_key(ev)) < (fewest.size, fewest.pred.lost_us,
                                                                              _err_key(fewest)):
                 fewest = ev
-        stats = {"candidates": len(edits), "evaluations": self.evaluations, "truncated": truncated,
-                 "seconds": round(time.perf_counter() - t0, 3)}
+        stats = {"candidates": len(edits), "candidate_types": n_types, "largest_set": largest,
+                 "evaluations": self.evaluations, "truncated": truncated, "seconds": round(time.perf_counter() - t0, 3)}
         return best, fewest, closest, stats
 
     def minimize(self, ev: Evaluated) -> tuple[Evaluated, list[dict]]:
@@ -310,7 +319,7 @@ class Searcher:
         total = max(at.pred.time_us, 1e-9)
         out = []
         for t in sorted(set(types[sel].tolist())):
-            if t in self.exclude or t in fixed_types or t == "Cast":
+            if not self.proposable(t) or t in fixed_types or t == "Cast":
                 continue
             inst = sel[types[sel] == t]
             saving = float((tm.t_fp32[inst] - tm.t_low[inst]).sum())
