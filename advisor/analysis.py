@@ -13,15 +13,14 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-import numpy as np
-
 from . import mixlist as mx
 from . import semantics
 from .compare.dumps import DumpView, as_steps
 from .compare.tolerance import Tolerance, Verdict
 from .errors import InputError
 from .oplists import DEFAULT_SOC, OpLists, load_lists
-from .semantics import Compiled, Plan
+from .costmodel import TimeModel, build_time_model
+from .semantics import Compiled, Plan, low_mask
 
 
 def effective_lists(meta: Mapping, run_mixlist: mx.Mixlist | None, soc: str | None = None,
@@ -116,13 +115,14 @@ class Analysis:
 
     # ------------------------------------------------------------------ time
     @cached_property
-    def times(self) -> "PlanTimes":
-        return PlanTimes.build(self.compiled, self.low_dtype)
+    def times(self) -> TimeModel:
+        """THE time model of the run's graph (costmodel), anchored to its measured kernel times."""
+        return build_time_model(self.compiled, self.low_dtype, ran_low=low_mask(self.plan))
 
     def low_share(self, plan: Plan) -> float:
         """Predicted low-precision share of float kernel time under ``plan`` (costmodel.kernel_low_share's
-        quantity; calibrated to the measured kernel times where the profile has them)."""
-        return self.times.share(plan)
+        quantity; anchored to the measured kernel times where the profile has them)."""
+        return self.times.share(low_mask(plan))
 
     @cached_property
     def measured_low_share(self) -> float | None:
@@ -132,52 +132,6 @@ class Analysis:
         if k is None or not len(k) or "precision" not in k.columns:
             return None
         return kernel_low_share(k["precision"].astype(str).tolist(), k["duration_us"].astype(float).tolist())
-
-
-@dataclass
-class PlanTimes:
-    """Predicted kernel time of every node in fp32 and in the low dtype (0 for non-kernels)."""
-
-    t_low: np.ndarray
-    t_fp32: np.ndarray
-    is_float_kernel: np.ndarray
-    low_dtype: str
-
-    @classmethod
-    def build(cls, c: Compiled, low_dtype: str) -> "PlanTimes":
-        from .costmodel import node_time_us
-        from .emulator.engine import AUX_FP32_OUTPUTS
-        from .ingest.common import shape_ints
-        g = c.graph
-        n = len(c)
-        t_low, t_fp32 = np.zeros(n), np.zeros(n)
-        fk = np.zeros(n, bool)
-        for i, node in enumerate(c.order):
-            a = g.nodes[node]
-            if a.get("role", "op") != "op" or not a.get("kernel", True) or not a.get("float", True):
-                continue
-            fk[i] = True
-            aten = str(a.get("aten", ""))
-            aux = AUX_FP32_OUTPUTS.get(aten.split(".")[1], ()) if aten.count(".") >= 2 else ()
-            a = {**a, "in_shapes": [shape_ints(x) for x in a.get("in_shapes") or []],
-                 "out_shapes": [shape_ints(x) for x in a.get("out_shapes") or []]}
-            t_low[i] = node_time_us(c.types[i], a, low_dtype, aux)
-            t_fp32[i] = node_time_us(c.types[i], a, "fp32", aux)
-        return cls(t_low, t_fp32, fk, low_dtype)
-
-    def low_mask(self, plan: Plan) -> np.ndarray:
-        p = np.asarray(plan.precision_list, dtype=object)
-        return (p == "fp16") | (p == "bf16")
-
-    def total(self, plan: Plan) -> float:
-        low = self.low_mask(plan)
-        return float(np.where(low, self.t_low, self.t_fp32)[self.is_float_kernel].sum())
-
-    def share(self, plan: Plan) -> float:
-        low = self.low_mask(plan) & self.is_float_kernel
-        lo = float(self.t_low[low].sum())
-        tot = lo + float(self.t_fp32[self.is_float_kernel & ~low].sum())
-        return lo / tot if tot > 0 else 0.0
 
 
 def analyze(run: Any, *, tolerance: Tolerance | None = None, mixlist: mx.Mixlist | None = None,

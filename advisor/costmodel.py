@@ -16,7 +16,10 @@ and vendor material; rounded, order-of-magnitude correct):
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
 
 from .oplists import is_cube_type
 
@@ -115,6 +118,10 @@ def kernel_low_share(precision: Sequence[str], duration_us: Sequence[float]) -> 
     return low / tot if tot > 0 else None
 
 
+def _numel_or_nan(shape) -> float:
+    return float(_numel(shape)) if shape is not None else float("nan")
+
+
 def _bytes_at(in_shapes, out_shapes, in_dtypes, out_dtypes, prec: str, aux: Sequence[int] = ()) -> float:
     """Bytes moved when the op runs in ``prec``: its float tensors in that dtype (statistics outputs
     ``aux`` stay fp32), the others as they are."""
@@ -126,20 +133,140 @@ def _bytes_at(in_shapes, out_shapes, in_dtypes, out_dtypes, prec: str, aux: Sequ
     return estimate_bytes(ins, outs, at(in_dtypes, len(ins)), at(out_dtypes, len(outs), aux))
 
 
-def node_time_us(op_type: str, attrs: dict, prec: str, aux: Sequence[int] = ()) -> float:
-    """Predicted time of one graph node in ``prec``: the roofline above, scaled so that at the
-    precision the node was measured in it equals the measured ``duration_us`` (when the node has one)."""
-    ins, outs = attrs.get("in_shapes") or [], attrs.get("out_shapes") or []
-    flops = attrs.get("flops")
-    if flops is None:
-        flops = estimate_flops(op_type, ins, outs)
-    model = op_time_us(op_type, float(flops), _bytes_at(ins, outs, attrs.get("in_dtypes"), attrs.get("out_dtypes"),
-                                                         prec, aux), prec)
-    d = attrs.get("duration_us")
-    seen = attrs.get("precision_observed")
-    if d is not None and d == d and d > 0 and seen in FLOAT_PRECISIONS:
-        at_seen = op_time_us(op_type, float(flops), _bytes_at(ins, outs, attrs.get("in_dtypes"),
-                                                               attrs.get("out_dtypes"), seen, aux), seen)
-        if at_seen > 0:
-            return float(d) * model / at_seen
-    return model
+@dataclass
+class TimeModel:
+    """THE time model: per node of a compiled graph, its kernel time in fp32 and in the low dtype (µs),
+    and the cost of a Cast GE inserts on a float edge whose ends differ in precision.
+
+    Times come from the roofline above (shapes, dtypes, flops); wherever the profile measured a kernel
+    (``duration_us``), its time at the precision it ran in *is* the measurement and the other precision is
+    the measurement times the roofline's ratio (``measured``).  Everything advisor reports about time —
+    the low-precision share every search maximises, predicted step time, fp32-by-inheritance findings —
+    comes from here."""
+
+    t_fp32: np.ndarray
+    t_low: np.ndarray
+    kernel: np.ndarray           # bool: a kernel that computes in a float precision (counted in the share)
+    is_op: np.ndarray            # bool: a kernel with a precision decision (semantics NodeKind.OP)
+    cast_us: np.ndarray          # cost of casting the node's output once
+    edge_src: np.ndarray         # float edges between decision ops (compiled indices)
+    edge_dst: np.ndarray
+    measured: np.ndarray         # bool: a measured duration anchors the node's times
+    ran_low: np.ndarray          # bool: the measured kernel ran in low precision
+    other_us: float = 0.0        # measured time of kernels without a float precision (int ops, HCCL, ...)
+    step_us: float | None = None  # the profile's kernel time of the step, when every decision op was measured
+    source: str = "cost model"
+
+    def share(self, low: np.ndarray) -> float:
+        """THE low-precision share under a plan with ``low`` (bool per node): time of the float kernels in
+        fp16/bf16 over the time of all float kernels — ``kernel_low_share``'s quantity, predicted."""
+        k = self.kernel
+        lo = float(self.t_low[k & low].sum())
+        tot = lo + float(self.t_fp32[k & ~low].sum())
+        return lo / tot if tot > 0 else 0.0
+
+    def measured_at(self, low: np.ndarray) -> np.ndarray:
+        """Per node: is its time under a plan with ``low`` a measurement (measured, and the plan runs it in
+        the precision it ran in)?"""
+        return self.measured & (self.ran_low == low)
+
+    def kernel_time(self, low: np.ndarray) -> float:
+        """Kernel time of one step: the profile's (``step_us``) when it measured every op, else every kernel
+        at its precision under the plan plus the measured kernels without a float precision."""
+        if self.step_us is not None:
+            return self.step_us
+        return float(np.where(low, self.t_low, self.t_fp32)[self.kernel].sum()) + self.other_us
+
+    def plan_time(self, low: np.ndarray) -> tuple[float, int, float, float]:
+        """(kernel µs including the Casts GE inserts, number of those Casts, the low-precision share,
+        µs of fp32 time that low precision would save on the ops running fp32)."""
+        t = np.where(low, self.t_low, self.t_fp32)
+        tot = float(t[self.kernel].sum())
+        if len(self.edge_src):
+            mism = low[self.edge_src] != low[self.edge_dst]
+            ncast = int(mism.sum())
+            tot += float(self.cast_us[self.edge_src[mism]].sum())
+        else:
+            ncast = 0
+        lost = float(np.maximum(self.t_fp32 - self.t_low, 0.0)[self.is_op & ~low].sum())
+        return tot, ncast, self.share(low), lost
+
+
+_RAN = {"fp16": 1, "bf16": 1, "fp32": 2, "fp64": 2}
+
+
+def build_time_model(c: Any, low_dtype: str = "fp16", ran_low: np.ndarray | None = None) -> TimeModel:
+    """The TimeModel of a compiled graph (``semantics.Compiled``).  The precision a measured kernel ran
+    in is the observed one (``precision_observed``, from the profile's dtypes), else its first output
+    dtype, else ``ran_low`` (the measured run's plan)."""
+    from .graph import normalize_dtype
+    from .ingest.common import shape_ints
+    from .oplists import aux_outputs
+    from .semantics import NodeKind
+    g = c.graph
+    n = len(c)
+    kind = np.asarray(c.kind)
+    t32, tlo, cast = np.zeros(n), np.zeros(n), np.zeros(n)
+    dur = np.full(n, np.nan)
+    ran = np.zeros(n, dtype=np.int8)          # 1 ran low, 2 ran fp32, 0 unknown
+    kernel = np.zeros(n, bool)
+    cache: dict = {}
+    for i, node in enumerate(c.order):
+        a = g.nodes[node]
+        if a.get("role", "op") != "op" or not a.get("kernel", True):
+            continue
+        d = a.get("duration_us")
+        try:
+            d = float(d) if d is not None else math.nan
+        except (TypeError, ValueError):
+            d = math.nan
+        if kind[i] == NodeKind.NONFLOAT:
+            if d == d and d > 0:
+                dur[i] = d
+            continue
+        kernel[i] = True
+        ins, outs = a.get("in_shapes") or [], a.get("out_shapes") or []
+        key = (c.types[i], str(ins), str(outs), str(a.get("in_dtypes")), str(a.get("out_dtypes")), a.get("flops"),
+               str(a.get("aten")))
+        hit = cache.get(key)
+        if hit is None:
+            si, so = [shape_ints(x) for x in ins], [shape_ints(x) for x in outs]
+            fl = a.get("flops")
+            fl = float(fl) if isinstance(fl, (int, float)) else estimate_flops(c.types[i], si, so)
+            aux = aux_outputs(a.get("aten"))
+            t_hi = op_time_us(c.types[i], fl, _bytes_at(si, so, a.get("in_dtypes"), a.get("out_dtypes"), "fp32", aux),
+                              "fp32")
+            t_lo = op_time_us(c.types[i], fl, _bytes_at(si, so, a.get("in_dtypes"), a.get("out_dtypes"), low_dtype,
+                                                        aux), low_dtype)
+            el = _numel_or_nan(so[0]) if so else math.nan
+            c_us = op_time_us("Cast", el, el * 6.0, "fp32") if el == el else LAUNCH_US
+            hit = cache[key] = (t_hi, t_lo, c_us)
+        t32[i], tlo[i], cast[i] = hit
+        if d == d and d > 0:
+            dur[i] = d
+            r = _RAN.get(str(a.get("precision_observed", "")), 0)
+            if not r:
+                od = a.get("out_dtypes") or []
+                r = _RAN.get(normalize_dtype(od[0]), 0) if od else 0
+            ran[i] = r
+    is_op = kind == NodeKind.OP
+    es, ed = c.float_edges
+    keep = is_op[es] & is_op[ed] if len(es) else np.zeros(0, bool)
+    timed = np.isfinite(dur)
+    low_run = ran == 1
+    if ran_low is not None:
+        low_run = np.where(ran == 0, np.asarray(ran_low, dtype=bool), low_run)
+    meas = timed & kernel & ((ran != 0) | (ran_low is not None))
+    if not meas.any():
+        return TimeModel(t32, tlo, kernel, is_op, cast, es[keep], ed[keep], meas, low_run, 0.0, None,
+                         "cost model (roofline of shapes and dtypes)")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(t32 > 0, tlo / t32, 1.0)          # modelled low / fp32 time
+    t32 = np.where(meas, np.where(low_run, dur / np.where(ratio > 0, ratio, 1.0), dur), t32)
+    tlo = np.where(meas, np.where(low_run, dur, dur * ratio), tlo)
+    other = float(dur[timed & ~kernel].sum())
+    k, nk = int(meas.sum()), int(kernel.sum())
+    step = float(dur[timed].sum()) if k == nk else None
+    src = (f"measured kernel durations ({k} of {nk} kernels; the other precision scaled by the cost model's "
+           "ratio)") if k < nk else "measured kernel durations (the other precision scaled by the cost model's ratio)"
+    return TimeModel(t32, tlo, kernel, is_op, cast, es[keep], ed[keep], meas, low_run, other, step, src)

@@ -37,6 +37,19 @@ def is_cube_type(op_type: str) -> bool:
     return op_type.startswith(_CUBE_PREFIXES)
 
 
+# Ops whose extra float outputs are statistics that stay fp32 whatever the op's precision, by aten op name
+# (LayerNorm's mean/rstd, BatchNorm's saved statistics, the attention log-sum-exp): output indices.
+AUX_FP32_OUTPUTS = {"native_layer_norm": (1, 2), "native_batch_norm": (1, 2, 3, 4),
+                    "_native_batch_norm_legit": (1, 2, 3, 4), "_native_batch_norm_legit_functional": (1, 2, 3, 4),
+                    "_scaled_dot_product_flash_attention_for_cpu": (1,)}
+
+
+def aux_outputs(aten: str | None) -> tuple:
+    """Statistics outputs of a node from its ``aten`` attribute (``aten.native_layer_norm.default``)."""
+    parts = str(aten or "").split(".")
+    return AUX_FP32_OUTPUTS.get(parts[1], ()) if len(parts) >= 2 else ()
+
+
 # Graph-engine, control-flow and host-side node types: GE schedules them itself, they have no
 # AI Core kernel and no precision_reduce entry, so a mixlist entry for them has no effect.
 GRAPH_ENGINE_TYPES = frozenset({

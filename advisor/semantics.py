@@ -330,6 +330,18 @@ class Compiled:
     def __len__(self) -> int:
         return len(self.order)
 
+    @cached_property
+    def float_edges(self):
+        """(src, dst) numpy arrays of compiled indices of the float edges (computed once)."""
+        import numpy as np
+        idx = self.index
+        es, ed = [], []
+        for u, v, d in self.graph.edges(data=True):
+            if d.get("float", True):
+                es.append(idx[u])
+                ed.append(idx[v])
+        return np.asarray(es, dtype=np.int64), np.asarray(ed, dtype=np.int64)
+
     # ------------------------------------------------------------------ planning
     def step(self, i: int, ctx: Context):
         """The named step that decides node i (by its kind; ops by their list or the mode)."""
@@ -441,6 +453,13 @@ class Plan:
             out.append({"node": str(node), "type": self.compiled.types[i], "precision": self.precision_list[i],
                         **w.to_dict()})
         return out
+
+
+def low_mask(p: "Plan"):
+    """Bool numpy array per compiled node: the plan runs it in fp16/bf16 (THE "runs in low precision")."""
+    import numpy as np
+    a = np.asarray(p.precision_list, dtype=object)
+    return np.asarray((a == FP16) | (a == BF16), dtype=bool)
 
 
 @dataclass(frozen=True)

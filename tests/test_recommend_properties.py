@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from advisor.mixlist import effective
 from advisor.oplists import load_lists
 from advisor.recommend import recommend_graph
-from advisor.recommend.model import ErrorModel, build_evidence, build_time_model
+from advisor.costmodel import build_time_model
+from advisor.recommend.model import ErrorModel, build_evidence
 from advisor.recommend.search import Searcher
 from advisor.recommend.synthetic import Builder
 from advisor.recommend.tolerance import default_tolerance, meets

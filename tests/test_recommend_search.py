@@ -10,7 +10,8 @@ import pytest
 from advisor.mixlist import Mixlist, effective
 from advisor.oplists import load_lists
 from advisor.recommend import recommend_graph
-from advisor.recommend.model import ErrorModel, build_evidence, build_time_model
+from advisor.costmodel import build_time_model
+from advisor.recommend.model import ErrorModel, build_evidence
 from advisor.recommend.synthetic import Builder
 from advisor.semantics import compile_graph, plan
 

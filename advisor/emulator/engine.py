@@ -27,15 +27,12 @@ from torch.utils._pytree import tree_flatten
 
 from .. import graph as G
 from ..errors import AdvisorError
+from ..oplists import AUX_FP32_OUTPUTS as _AUX_FP32_OUTPUTS
 from . import opmap
 
 LOW_TORCH = {"fp16": torch.float16, "bf16": torch.bfloat16}
 _FLOAT_DT = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 _DT_NAME = {torch.float32: "fp32", torch.float64: "fp64", torch.float16: "fp16", torch.bfloat16: "bf16"}
-# ops whose extra float outputs stay fp32 whatever the op's precision (statistics outputs)
-_AUX_FP32_OUTPUTS = {"native_layer_norm": (1, 2), "native_batch_norm": (1, 2, 3, 4),
-                     "_native_batch_norm_legit": (1, 2, 3, 4), "_native_batch_norm_legit_functional": (1, 2, 3, 4),
-                     "_scaled_dot_product_flash_attention_for_cpu": (1,)}
 _BN_TRAINING_ARG = ("native_batch_norm", "_native_batch_norm_legit")
 _ALLOC = frozenset({"empty", "empty_like", "new_empty", "new_empty_strided", "empty_strided"})
 # ops without tensor data semantics: not graph nodes

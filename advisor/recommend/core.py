@@ -12,9 +12,11 @@ import pandas as pd
 from ..errors import InputError
 from ..mixlist import Mixlist, compose, effective
 from ..oplists import BLACK, OpLists, precision_free
-from ..semantics import DEFAULT_MODE, Compiled, Plan, compile_graph, mode_info, uses_mixlist
+from ..semantics import DEFAULT_MODE, FP32_BY_LIST, Compiled, NodeKind, Plan, compile_graph, mode_info, uses_mixlist
 from . import tolerance as tolmod
-from .model import (_CAST, _OP, ErrorModel, Evidence, Prediction, build_evidence, build_time_model, low_mask)
+from ..costmodel import build_time_model
+from ..semantics import low_mask
+from .model import ErrorModel, Evidence, Prediction, build_evidence
 from .search import Edit, Evaluated, Searcher, _pred_dict, edits_mixlist, lists_with
 
 MAX_FLIPS_PER_EDIT = 200
@@ -434,7 +436,7 @@ def _fp32_time_findings(s: Searcher, at: Evaluated, top: int = 10) -> list[dict]
     rules = np.asarray(p.rules, dtype=object)
     types = np.asarray(c.types, dtype=object)
     free = np.array([precision_free(t) for t in types.tolist()], dtype=bool)
-    sel = np.flatnonzero((kind == _OP) & ~low & np.isin(rules, ["black", "gray-inherit", "gray-skip-cast"]) & ~free)
+    sel = np.flatnonzero((kind == NodeKind.OP) & ~low & np.isin(rules, list(FP32_BY_LIST)) & ~free)
     if not len(sel):
         return []
     meas = tm.measured_at(low)
@@ -507,7 +509,7 @@ def _curve(c: Compiled, before: Prediction, after: Prediction, ev: Evidence | No
            points: int = 600) -> dict:
     """Error along graph order (ops only), bucketed max for plotting."""
     kind = np.asarray(c.kind)
-    ops = np.flatnonzero((kind == _OP) | (kind == _CAST))
+    ops = np.flatnonzero((kind == NodeKind.OP) | (kind == NodeKind.CAST))
     if not len(ops):
         return {}
     def bucket(a: np.ndarray | None) -> list | None:

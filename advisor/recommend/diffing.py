@@ -15,7 +15,9 @@ from ..errors import InputError
 from ..semantics import DEFAULT_MODE, compile_graph, flips_between, mode_info, uses_mixlist
 from . import tolerance as tolmod
 from .core import _curve, _jsonable
-from .model import ErrorModel, build_evidence, build_time_model, low_mask
+from ..costmodel import build_time_model
+from ..semantics import low_mask
+from .model import ErrorModel, build_evidence
 from .search import _pred_dict
 
 

@@ -28,40 +28,16 @@ from typing import Any, Hashable, Iterable
 import numpy as np
 import pandas as pd
 
-from ..graph import normalize_dtype
-from ..oplists import is_cube_type
-from ..semantics import LOW, Compiled, Plan
+from ..costmodel import TimeModel
+from ..semantics import LOW, Compiled, NodeKind, Plan, low_mask
 
-# node kinds of semantics.Compiled (read-only use of its public-by-convention arrays)
-_OP, _DATA, _CONST, _NONFLOAT, _FOLLOW, _CAST = range(6)
+_OP, _CAST, _FOLLOW = int(NodeKind.OP), int(NodeKind.CAST), int(NodeKind.FOLLOW)
 
 # RMS relative error of rounding an fp32 tensor to the low dtype (round to nearest: ~u/sqrt(3))
 ROUNDING_REL = {"fp16": 2.0 ** -11 / math.sqrt(3.0), "bf16": 2.0 ** -8 / math.sqrt(3.0)}
 GAIN_MAX = 1e6
 AMPLIFY = 4.0
 SCALE_MAX = 20.0
-
-
-# ---------------------------------------------------------------------- shared graph arrays
-import weakref
-
-_EDGES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
-
-
-def float_edges(c: Compiled) -> tuple[np.ndarray, np.ndarray]:
-    """(src, dst) compiled indices of the float edges, computed once per compiled graph."""
-    hit = _EDGES.get(c)
-    if hit is not None:
-        return hit
-    idx = c.index
-    es, ed = [], []
-    for u, v, d in c.graph.edges(data=True):
-        if d.get("float", True):
-            es.append(idx[u])
-            ed.append(idx[v])
-    res = (np.asarray(es, dtype=np.int64), np.asarray(ed, dtype=np.int64))
-    _EDGES[c] = res
-    return res
 
 
 # ---------------------------------------------------------------------- evidence
@@ -179,181 +155,6 @@ def build_evidence(c: Compiled, ops: pd.DataFrame | None = None, local: pd.DataF
         source=source)
 
 
-# ---------------------------------------------------------------------- time model
-_CUBE_FP32_FACTOR = 8.0      # fp32 cube throughput ~1/8 of fp16 on 910B (no HF32)
-_VECTOR_FP32_FACTOR = 2.0    # vector ops are bandwidth bound: twice the bytes
-_HBM_BYTES_PER_US = 1.6e6    # 1.6 TB/s
-_LAUNCH_US = 1.0
-
-
-def _elems(shapes: Any) -> float:
-    """Element count of the first tensor in a shapes string / list ("8,128;128,64" or [[8,128]])."""
-    if shapes is None:
-        return float("nan")
-    try:
-        if isinstance(shapes, str):
-            first = shapes.strip().strip('"').split(";")[0]
-            dims = [int(x) for x in first.split(",") if x.strip()]
-        else:
-            first = shapes[0] if shapes and isinstance(shapes[0], (list, tuple)) else shapes
-            dims = [int(x) for x in first]
-        return float(np.prod(dims)) if dims else 1.0
-    except (ValueError, TypeError, IndexError):
-        return float("nan")
-
-
-def _shapes(x: Any) -> list[list[int]]:
-    """Shapes as lists of ints from a list of lists, a list of "d0,d1" strings or "a,b;c,d"."""
-    if x is None:
-        return []
-    if isinstance(x, str):
-        x = [p for p in x.strip().strip('"').split(";")]
-    out = []
-    for s in x:
-        try:
-            if isinstance(s, str):
-                out.append([int(d) for d in s.split(",") if d.strip()])
-            elif s is None:
-                continue
-            else:
-                out.append([int(d) for d in s])
-        except (TypeError, ValueError):
-            continue
-    return out
-
-
-@dataclass
-class TimeModel:
-    """Per-node kernel time at fp32 and at low precision (µs), plus the cost of a Cast GE inserts on
-    a float edge whose ends differ in precision.  Where the profile measured a kernel, its time at
-    the precision it ran in *is* the measurement (``measured``); only the other precision is the
-    measurement scaled by the cost model's low/fp32 ratio."""
-
-    t_fp32: np.ndarray
-    t_low: np.ndarray
-    cast_us: np.ndarray          # per compiled node: cost of casting its output once
-    edge_src: np.ndarray         # float edges (compiled indices)
-    edge_dst: np.ndarray
-    is_op: np.ndarray            # nodes that are real kernels with a precision decision
-    source: str = "cost model"
-    measured: np.ndarray | None = None   # bool per node: a measured duration anchors its times
-    ran_low: np.ndarray | None = None    # bool per node: the measured kernel ran in low precision
-    other_us: float = 0.0                # measured time of kernels without a precision decision (HCCL, Cast, ...)
-    step_us: float | None = None         # the profile's kernel time of the step, when every op was measured
-
-    def measured_at(self, low: np.ndarray) -> np.ndarray:
-        """Per node: is its time under a plan with ``low`` a measurement (measured, and the plan
-        runs it in the precision it ran in)?"""
-        if self.measured is None:
-            return np.zeros(len(self.is_op), bool)
-        return self.measured & (self.ran_low == low)
-
-    def kernel_time(self, low: np.ndarray) -> float:
-        """Kernel time of one step: the profile's (``step_us``) when it measured every op, else every
-        op at its precision under a plan with ``low`` plus the measured kernels without a decision."""
-        if self.step_us is not None:
-            return self.step_us
-        return float(np.where(low, self.t_low, self.t_fp32)[self.is_op].sum()) + self.other_us
-
-    def plan_time(self, low: np.ndarray) -> tuple[float, int, float, float]:
-        """(total µs including casts, number of casts, low-precision share of compute, µs of
-        low-precision savings forfeited by the ops that run in fp32).  The share weights every op
-        by what low precision saves on it (fp32 time - low time): cube ops count far more than
-        vector ops, launch overhead counts for nothing."""
-        t = np.where(low, self.t_low, self.t_fp32)
-        tot = float(t[self.is_op].sum())
-        if len(self.edge_src):
-            mism = low[self.edge_src] != low[self.edge_dst]
-            ncast = int(mism.sum())
-            tot += float(self.cast_us[self.edge_src[mism]].sum())
-        else:
-            ncast = 0
-        w = np.maximum(self.t_fp32 - self.t_low, 0.0)[self.is_op]
-        lw = low[self.is_op]
-        tw = float(w.sum())
-        lost = float(w[~lw].sum())
-        share = (1.0 - lost / tw) if tw > 0 else float(lw.mean()) if len(lw) else 1.0
-        return tot, ncast, share, lost
-
-
-def build_time_model(c: Compiled, low_dtype: str = "fp16", ran_low: np.ndarray | None = None) -> TimeModel:
-    """Per-node times at fp32 and at low precision.  Modelled by the project cost model
-    (advisor.costmodel) from shapes, else from the measured ``duration_us`` scaled by a cube/vector
-    precision factor, else a flops/bytes estimate; then, wherever the profile measured the kernel
-    (``duration_us``), the time at the precision it ran in is replaced by the measurement and the
-    other precision by the measurement times the modelled ratio.  The precision a kernel ran in is
-    the observed one (``precision_observed``, else its output dtype), else ``ran_low`` (the measured
-    run's plan)."""
-    g = c.graph
-    n = len(c)
-    kind = np.asarray(c.kind)
-    is_op = (kind == _OP)
-    t32 = np.zeros(n)
-    tlo = np.zeros(n)
-    cast = np.full(n, _LAUNCH_US)
-    dur = np.full(n, np.nan)
-    ran = np.zeros(n, dtype=np.int8)      # 1 ran low, 2 ran fp32, 0 unknown
-    try:  # the emulator developer's cost model, when it has landed
-        from .. import costmodel as cm  # type: ignore
-    except Exception:  # noqa: BLE001
-        cm = None
-    src = "cost model (advisor.costmodel)" if cm is not None else "measured durations x precision factor"
-    cache: dict = {}
-    for i, node in enumerate(c.order):
-        a = g.nodes[node]
-        osh = a.get("out_shapes")
-        modelled = cm is not None and (osh is not None or a.get("in_shapes") is not None)
-        key = (c.types[i], bool(is_op[i]), _hkey(a.get("in_shapes")), _hkey(osh), a.get("flops"), a.get("bytes"),
-               None if modelled else a.get("duration_us"), None if modelled else _hkey(a.get("out_dtypes")))
-        hit = cache.get(key)
-        if hit is None:
-            hit = cache[key] = _node_times(cm, c.types[i], a, bool(is_op[i]), low_dtype)
-        cast[i], t32[i], tlo[i] = hit
-        d = a.get("duration_us")
-        if d is not None:
-            dur[i] = _as_float(d)
-            ran[i] = _ran(a)
-    es_a, ed_a = float_edges(c)
-    # casts are only inserted between kernels with a precision (not around views/consts)
-    keep = (kind[es_a] == _OP) & (kind[ed_a] == _OP) if len(es_a) else np.zeros(0, bool)
-    timed = np.isfinite(dur) & (dur > 0)
-    if not timed.any():
-        return TimeModel(t32, tlo, cast, es_a[keep], ed_a[keep], is_op, src)
-    low_run = ran == 1
-    if ran_low is not None:
-        low_run = np.where(ran == 0, np.asarray(ran_low, dtype=bool), low_run)
-    meas = timed & is_op & ((ran != 0) | (ran_low is not None))
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = np.where(t32 > 0, tlo / t32, 1.0)        # modelled low / fp32 time
-    t32 = np.where(meas, np.where(low_run, dur / np.where(ratio > 0, ratio, 1.0), dur), t32)
-    tlo = np.where(meas, np.where(low_run, dur, dur * ratio), tlo)
-    other = float(dur[timed & ~is_op].sum())
-    k = int(meas.sum())
-    step = float(dur[timed].sum()) if k == int(is_op.sum()) else None
-    src = (f"measured kernel durations ({k} of {int(is_op.sum())} ops; the other precision scaled by the "
-           f"{'cost model' if cm is not None else 'cube/vector precision factor'})")
-    return TimeModel(t32, tlo, cast, es_a[keep], ed_a[keep], is_op, src, meas, low_run, other, step)
-
-
-def _as_float(x: Any) -> float:
-    try:
-        return float(x)
-    except (TypeError, ValueError):
-        return float("nan")
-
-
-_RAN = {"fp16": 1, "bf16": 1, "fp32": 2, "fp64": 2}
-
-
-def _ran(a: dict) -> int:
-    """The precision a measured kernel ran in: 1 low, 2 fp32, 0 unknown (observed, else output dtype)."""
-    r = _RAN.get(str(a.get("precision_observed", "")), 0)
-    if r:
-        return r
-    outs = a.get("out_dtypes") or []
-    return _RAN.get(normalize_dtype(outs[0]), 0) if outs else 0
-
-
 # ---------------------------------------------------------------------- error model
 @dataclass
 class Prediction:
@@ -373,14 +174,6 @@ class Prediction:
         return max(-1.0, 1.0 - 0.5 * self.final_rel_l2 ** 2)
 
 
-def low_mask(p: Plan) -> np.ndarray:
-    a = np.array(p.precision_list, dtype=object)
-    m = a == LOW[0]
-    for x in LOW[1:]:
-        m |= a == x
-    return np.asarray(m, dtype=bool)
-
-
 class ErrorModel:
     """Predicts the final error of any plan of the compiled graph from the evidence."""
 
@@ -393,7 +186,7 @@ class ErrorModel:
         self.kind = kind
         g = c.graph
         idx = c.index
-        es, ed = float_edges(c)
+        es, ed = c.float_edges
         order_e = np.argsort(ed, kind="stable")
         self.p_idx = es[order_e].tolist()                      # CSR: producers of i are
         self.p_ptr = np.concatenate([[0], np.cumsum(np.bincount(ed, minlength=n))]).tolist()  # p_idx[ptr[i]:ptr[i+1]]
@@ -477,7 +270,7 @@ class ErrorModel:
             # errors received from an fp32 producer (not a fresh rounding of the op's input) pass with
             # the measured/type gain, else at most 1: inrnd's amplification is that of input rounding
             gain_prop = np.where(determined | amp | use, gain, np.minimum(gain, 1.0))
-            es_, ed_ = float_edges(c)
+            es_, ed_ = c.float_edges
             rounded_in = np.zeros(n, bool)
             if len(es_):
                 np.logical_or.at(rounded_in, ed_, lowm[es_])
@@ -613,59 +406,3 @@ class ErrorModel:
                 if low[p_]:
                     contrib[p_] = np.inf
         return contrib
-
-
-def _hkey(x: Any) -> Any:
-    if x is None or isinstance(x, (str, int, float)):
-        return x
-    try:
-        return tuple(tuple(v) if isinstance(v, (list, tuple)) else v for v in x)
-    except TypeError:
-        return str(x)
-
-
-def _node_times(cm: Any, t: str, a: dict, is_op: bool, low_dtype: str) -> tuple[float, float, float]:
-    """(cast cost of the output, fp32 time, low time) of one node (0 times for non-kernels)."""
-    el = _elems(a.get("out_shapes"))
-    cast = _LAUNCH_US + el * 6.0 / _HBM_BYTES_PER_US if el == el else _LAUNCH_US
-    if not is_op:
-        return cast, 0.0, 0.0
-    cube = is_cube_type(t)
-    f32 = flo = None
-    if cm is not None:
-        try:
-            ins, outs = _shapes(a.get("in_shapes")), _shapes(a.get("out_shapes"))
-            fl = a.get("flops")
-            if fl is None and (ins or outs):
-                fl = cm.estimate_flops(t, ins, outs)
-            by = a.get("bytes")
-            if by is None and (ins or outs):
-                by = cm.estimate_bytes(ins, outs)   # fp32 bytes
-            if fl is not None and by is not None:
-                f32 = float(cm.op_time_us(t, float(fl), float(by), "fp32"))
-                flo = float(cm.op_time_us(t, float(fl), float(by) / 2.0, low_dtype))
-        except Exception:  # noqa: BLE001 - fall back below
-            f32 = flo = None
-    if f32 is None:
-        factor = _CUBE_FP32_FACTOR if cube else _VECTOR_FP32_FACTOR
-        d = a.get("duration_us")
-        try:
-            d = float(d) if d is not None else float("nan")
-        except (TypeError, ValueError):
-            d = float("nan")
-        if d == d and d > 0:
-            outs = a.get("out_dtypes") or []
-            ex = str(outs[0]).lower() if outs else ""
-            ran_low = ex in ("fp16", "bf16", "float16", "dt_bf16", "bfloat16", "dt_float16")
-            flo = d if ran_low else d / factor
-            f32 = d * factor if ran_low else d
-        else:
-            fl = a.get("flops")
-            if fl is not None:
-                flo = _LAUNCH_US + float(fl) / (2.5e8 if cube else 1.0e7)
-            elif el == el:
-                flo = _LAUNCH_US + el * 4.0 / _HBM_BYTES_PER_US
-            else:
-                flo = 20.0 if cube else 2.0
-            f32 = _LAUNCH_US + (flo - _LAUNCH_US) * factor
-    return cast, f32, flo

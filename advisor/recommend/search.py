@@ -14,9 +14,10 @@ import numpy as np
 
 from ..mixlist import Mixlist, from_targets
 from ..oplists import BLACK, GRAY, WHITE, OpLists, precision_free
-from ..semantics import LOW, Compiled, Plan
+from ..semantics import FP32_BY_LIST, LOW, Compiled, NodeKind, Plan
 from . import tolerance as tolmod
-from .model import _OP, ErrorModel, Evidence, Prediction, low_mask
+from ..semantics import low_mask
+from .model import ErrorModel, Evidence, Prediction
 
 KINDS = ("black-add", "white-add", "black-remove", "white-remove")
 _TARGET = {"black-add": BLACK, "white-add": WHITE, "black-remove": GRAY, "white-remove": GRAY}
@@ -157,7 +158,7 @@ class Searcher:
             # walk the decision chain from the culprit to its root: each op on it decides i
             j, steps = i, 0
             while j >= 0 and steps < 64:
-                if kind[j] == _OP and p.precision_list[j] in LOW:
+                if kind[j] == NodeKind.OP and p.precision_list[j] in LOW:
                     t = c.types[j]
                     cls = lists.list_of(t)
                     why = "culprit" if j == i else "decision chain of a culprit"
@@ -179,13 +180,13 @@ class Searcher:
 
     # ------------------------------------------------------------------ search
     def better(self, a: Evaluated, b: Evaluated | None) -> bool:
-        """Objective: the largest low-precision share of compute (least savings forfeited), then
-        fewest edits, then fewest casts, then smallest error."""
+        """Objective: the largest low-precision share (costmodel.TimeModel.share), then fewest edits,
+        then fewest casts, then smallest error."""
         if b is None:
             return True
-        ta, tb = a.pred.lost_us, b.pred.lost_us
-        if abs(ta - tb) > REL_TIE * max(abs(ta), abs(tb), 1.0):
-            return ta < tb
+        sa, sb = a.pred.low_share, b.pred.low_share
+        if abs(sa - sb) > REL_TIE:
+            return sa > sb
         if a.size != b.size:
             return a.size < b.size
         if a.pred.casts != b.pred.casts:
@@ -211,7 +212,7 @@ class Searcher:
             if not opts:
                 break
             evs = [self.evaluate(o) for o in opts]
-            nxt = min(evs, key=lambda ev: (_err_key(ev), ev.pred.lost_us))
+            nxt = min(evs, key=lambda ev: (_err_key(ev), -ev.pred.low_share))
             if _err_key(nxt) >= _err_key(self.evaluate(cur)):
                 break
             cur = nxt.edits
@@ -223,12 +224,9 @@ class Searcher:
         for ev in feasible:
             if self.better(ev, best):
                 best = ev
-        base_t = self.base.pred.lost_us
-        delta = {e: singles[e].pred.lost_us - base_t for e in edits}
-        # savings each single edit forfeits, per node: a set's forfeit is at least that of the union
-        # of its members' flips to fp32 (list edits towards black only add fp32 ops)
+        # list edits towards black only move ops to fp32: a set's share is at most that of each member, and
+        # at most the share with the union of its members' flips to fp32 (both known without evaluating it)
         tm = self.model.times
-        w = np.where(tm.is_op, np.maximum(tm.t_fp32 - tm.t_low, 0.0), 0.0)
         base_low = self.base.low
         to32 = {e: np.flatnonzero(base_low & ~singles[e].low) for e in edits}
         # non-finite sources (model): every one must end in fp32 for the output to become finite, so a
@@ -247,14 +245,13 @@ class Searcher:
                 if need and all(x.kind in ("black-add", "white-remove") for x in combo) and \
                         not need <= frozenset().union(*(cover[x] for x in combo)):
                     continue
-                if best is not None:
-                    lb = base_t + max(delta[e] for e in combo)
-                    if lb > best.pred.lost_us * (1 + REL_TIE) + 1e-9:
+                if best is not None and all(x.kind in ("black-add", "white-remove") for x in combo):
+                    if min(singles[e].pred.low_share for e in combo) < best.pred.low_share - REL_TIE:
                         continue
-                    if all(x.kind in ("black-add", "white-remove") for x in combo):
-                        u = np.unique(np.concatenate([to32[x] for x in combo]))
-                        if base_t + float(w[u].sum()) > best.pred.lost_us * (1 + REL_TIE) + 1e-9:
-                            continue
+                    low = base_low.copy()
+                    low[np.concatenate([to32[x] for x in combo])] = False
+                    if tm.share(low) < best.pred.low_share - REL_TIE:
+                        continue
                 if self.evaluations >= max_evals or (
                         time_budget_s is not None and time.perf_counter() - t0 > time_budget_s):
                     truncated = True
@@ -270,8 +267,8 @@ class Searcher:
                 break
         fewest = None
         for ev in feasible:
-            if fewest is None or (ev.size, ev.pred.lost_us, _err_key(ev)) < (fewest.size, fewest.pred.lost_us,
-                                                                             _err_key(fewest)):
+            if fewest is None or (ev.size, -ev.pred.low_share, _err_key(ev)) < (fewest.size, -fewest.pred.low_share,
+                                                                                _err_key(fewest)):
                 fewest = ev
         stats = {"candidates": len(edits), "candidate_types": n_types, "largest_set": largest,
                  "evaluations": self.evaluations, "truncated": truncated, "seconds": round(time.perf_counter() - t0, 3)}
@@ -284,7 +281,7 @@ class Searcher:
         changed = True
         while changed and cur.edits:
             changed = False
-            for e in sorted(cur.edits, key=lambda x: (-self._single_lost(x), x.type)):
+            for e in sorted(cur.edits, key=lambda x: (self._single_share(x), x.type)):
                 without = self.evaluate(cur.edits - {e})
                 if without.ok:
                     cur = without
@@ -296,8 +293,9 @@ class Searcher:
             proof.append({"edit": str(e), "without_it": _pred_dict(w.pred), "meets_tolerance_without_it": w.ok})
         return cur, proof
 
-    def _single_lost(self, e: Edit) -> float:
-        return self.evaluate(frozenset([e])).pred.lost_us
+    def _single_share(self, e: Edit) -> float:
+        """The share with this edit alone: the costliest edits (lowest share) are dropped first."""
+        return self.evaluate(frozenset([e])).pred.low_share
 
     # ------------------------------------------------------------------ performance edits
     def perf_candidates(self, at: Evaluated, ev: Evidence | None, fixed_types: set[str],
@@ -310,9 +308,9 @@ class Searcher:
         lists = lists_with(self.base_lists, at.edits)
         kind = np.asarray(c.kind)
         types = np.asarray(c.types, dtype=object)
-        fp32_op = (kind == _OP) & ~low_mask(p)
+        fp32_op = (kind == NodeKind.OP) & ~low_mask(p)
         rules = np.asarray(p.rules, dtype=object)
-        by_rule = np.isin(rules, ["black", "gray-inherit", "gray-skip-cast"])
+        by_rule = np.isin(rules, list(FP32_BY_LIST))
         sel = np.flatnonzero(fp32_op & by_rule)
         if not len(sel):
             return []
