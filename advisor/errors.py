@@ -21,3 +21,8 @@ class InputError(AdvisorError):
 
 class MixlistError(InputError):
     """A mixlist GE would reject (bad JSON, wrong structure, conflicting edits)."""
+
+
+class OutputError(InputError):
+    """An output that cannot be written: a file where a folder belongs, a read-only folder, a FIFO or
+    device under an output name, a full disk.  One line naming the path; exit 2 (a bad ``--out``)."""

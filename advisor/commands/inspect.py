@@ -2,8 +2,6 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Optional
 
@@ -15,28 +13,12 @@ from .common import OpsInfoOption, SocOption, chip_lists
 
 def _export(g, path: str) -> Optional[Path]:
     """graph.export atomically; an existing file is kept as <name>.bak (returned)."""
+    from ..fsutil import atomic_write_via
     from ..graph import export
     p = Path(path)
     if p.suffix not in (".graphml", ".dot"):
         raise InputError(p, "export format must be .graphml or .dot")
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=p.suffix, dir=str(p.parent))
-    os.close(fd)
-    kept = None
-    try:
-        export(g, tmp)
-        if p.exists():
-            kept = p.with_name(p.name + ".bak")
-            i = 1
-            while kept.exists():
-                kept = p.with_name(f"{p.name}.bak{i}")
-                i += 1
-            os.replace(p, kept)
-        os.replace(tmp, p)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return kept
+    return atomic_write_via(p, lambda tmp: export(g, tmp), keep_existing=True)
 
 
 def _pct(x: float) -> str:
