@@ -8,7 +8,8 @@ from typing import Optional
 import typer
 
 from ..errors import AdvisorError, InputError
-from .common import OpsInfoOption, SocOption, chip_lists
+from ..fsutil import check_out_dir
+from .common import OpsInfoOption, SocOption, chip_lists, human_report
 
 
 def _export(g, path: str) -> Optional[Path]:
@@ -124,6 +125,8 @@ def register(app: typer.Typer) -> None:
             p = Path(profile)
             if not p.exists():
                 raise InputError(p, "no such file or directory")
+            if export:
+                check_out_dir(Path(export).parent, "--export folder")
             log = StageLog()
             run = load_run(p, rank=rank, step=step, progress=log)
             if run.found is not None and run.found.empty:
@@ -144,7 +147,7 @@ def register(app: typer.Typer) -> None:
                 s["exported"] = export
             if as_json:
                 typer.echo(json.dumps(s, indent=2, ensure_ascii=False, default=str))
-            else:
+            with human_report(as_json):
                 _print(s)
                 if export:
                     typer.echo(f"\nop graph written to {export}" + (f" (previous file kept as {kept})" if kept else ""))

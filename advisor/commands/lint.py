@@ -8,7 +8,7 @@ import typer
 
 from ..errors import InputError
 from ..lint import SEVERITY_ORDER, lint_file
-from .common import OpsInfoOption, SocOption, chip_lists
+from .common import OpsInfoOption, SocOption, chip_lists, human_report
 
 
 def register(app: typer.Typer) -> None:
@@ -27,14 +27,14 @@ def register(app: typer.Typer) -> None:
         if as_json:
             typer.echo(json.dumps({"soc": lists.soc, "files": {p: [f.to_dict() for f in fs] for p, fs in results.items()},
                                    "unreadable": unreadable}, indent=2, ensure_ascii=False))
-        else:
+        with human_report(as_json):
             for p, fs in results.items():
                 for f in fs:
                     typer.echo(str(f))
                 if not fs:
                     typer.echo(f"{p}: ok")
-            for u in unreadable:
-                typer.echo(f"advisor: error: {u}", err=True)
+        for u in unreadable:
+            typer.echo(f"advisor: error: {u}", err=True)
         if unreadable:
             raise typer.Exit(2)
         raise typer.Exit(1 if any(results.values()) else 0)
