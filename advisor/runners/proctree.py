@@ -82,7 +82,7 @@ def _reap() -> None:
 # ---------------------------------------------------------------------- parent side
 def start_tree(argv: list[str], *, pass_fds: tuple[int, ...] = (), **popen_kw) -> subprocess.Popen:
     """Start ``argv`` under a shepherd; returns the shepherd's Popen, whose exit status is the
-    command's (``-N`` when a signal N ended it).  Raises OSError when the command cannot start,
+    command's (``-N`` when a signal N ended it) and whose ``command_pid`` is the command's pid.  Raises OSError when the command cannot start,
     exactly like ``subprocess.Popen``.  ``popen_kw``: stdin, stdout, stderr, env, cwd."""
     r, w = os.pipe()
     try:
@@ -103,6 +103,7 @@ def start_tree(argv: list[str], *, pass_fds: tuple[int, ...] = (), **popen_kw) -
     if not status.startswith("started"):  # the shepherd itself failed to run
         proc.wait()
         raise OSError(0, f"could not start the process supervisor (exit {proc.returncode})", sys.executable)
+    proc.command_pid = int(status.split()[1])  # type: ignore[attr-defined]
     return proc
 
 
