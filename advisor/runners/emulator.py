@@ -20,7 +20,6 @@ from ..errors import AdvisorError, InputError
 from ..fsutil import make_out_dir
 from ..mixlist import Mixlist
 from .base import FAILED, OK, TIMEOUT, Runner, RunResult, write_mixlist_file
-from .worker import CaptureWorker
 
 
 class EmulatorRunner(Runner):
@@ -31,7 +30,7 @@ class EmulatorRunner(Runner):
         self.target = target
         self.soc, self.ops_info, self.seed, self.dump, self.batches = soc, ops_info, seed, dump, batches
         self.timeout = timeout
-        self._worker: CaptureWorker | None = None
+        self._worker = None   # runners.worker.CaptureWorker, started by the first run
 
     def describe(self) -> dict:
         return {"runner": self.name, "target": str(self.target) if isinstance(self.target, (str, Path)) else
@@ -100,6 +99,7 @@ class EmulatorRunner(Runner):
         out_path, err_path = run_dir.parent / "stdout.txt", run_dir.parent / "stderr.txt"
         make_out_dir(run_dir.parent)
         if self._worker is None:
+            from .worker import CaptureWorker  # not at import: ``python -m advisor.runners.worker`` runs it
             self._worker = CaptureWorker()
         t0 = time.monotonic()
         reply = self._worker.capture(str(self.target), run_dir, timeout=self.timeout, stdout=out_path,

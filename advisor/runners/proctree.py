@@ -182,9 +182,16 @@ def _shepherd(args: list[str]) -> int:
         if not subreaper:  # no subreaper (not Linux): the process group, this shepherd included
             os.killpg(0, signal.SIGKILL)
         return 128 + int(e.args[0])
-    if rc < 0:  # mirror a death by signal
-        signal.signal(-rc, signal.SIG_DFL)
+    if rc < 0:  # mirror a death by signal (without a core file of this shepherd)
+        try:
+            import resource
+            resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
+        except (ImportError, ValueError, OSError):
+            pass
+        if -rc not in (signal.SIGKILL, signal.SIGSTOP):
+            signal.signal(-rc, signal.SIG_DFL)
         os.kill(os.getpid(), -rc)
+        return 128 - rc  # a signal whose default is not to end the process
     return rc
 
 
