@@ -2,6 +2,12 @@
 from __future__ import annotations
 
 
+def one_line(text: str) -> str:
+    """``text`` with control characters escaped (a newline or NUL in a file name or a user's message
+    shows as ``\\n``, ``\\x00``): an error stays one line."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 class AdvisorError(Exception):
     """Base class; ``exit_code`` is what the CLI returns."""
 
@@ -16,7 +22,8 @@ class InputError(AdvisorError):
     def __init__(self, path: object, problem: str):
         self.path = str(path) if path is not None else ""
         self.problem = problem
-        super().__init__(f"{self.path}: {problem}" if self.path else problem)
+        where, what = one_line(self.path), one_line(problem)
+        super().__init__(f"{where}: {what}" if where else what)
 
 
 class MixlistError(InputError):
