@@ -33,7 +33,7 @@ class Workload:
         return self.loss_fn is not None
 
 
-def _is_tf_object(obj: Any) -> bool:
+def is_tf_model(obj: Any) -> bool:
     """TensorFlow/Keras object (a user subclass of keras.Model included: decided on the class
     hierarchy, without importing TensorFlow)."""
     try:
@@ -64,7 +64,7 @@ def normalize(result: Any, source: str = "", name: str | None = None) -> Workloa
     wl.batches = _normalize_batches(wl.batches, source)
     if wl.loss_fn is not None and not callable(wl.loss_fn):
         raise InputError(source, "loss_fn must be callable as loss_fn(output, batch) -> scalar tensor")
-    if _is_tf_object(wl.model):
+    if is_tf_model(wl.model):
         return wl  # delegated to advisor.tf by the capture (or refused there with install hints)
     try:
         import torch

@@ -86,6 +86,21 @@ def trace_workload(wl: Workload, step: int = 0, seed: int = 0):
 
 
 # ---------------------------------------------------------------------- helpers
+def _load_workload(target_or_workload: Any, batches: int | list | None) -> tuple[Workload, str]:
+    """(Workload, the name capture records as its target); ``batches`` as ``capture`` takes it."""
+    if isinstance(target_or_workload, str):
+        wl = load_target(target_or_workload)
+        target = target_or_workload
+    else:
+        wl = normalize(target_or_workload, "workload")
+        target = getattr(target_or_workload, "name", None) or "workload"
+    if isinstance(batches, int):
+        wl.batches = wl.batches[:max(1, batches)]
+    elif batches is not None:
+        wl.batches = normalize((wl.model, batches), "batches").batches
+    return wl, target
+
+
 def _check_traced(rec: StepRecord, target: Any) -> None:
     """A forward that returns no tensor (a str, None, ...) or runs no tensor operation gives nothing
     to compare or recommend: one clear error instead of an empty run directory."""
@@ -233,16 +248,7 @@ def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semanti
     ``progress`` (its ``note``) hears it (``rundir.StagedRunDir``).  In-process: a workload that hangs
     or ends the process is not guarded here (``advisor capture`` runs it in a child process)."""
     check_run_out(out)
-    if isinstance(target_or_workload, str):
-        wl = load_target(target_or_workload)
-        target = target_or_workload
-    else:
-        wl = normalize(target_or_workload, "workload")
-        target = getattr(target_or_workload, "name", None) or "workload"
-    if isinstance(batches, int):
-        wl.batches = wl.batches[:max(1, batches)]
-    elif batches is not None:
-        wl.batches = normalize((wl.model, batches), "batches").batches
+    wl, target = _load_workload(target_or_workload, batches)
     if not isinstance(wl.model, torch.nn.Module) and not callable(wl.model) or _is_tf(wl.model):
         return _delegate_tf(wl, out, mode=mode, mixlist=mixlist, soc=soc, ops_info=ops_info, seed=seed,
                             dump=dump, target=target, local=local, progress=progress)
@@ -359,8 +365,8 @@ def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semanti
 
 
 def _is_tf(model) -> bool:
-    from ..workload import _is_tf_object
-    return _is_tf_object(model)
+    from ..workload import is_tf_model
+    return is_tf_model(model)
 
 
 def _delegate_tf(wl: Workload, out, **kw) -> Path:
