@@ -336,8 +336,11 @@ class StagedRunDir:
     def __exit__(self, exc_type, exc, tb) -> None:
         if exc_type is None:
             self.commit()
-        else:
-            self.abort()
+            return
+        self.abort()
+        if isinstance(exc, OSError):  # writing the run failed (a full disk, a vanished folder): one line
+            raise OutputError(exc.filename or self.out, f"cannot write the run directory: {exc.strerror or exc}") \
+                from None
 
     def backup_notes(self) -> list[str]:
         """Claim the backup name of a non-empty ``out`` now (just before run.json is written), so

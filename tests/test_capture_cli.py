@@ -290,3 +290,24 @@ def test_json_behaves_alike_on_every_command(tmp_path, run_dir, capfd):
            "tune": ["tune", f"{missing}.py:f", "--out", str(tmp_path / "t2")]}
     for name, argv in bad.items():
         _one_line_error(_main(capfd, *argv, "--json"))
+
+
+def test_disk_full_mid_capture_leaves_out_as_it_was(tmp_path, monkeypatch):
+    import errno
+
+    import torch
+
+    from advisor.emulator import capture
+    from advisor.errors import OutputError
+    out = tmp_path / "run"
+    out.mkdir()
+    (out / "mine.txt").write_text("keep me")
+
+    def full(*a, **kw):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), "Model.output.0.forward.output.0.pt")
+    monkeypatch.setattr(torch, "save", full)
+    with pytest.raises(OutputError, match="No space left on device") as e:
+        capture(_wl(tmp_path), out, dump="tensors", local=False)
+    assert "\n" not in str(e.value)
+    assert (out / "mine.txt").read_text() == "keep me" and not (tmp_path / "run.bak").exists()
+    assert not [q for q in tmp_path.iterdir() if q.name.endswith(".partial")]
