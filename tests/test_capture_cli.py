@@ -84,20 +84,15 @@ return self.l(x)""")
     out = tmp_path / "run"
     proc = subprocess.Popen([sys.executable, "-m", "advisor", "capture", slow, "--out", str(out), "--dump", "stats"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    for _ in range(2400):
-        if marker.exists() and marker.read_text():
-            break
+    while not (marker.exists() and marker.read_text()):   # the test's timeout bounds every wait
         assert proc.poll() is None, "capture ended early"
         time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
     assert not out.exists()   # nothing half-written under --out
     workload_pid = int(marker.read_text())
-    for _ in range(200):      # the workload dies with the advisor process
-        if not _alive(workload_pid):
-            break
+    while _alive(workload_pid):   # the workload dies with the advisor process (else the test times out)
         time.sleep(0.05)
-    assert not _alive(workload_pid)
     p = _main(capfd, "capture", _wl(tmp_path, name="fast"), "--out", str(out), "--dump", "stats", "--no-local-error")
     assert p.returncode == 0, p.stderr
     assert (out / "run.json").is_file()
@@ -150,9 +145,8 @@ def test_workload_that_returns_nothing_or_ends_the_process(tmp_path, forward, wo
 
 def test_workload_that_never_returns_times_out(tmp_path, capfd):
     out = tmp_path / "run"
-    t0 = time.monotonic()
     err = _one_line_error(_main(capfd, "capture", _wl(tmp_path, "time.sleep(600)"), "--out", str(out), "--timeout", "5"))
-    assert "did not finish within 5 s" in err and time.monotonic() - t0 < 200
+    assert "did not finish within 5 s" in err
     assert not out.exists() and not [q for q in tmp_path.iterdir() if q.name.endswith(".partial")]
     assert "positive" in _one_line_error(_main(capfd, "capture", _wl(tmp_path), "--out", str(out), "--timeout", "0"))
 
@@ -175,9 +169,8 @@ def test_tune_json_stdout_carries_only_json_and_timeout_reaches_the_emulator(tmp
     assert json.loads(p.stdout)["runs"] >= 1
     assert "workload says hi" in (tmp_path / "t" / "iter_00" / "stdout.txt").read_text()
     hang = _wl(tmp_path, "time.sleep(600)", name="hang")
-    t0 = time.monotonic()
     p = _main(capfd, "tune", hang, "--out", str(tmp_path / "h"), "--json", "--timeout", "5", "--max-runs", "2")
-    assert p.returncode == 1 and time.monotonic() - t0 < 200, p.stderr
+    assert p.returncode == 1, p.stderr
     it = json.loads((tmp_path / "h" / "iter_00" / "iteration.json").read_text())
     assert it["result"]["status"] == "timeout" and "5 s" in it["result"]["message"]
 
