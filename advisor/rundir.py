@@ -406,6 +406,12 @@ class StagedRunDir:
             self._reserved = None
 
 
+def keep_previous_out(out: str | os.PathLike) -> Path | None:
+    """Move a non-empty ``out`` aside as ``<out>.bak[N]`` (a folder that is written in place, e.g. a
+    fresh tune's ``--out``); the kept path, or None when there was nothing to keep."""
+    return keep_dir_as_backup(Path(out)) if _non_empty(Path(out)) else None
+
+
 def remove_partial_runs(out: str | os.PathLike, pid: int | None = None) -> None:
     """Remove the partial folders of captures into ``out`` that can no longer finish: those of process
     ``pid`` (killed by a timeout), or, without ``pid``, of processes that no longer exist."""

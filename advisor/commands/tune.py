@@ -1,7 +1,6 @@
 """advisor tune TARGET --out DIR: capture -> compare -> recommend -> re-capture until confirmed."""
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Optional
 
 import typer
@@ -47,9 +46,8 @@ def register(app: typer.Typer) -> None:
 
         from ..compare.tolerance import tolerance_from_options
         from ..mixlist import load
-        from ..fsutil import keep_dir_as_backup
         from ..progress import StageLog, note
-        from ..rundir import check_run_out
+        from ..rundir import check_run_out, keep_previous_out
         from ..runners import make_runner
         from ..tune import tune as do_tune
         r = None
@@ -64,10 +62,9 @@ def register(app: typer.Typer) -> None:
                 raise InputError("tolerance", str(e)) from None
             base = load(mixlist) if mixlist else None
             check_run_out(out)
-            if not resume and _non_empty(Path(out)):  # a fresh tune: the previous contents are kept
-                kept = keep_dir_as_backup(Path(out))
-                if kept is not None:
-                    note(f"kept the previous contents of {out} as {kept}")
+            kept = None if resume else keep_previous_out(out)   # a fresh tune: the previous contents are kept
+            if kept is not None:
+                note(f"kept the previous contents of {out} as {kept}")
             log = StageLog()
             s = do_tune(r, out, mode=mode, max_runs=max_runs, holdout=holdout, resume=resume, tolerance=tol,
                         learn=not no_learn, perf=not no_perf, base_mixlist=base, soc=soc, ops_info=ops_info,
@@ -85,10 +82,6 @@ def register(app: typer.Typer) -> None:
         with human_report(as_json):
             _print(s, out)
         raise typer.Exit(0 if s["confirmed"] else 1)
-
-
-def _non_empty(p: Path) -> bool:
-    return p.is_dir() and any(p.iterdir())
 
 
 def _print(s: dict, out: str) -> None:
