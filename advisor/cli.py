@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import importlib
 import sys
+import traceback
 
 import typer
 
+from . import __version__
 from .errors import AdvisorError
+from .progress import NORMAL, QUIET, VERBOSE, set_verbosity, verbosity
 
 COMMAND_MODULES = ("lint", "inspect", "capture", "compare", "recommend", "diff", "replay", "tune")
 
@@ -15,9 +18,24 @@ app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_
                   help="Recommend Ascend mixed-precision mixlist edits from evidence.")
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        typer.echo(f"advisor {__version__}")
+        raise typer.Exit(0)
+
+
 @app.callback()
-def _root() -> None:
+def _root(version: bool = typer.Option(False, "--version", is_eager=True, callback=_print_version,
+                                       help="Print the version and exit."),
+          quiet: bool = typer.Option(False, "--quiet", "-q", help="Only errors on stderr: no progress, no notes "
+                                                                   "(overrides ADVISOR_PROGRESS)."),
+          verbose: bool = typer.Option(False, "--verbose", "-v", help="Progress even when stderr is not a terminal, "
+                                                                       "every stage's time, and details (overrides "
+                                                                       "ADVISOR_PROGRESS).")) -> None:
     """advisor: which op types to move between the Ascend mixed-precision black, white and gray lists."""
+    if quiet and verbose:
+        raise typer.BadParameter("choose one of --quiet and --verbose", param_hint="--quiet/--verbose")
+    set_verbosity(QUIET if quiet else VERBOSE if verbose else NORMAL)
 
 
 def _register_all() -> None:
@@ -49,6 +67,14 @@ def main(argv: list[str] | None = None) -> int:
     except AdvisorError as e:
         typer.echo(f"advisor: error: {e}", err=True)
         return e.exit_code
+    except OSError as e:  # the system refused a file operation no reader or writer turned into one line
+        if verbosity() == VERBOSE:
+            traceback.print_exc()
+        where = f"{e.filename}: " if e.filename else ""
+        typer.echo(f"advisor: error: {where}{e.strerror or e}", err=True)
+        return 2
+    finally:
+        set_verbosity(NORMAL)
     return 0
 
 

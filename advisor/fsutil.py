@@ -1,52 +1,272 @@
-"""Safe file output: atomic writes, never silently overwrite a user's file, stay inside a folder."""
+"""Safe file output and strict reading of users' files.
+
+Writers: every output is written to a temp file in its folder and renamed into place (readers never
+see half a file), created with the user's umask, never written through a FIFO, a device or a
+symlink to one, and a user's differing file is kept as ``<name>.bak`` by a hard link made only once
+the new content is complete (a full disk never costs the user's file).  Parallel writers are safe:
+each either keeps what it replaces or finds its own content in place.  Every failure is one
+:class:`~advisor.errors.OutputError` line (exit 2)."""
 from __future__ import annotations
 
+import errno
 import json
 import os
+import secrets
 import stat
-import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterator
 
-from .errors import InputError
+from .errors import InputError, OutputError
+
+_NO_HARD_LINKS = {errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EMLINK, errno.EXDEV, errno.ENOSYS}
+_MAX_BACKUPS = 10_000
 
 
 def atomic_write_text(path: str | os.PathLike, text: str, keep_existing: bool = False) -> Path | None:
-    """Write ``text`` to ``path`` atomically (temp file + rename in the same folder).
+    """Write ``text`` (UTF-8) to ``path`` atomically.
 
-    With ``keep_existing`` an existing file whose content differs is first renamed to
-    ``<name>.bak`` (``.bak1``, ``.bak2``, ... if taken); the kept path is returned.
+    With ``keep_existing`` an existing file whose content differs is kept as ``<name>.bak``
+    (``.bak1``, ``.bak2``, ... if taken) and that path is returned; identical content is left as it is.
     """
-    p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    kept = None
-    if keep_existing and p.exists():
-        try:
-            same = p.read_text(encoding="utf-8") == text
-        except (OSError, UnicodeDecodeError):
-            same = False
-        if not same:
-            kept = free_backup_name(p)
-            os.replace(p, kept)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=str(p.parent))
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, p)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    return kept
+    data = text.encode("utf-8")
+
+    def fill(fd: int, tmp: Path) -> None:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    return _replace_with(path, fill, keep_existing)
 
 
 def atomic_write_json(path: str | os.PathLike, obj: Any, keep_existing: bool = False, indent: int = 2) -> Path | None:
     return atomic_write_text(path, json.dumps(obj, indent=indent, ensure_ascii=False, default=_json_default) + "\n",
                              keep_existing=keep_existing)
+
+
+def atomic_write_via(path: str | os.PathLike, write: Callable[[str], Any], keep_existing: bool = False) -> Path | None:
+    """Like :func:`atomic_write_text` for a writer that takes a file name (``write(tmp_name)``, e.g. a
+    graph exporter): it fills a temp file in the same folder, which then replaces ``path``."""
+    return _replace_with(path, lambda fd, tmp: write(str(tmp)), keep_existing)
+
+
+def _replace_with(path: str | os.PathLike, fill: Callable[[int, Path], None], keep_existing: bool) -> Path | None:
+    """Steps in the order that never loses the user's file: refuse a special file, write and sync the
+    temp file, only then link the previous file to its backup name, then rename the temp into place."""
+    p = Path(path)
+    make_out_dir(p.parent)
+    _refuse_special(p)
+    fd, tmp = _new_temp(p)
+    done = False
+    try:
+        try:
+            fill(fd, tmp)
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        kept = _keep_previous(p, tmp) if keep_existing else None
+        if kept is _SAME:
+            return None
+        os.replace(tmp, p)
+        done = True
+        return kept
+    except OSError as e:
+        raise OutputError(p, f"cannot write: {e.strerror or e}") from None
+    finally:
+        if not done:
+            _unlink_quiet(tmp)
+
+
+_SAME: Any = object()  # _keep_previous: the file in place already has the new content
+
+
+def _new_temp(p: Path) -> tuple[int, Path]:
+    """A new hidden temp file beside ``p`` (same suffix: writers that pick a format by suffix work),
+    created (O_EXCL) with mode 0666 minus the user's umask."""
+    while True:
+        tmp = p.with_name(f".{p.stem}.{secrets.token_hex(4)}.tmp{p.suffix}")
+        try:
+            return os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666), tmp
+        except FileExistsError:
+            continue
+        except OSError as e:
+            raise OutputError(p.parent, f"cannot write {p.name} here: {e.strerror or e}") from None
+
+
+def _refuse_special(p: Path) -> None:
+    """An output name that is a directory, a FIFO, a device or a symlink to one is never replaced or
+    written through (reading a FIFO to compare would hang, /dev/zero never ends)."""
+    try:
+        st = os.stat(p)
+    except FileNotFoundError:
+        return  # nothing there, or a dangling symlink (replaced like a file)
+    except OSError as e:
+        raise OutputError(p, f"cannot write: {e.strerror or e}") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise OutputError(p, "is a directory, not a file; refusing to replace it")
+    if not stat.S_ISREG(st.st_mode):
+        raise OutputError(p, "exists and is not a regular file (a FIFO, device or socket, or a symlink to one); "
+                             "refusing to write it")
+
+
+def backup_names(p: Path) -> Iterator[Path]:
+    """``<name>.bak``, ``<name>.bak1``, ``.bak2``, ... (the caller claims one atomically)."""
+    yield p.with_name(p.name + ".bak")
+    for i in range(1, _MAX_BACKUPS):
+        yield p.with_name(f"{p.name}.bak{i}")
+    raise OutputError(p, f"{_MAX_BACKUPS} backups already exist beside it; clean them up")
+
+
+def _keep_previous(p: Path, tmp: Path) -> Any:
+    """Keep the file now at ``p`` under a free backup name: a hard link claimed atomically (``link``
+    fails when the name exists), so the file never leaves ``p``; identical content -> ``_SAME``."""
+    for cand in backup_names(p):
+        try:
+            os.link(p, cand, follow_symlinks=False)
+        except FileExistsError:
+            continue
+        except FileNotFoundError:
+            return None  # nothing (left) to keep
+        except OSError as e:
+            if e.errno not in _NO_HARD_LINKS:
+                raise
+            return _copy_previous(p, tmp)
+        if _same_content(cand, tmp):
+            _unlink_quiet(cand)
+            return _SAME
+        return cand
+    return None  # pragma: no cover - backup_names raises first
+
+
+def _copy_previous(p: Path, tmp: Path) -> Any:
+    """The backup on a filesystem without hard links: a copy under a name claimed with O_EXCL."""
+    try:
+        old = _read_regular(p)
+    except FileNotFoundError:
+        return None
+    if old == Path(tmp).read_bytes():
+        return _SAME
+    for cand in backup_names(p):
+        try:
+            fd = os.open(cand, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o666)
+        except FileExistsError:
+            continue
+        try:
+            view = memoryview(old)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        except OSError:
+            os.close(fd)
+            _unlink_quiet(cand)
+            raise
+        os.close(fd)
+        return cand
+    return None  # pragma: no cover
+
+
+def _read_regular(p: Path) -> bytes:
+    """Bytes of ``p`` if it is a regular file (opened without blocking, checked after opening)."""
+    fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise OutputError(p, "exists and is not a regular file; refusing to write it")
+        chunks = []
+        while True:
+            b = os.read(fd, 1 << 20)
+            if not b:
+                return b"".join(chunks)
+            chunks.append(b)
+    finally:
+        os.close(fd)
+
+
+def _same_content(a: Path, b: Path) -> bool:
+    try:
+        sa, sb = os.stat(a), os.stat(b)
+    except FileNotFoundError:
+        return False
+    if not stat.S_ISREG(sa.st_mode):
+        raise OutputError(a, "exists and is not a regular file; refusing to write it")
+    return sa.st_size == sb.st_size and _read_regular(a) == _read_regular(b)
+
+
+def _unlink_quiet(p: Path) -> None:
+    try:
+        os.unlink(p)
+    except OSError:
+        pass
+
+
+def make_out_dir(d: str | os.PathLike) -> Path:
+    """Create the folder ``d`` (and its parents, with the user's umask), or one OutputError line."""
+    d = Path(d)
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise OutputError(d, "exists and is not a directory") from None
+    except NotADirectoryError:
+        raise OutputError(_nearest_existing(d), "is not a directory") from None
+    except OSError as e:
+        raise OutputError(d, f"cannot create the folder: {e.strerror or e}") from None
+    return d
+
+
+def check_out_dir(path: str | os.PathLike, what: str = "--out") -> Path:
+    """Check, before any work and creating nothing, that ``path`` can be an output folder: it is (or
+    its nearest existing ancestor is) a writable directory.  One OutputError line otherwise."""
+    p = Path(path)
+    q = _nearest_existing(p)
+    try:
+        st = os.stat(q)
+    except OSError as e:
+        raise OutputError(q, f"cannot use as {what}: {e.strerror or e}") from None
+    if not stat.S_ISDIR(st.st_mode):
+        raise OutputError(q, f"{'exists and ' if q == p else ''}is not a directory; cannot use it as {what}")
+    if not os.access(q, os.W_OK | os.X_OK):
+        raise OutputError(q, f"folder is not writable (permission denied); choose another {what}")
+    return p
+
+
+def _nearest_existing(p: Path) -> Path:
+    """``p`` or its nearest ancestor that exists (a file in the middle of the path included)."""
+    q = p
+    while True:
+        try:
+            os.stat(q)
+            return q
+        except (FileNotFoundError, NotADirectoryError):
+            if q.parent == q:
+                return q
+            q = q.parent
+        except OSError:
+            return q
+
+
+def keep_dir_as_backup(p: Path) -> Path | None:
+    """Move the folder (or symlink) ``p`` aside to a free ``<name>.bak[N]``, claimed atomically (an
+    empty folder made with mkdir, then replaced by the rename).  None when ``p`` is gone."""
+    for cand in backup_names(p):
+        if os.path.islink(p):
+            try:
+                os.link(p, cand, follow_symlinks=False)
+            except FileExistsError:
+                continue
+            except FileNotFoundError:
+                return None
+            os.unlink(p)
+            return cand
+        try:
+            os.mkdir(cand)
+        except FileExistsError:
+            continue
+        try:
+            os.rename(p, cand)
+        except OSError as e:
+            os.rmdir(cand)
+            if e.errno == errno.ENOENT:
+                return None
+            raise
+        return cand
+    return None  # pragma: no cover
 
 
 def _json_default(o: Any) -> Any:
@@ -63,16 +283,6 @@ def _json_default(o: Any) -> Any:
     if isinstance(o, Path):
         return str(o)
     raise TypeError(f"not JSON serialisable: {type(o).__name__}")
-
-
-def free_backup_name(p: Path) -> Path:
-    """``<name>.bak``, or ``<name>.bak1``, ``.bak2``, ... when taken."""
-    cand = p.with_name(p.name + ".bak")
-    i = 1
-    while cand.exists():
-        cand = p.with_name(f"{p.name}.bak{i}")
-        i += 1
-    return cand
 
 
 def resolve_inside(base: str | os.PathLike, relative: str, what: str = "path") -> Path:

@@ -13,13 +13,16 @@ Layout (docs/formats.md, "Run directory")::
 from __future__ import annotations
 
 import csv
+import errno
 import io
 import json
 import math
 import os
 import platform
 import re
+import secrets
 import shutil
+import stat
 import time
 from pathlib import Path
 from typing import Any, Iterable, Sequence
@@ -27,8 +30,9 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from . import __version__
-from .errors import InputError
-from .fsutil import atomic_write_json, atomic_write_text, free_backup_name
+from .errors import InputError, OutputError
+from .fsutil import (atomic_write_json, atomic_write_text, backup_names, check_out_dir, keep_dir_as_backup,
+                     make_out_dir)
 
 # kernel_details.csv columns exactly as torch_npu writes them (sample: torch_npu_profile_mstt)
 KERNEL_COLUMNS = ["Step Id", "Model ID", "Task ID", "Stream ID", "Name", "Type", "Accelerator Core",
@@ -117,11 +121,13 @@ def versions() -> dict:
 
 class RunWriter:
     """Writes one run directory.  ``meta``: target, mode, soc, mixlist (dict or None), seed, name,
-    framework ("pytorch" | "tensorflow"), plus anything else to keep in run.json."""
+    framework ("pytorch" | "tensorflow"), plus anything else to keep in run.json.  ``final_dir``: where
+    the folder will be once complete (a ``StagedRunDir``'s ``out``), for the absolute paths files name."""
 
-    def __init__(self, out_dir: str | os.PathLike, meta: dict):
+    def __init__(self, out_dir: str | os.PathLike, meta: dict, final_dir: str | os.PathLike | None = None):
         self.out = Path(out_dir)
         self.out.mkdir(parents=True, exist_ok=True)
+        self.final = Path(os.path.abspath(final_dir if final_dir is not None else out_dir))
         self.meta = dict(meta)
         self.meta.setdefault("framework", "pytorch")
         self.meta.setdefault("emulated", True)
@@ -232,7 +238,7 @@ class RunWriter:
                 for fname, arr in files.items():
                     np.save(tdir / fname, np.asarray(arr), allow_pickle=False)
         dj = {"task": task, "level": level, "framework": self.framework,
-              "dump_data_dir": str(tdir.resolve()) if files else None, "data": data}
+              "dump_data_dir": str(self.final / tdir.relative_to(self.out)) if files else None, "data": data}
         atomic_write_json(d / "dump.json", dj)
         atomic_write_json(d / "stack.json", {})
         atomic_write_json(d / "construct.json", {})
@@ -294,23 +300,180 @@ class _TraceBuilder:
         return "[\n" + ",\n".join(json.dumps(e, separators=(",", ":")) for e in self.events) + "\n]\n"
 
 
-def prepare_run_dir(out: str | os.PathLike) -> tuple[Path, str | None]:
-    """Create the run directory ``out``.  A previous run directory there is kept as ``<out>.bak[N]``;
-    a non-empty folder that is not a run directory is refused (never overwrite a user's files).
-    Returns (directory, path of the kept previous run or None)."""
-    p = Path(out)
-    kept = None
-    if p.exists() and not p.is_dir():
-        raise InputError(p, "--out exists and is not a directory")
-    if p.is_dir() and any(p.iterdir()):
-        if not (p / "run.json").is_file():
-            raise InputError(p, "--out exists, is not empty and is not a run directory; choose a new folder")
-        p = p.resolve()
-        cand = free_backup_name(p)
-        shutil.move(str(p), str(cand))
-        kept = str(cand)
-    p.mkdir(parents=True, exist_ok=True)
-    return p, kept
+class StagedRunDir:
+    """A run directory built in a hidden folder beside ``out`` (``.<name>.<pid>.<random>.partial``) and
+    renamed into place when complete, so an interrupted capture (kill -9, a crash, a full disk) leaves
+    ``out`` as it was.  An existing non-empty ``out`` -- a previous run or any other folder -- is kept
+    as ``<out>.bak`` (``.bak1``, ...), never deleted; ``kept`` names it and ``progress.note`` (or
+    ``progress``) hears it.  A context manager: the partial folder is removed on any exception.
+
+    Refused with one OutputError line: ``out`` is a file (or a FIFO, device, symlink to one), the
+    current folder, the home folder or a folder containing either (moving it aside would pull the
+    ground from under the user), or its parent cannot be created or written."""
+
+    def __init__(self, out: str | os.PathLike, progress: Any = None):
+        self.out = Path(out)
+        self.progress = progress
+        self.kept: str | None = None
+        self._reserved: Path | None = None
+        check_run_out(self.out)
+        make_out_dir(self.out.parent)
+        remove_partial_runs(self.out)
+        while True:
+            cand = self.out.parent / f".{self.out.name}.{os.getpid()}.{secrets.token_hex(4)}.partial"
+            try:
+                os.mkdir(cand)
+                break
+            except FileExistsError:
+                continue
+            except OSError as e:
+                raise OutputError(self.out.parent, f"cannot create a folder here: {e.strerror or e}") from None
+        self.path = cand
+
+    def __enter__(self) -> "StagedRunDir":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        if exc_type is None:
+            self.commit()
+            return
+        self.abort()
+        if isinstance(exc, OSError):  # writing the run failed (a full disk, a vanished folder): one line
+            raise OutputError(exc.filename or self.out, f"cannot write the run directory: {exc.strerror or exc}") \
+                from None
+
+    def backup_notes(self) -> list[str]:
+        """Claim the backup name of a non-empty ``out`` now (just before run.json is written), so
+        run.json can say where the previous contents went; [] when there is nothing to keep."""
+        if self._reserved is None and _non_empty(self.out):
+            for cand in backup_names(self.out):
+                try:
+                    os.mkdir(cand)
+                except FileExistsError:
+                    continue
+                self._reserved = cand
+                return [f"previous contents of the output folder kept in {cand}"]
+        return []
+
+    def commit(self) -> Path:
+        """Move a non-empty ``out`` aside and rename the complete run into place (atomic)."""
+        try:
+            for _ in range(100):  # another capture into the same --out may land first: keep it too
+                if _non_empty(self.out):
+                    self._keep_out()
+                try:
+                    os.rename(self.path, self.out)   # also replaces an empty folder
+                    break
+                except OSError as e:
+                    if e.errno not in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR, errno.EISDIR):
+                        raise
+            else:
+                raise OutputError(self.out, "other processes keep writing this folder; the run is left in "
+                                            f"{self.path}")
+        except OSError as e:
+            self.abort()
+            raise OutputError(self.out, f"cannot move the finished run into place: {e.strerror or e}") from None
+        finally:
+            if self._reserved is not None:
+                _rmdir_quiet(self._reserved)
+        if self.kept:
+            say = getattr(self.progress, "note", self.progress)
+            if say is not None:
+                say(f"kept the previous contents of {self.out} as {self.kept}")
+        return self.out
+
+    def _keep_out(self) -> None:
+        reserved, self._reserved = self._reserved, None
+        if reserved is not None and not os.path.islink(self.out):
+            try:
+                os.rename(self.out, reserved)   # replaces the empty folder claimed for it
+                self.kept = str(reserved)
+                return
+            except OSError as e:
+                _rmdir_quiet(reserved)
+                if e.errno == errno.ENOENT:
+                    return
+        elif reserved is not None:
+            _rmdir_quiet(reserved)
+        kept = keep_dir_as_backup(self.out)
+        if kept is not None:
+            self.kept = str(kept)
+
+    def abort(self) -> None:
+        shutil.rmtree(self.path, ignore_errors=True)
+        if self._reserved is not None:
+            _rmdir_quiet(self._reserved)
+            self._reserved = None
+
+
+def keep_previous_out(out: str | os.PathLike) -> Path | None:
+    """Move a non-empty ``out`` aside as ``<out>.bak[N]`` (a folder that is written in place, e.g. a
+    fresh tune's ``--out``); the kept path, or None when there was nothing to keep."""
+    return keep_dir_as_backup(Path(out)) if _non_empty(Path(out)) else None
+
+
+def remove_partial_runs(out: str | os.PathLike, pid: int | None = None) -> None:
+    """Remove the partial folders of captures into ``out`` that can no longer finish: those of process
+    ``pid`` (killed by a timeout), or, without ``pid``, of processes that no longer exist."""
+    out = Path(out)
+    prefix = f".{out.name}."
+    try:
+        names = os.listdir(out.parent)
+    except OSError:
+        return
+    for name in names:
+        if not (name.startswith(prefix) and name.endswith(".partial")):
+            continue
+        owner = name[len(prefix):].split(".")[0]
+        if not owner.isdigit():
+            continue
+        if (pid is not None and int(owner) == pid) or (pid is None and not _alive(int(owner))):
+            shutil.rmtree(out.parent / name, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _non_empty(p: Path) -> bool:
+    if os.path.islink(p):
+        return True
+    try:
+        with os.scandir(p) as it:
+            return next(it, None) is not None
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+
+
+def _rmdir_quiet(p: Path) -> None:
+    try:
+        os.rmdir(p)
+    except OSError:
+        pass
+
+
+def check_run_out(out: str | os.PathLike) -> None:
+    """What ``StagedRunDir`` refuses, checked before any work (one OutputError line)."""
+    out = Path(out)
+    try:
+        st = os.stat(out)
+    except (FileNotFoundError, NotADirectoryError):
+        st = None
+    except OSError as e:
+        raise OutputError(out, f"cannot use as --out: {e.strerror or e}") from None
+    if st is not None and not stat.S_ISDIR(st.st_mode):
+        raise OutputError(out, "exists and is not a directory; --out must be a folder")
+    check_out_dir(out.parent)
+    real = Path(os.path.realpath(out))
+    for keep in {Path(os.path.realpath(os.getcwd())), Path(os.path.realpath(os.path.expanduser("~")))}:
+        if real == keep or real in keep.parents:
+            raise OutputError(out, "is the current or home folder, or contains it; choose a new folder for --out")
 
 
 def worst_local(a: dict | None, b: dict) -> dict:

@@ -33,7 +33,7 @@ class Workload:
         return self.loss_fn is not None
 
 
-def _is_tf_object(obj: Any) -> bool:
+def is_tf_model(obj: Any) -> bool:
     """TensorFlow/Keras object (a user subclass of keras.Model included: decided on the class
     hierarchy, without importing TensorFlow)."""
     try:
@@ -57,12 +57,14 @@ def normalize(result: Any, source: str = "", name: str | None = None) -> Workloa
     else:
         raise InputError(source, "the function must return (model, batches), (model, batches, loss_fn) "
                                  f"or an advisor.Workload, not {type(result).__name__}")
+    if not isinstance(wl.name, str) or not isinstance(wl.options, dict):
+        raise InputError(source, "Workload name must be a str and options a dict")
     if name and wl.name == "model":
         wl.name = name
     wl.batches = _normalize_batches(wl.batches, source)
     if wl.loss_fn is not None and not callable(wl.loss_fn):
         raise InputError(source, "loss_fn must be callable as loss_fn(output, batch) -> scalar tensor")
-    if _is_tf_object(wl.model):
+    if is_tf_model(wl.model):
         return wl  # delegated to advisor.tf by the capture (or refused there with install hints)
     try:
         import torch
@@ -98,6 +100,8 @@ def _normalize_batches(batches: Any, source: str) -> list[tuple]:
                 out.append((b,))
     except TypeError:
         raise InputError(source, f"batches must be a list of tuples of tensors, not {type(batches).__name__}") from None
+    except Exception as e:  # a user's iterable (a generator, a DataLoader) failed while iterated
+        raise InputError(source, f"reading the batches failed: {describe_user_error(e)}") from None
     if not out:
         raise InputError(source, "batches is empty: give at least one batch (a tuple of tensors)")
     return out
@@ -123,8 +127,8 @@ def load_target(target: str) -> Workload:
         try:
             sys.modules[mod_name] = module
             spec.loader.exec_module(module)
-        except Exception as e:  # user code: report one line
-            raise _user_error(path, e, f"importing the file failed: {e.__class__.__name__}: {e}") from None
+        except (Exception, SystemExit) as e:  # user code: report one line
+            raise _user_error(path, e, f"importing the file failed: {describe_user_error(e)}") from None
         finally:
             try:
                 sys.path.remove(str(path.resolve().parent))
@@ -135,9 +139,9 @@ def load_target(target: str) -> Workload:
         try:
             module = importlib.import_module(mod_part)
         except ImportError as e:
-            raise _user_error(mod_part, e, f"cannot import module: {e}") from None
-        except Exception as e:
-            raise _user_error(mod_part, e, f"importing the module failed: {e.__class__.__name__}: {e}") from None
+            raise _user_error(mod_part, e, f"cannot import module: {_first_line(str(e))}") from None
+        except (Exception, SystemExit) as e:
+            raise _user_error(mod_part, e, f"importing the module failed: {describe_user_error(e)}") from None
         default_name = mod_part.rsplit(".", 1)[-1]
     fn = getattr(module, func_name, None)
     if fn is None or not callable(fn):
@@ -146,9 +150,10 @@ def load_target(target: str) -> Workload:
     try:
         result = fn()
     except TypeError as e:
-        raise InputError(target, f"calling {func_name}() failed (it must take no arguments): {e}") from None
-    except Exception as e:
-        raise _user_error(target, e, f"{func_name}() raised {e.__class__.__name__}: {e}") from None
+        raise InputError(target, f"calling {func_name}() failed (it must take no arguments): "
+                                 f"{_first_line(str(e))}") from None
+    except (Exception, SystemExit) as e:
+        raise _user_error(target, e, f"{func_name}() {describe_user_error(e, 'raised ')}") from None
     wl = normalize(result, target, name=f"{default_name}")
     return wl
 
@@ -157,6 +162,20 @@ def tf_install_hint() -> str:
     from .tf import INSTALL_HINT  # advisor.tf never imports TensorFlow itself
 
     return INSTALL_HINT
+
+
+def describe_user_error(e: BaseException, verb: str = "") -> str:
+    """One line for an exception from the user's code: ``Type: first line of the message``;
+    ``sys.exit(...)`` is named as such (a workload must return, not end the process)."""
+    if isinstance(e, SystemExit):
+        return f"called sys.exit({e.code!r}) (a workload must return, not end the process)"
+    msg = _first_line(str(e))
+    return f"{verb}{e.__class__.__name__}" + (f": {msg}" if msg else "")
+
+
+def _first_line(text: str, limit: int = 300) -> str:
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    return (lines[0] if lines else "")[:limit]
 
 
 def _user_error(where: Any, e: BaseException, message: str) -> InputError:

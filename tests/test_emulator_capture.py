@@ -316,15 +316,28 @@ def test_cli_capture_bad_target_exit_2(tmp_path):
 
 
 def test_out_folder_is_never_clobbered(tmp_path):
+    """A non-empty --out (a previous run or any folder of the user's) is kept as <out>.bak, said in
+    run.json's notes and through progress.note; never deleted, never mixed with the new run."""
     other = tmp_path / "mine"
     other.mkdir()
     (other / "notes.txt").write_text("keep me")
-    with pytest.raises(InputError):
-        capture(mlp_wl(), other, dump="stats", local=False)
-    assert (other / "notes.txt").read_text() == "keep me"
+    heard = []
+
+    class Log:
+        def __call__(self, msg):
+            pass
+
+        def note(self, msg):
+            heard.append(msg)
+    run = capture(mlp_wl(), other, dump="stats", local=False, progress=Log())
+    assert (tmp_path / "mine.bak" / "notes.txt").read_text() == "keep me"
+    assert not (run / "notes.txt").exists() and (run / "run.json").exists()
+    assert heard == [f"kept the previous contents of {other} as {tmp_path / 'mine.bak'}"]
+    assert any("mine.bak" in n for n in json.loads((run / "run.json").read_text())["notes"])
     run = capture(mlp_wl(), tmp_path / "run", dump="stats", local=False)
     capture(mlp_wl(), tmp_path / "run", dump="stats", local=False)
     assert (tmp_path / "run.bak" / "run.json").exists() and (run / "run.json").exists()
+    assert not [q for q in tmp_path.iterdir() if q.name.endswith(".partial")]
 
 
 def test_dump_json_matches_real_msprobe_layout(tmp_path):

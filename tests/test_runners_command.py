@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -83,3 +84,44 @@ def test_bad_configuration_is_input_error(tmp_path):
         CommandRunner("python x.py", timeout=0).prepare(tmp_path)
     with pytest.raises(InputError):
         make_runner("nope")
+
+
+ESCAPER = r"""
+import os, subprocess, sys, time
+# a grandchild in its own session (setsid): outside the command's process group
+p = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"], start_new_session=True)
+open(sys.argv[1], "w").write(str(p.pid))
+time.sleep(120)
+"""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.timeout(120)
+def test_timeout_kills_a_setsid_grandchild(tmp_path):
+    pidfile = tmp_path / "grandchild.pid"
+    r = CommandRunner([sys.executable, "-c", ESCAPER, str(pidfile)], timeout=8.0)
+    res = r.run(None, "mixed_float16", tmp_path / "i" / "run")
+    assert res.status == TIMEOUT and "process tree" in res.message
+    pid = int(pidfile.read_text())
+    alive = _alive(pid)   # the kill is synchronous: the tree is killed and reaped before run() returns
+    if alive:
+        os.kill(pid, 9)
+    assert not alive, "the setsid grandchild survived the timeout"
+
+
+@pytest.mark.parametrize("cmd", ['python -c "print(1)', "python 'x", "python x\\"])
+def test_unbalanced_quote_in_cmd_is_one_line(tmp_path, cmd, capsys):
+    with pytest.raises(InputError, match="--cmd") as e:
+        make_runner("command", cmd=cmd)
+    assert "\n" not in str(e.value)
+    from advisor.cli import main
+    assert main(["tune", "--runner", "command", "--cmd", cmd, "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("advisor: error: --cmd") and err.count("\n") == 1 and "Traceback" not in err

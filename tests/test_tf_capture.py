@@ -260,10 +260,8 @@ def test_out_folder_policy(tmp_path):
     other = tmp_path / "mine"
     other.mkdir()
     (other / "notes.txt").write_text("user file")
-    from advisor.errors import InputError
-    with pytest.raises(InputError, match="not a run directory"):
-        capture_tf(mlp(), other, batches=1, dump="stats", local=False)
-    assert (other / "notes.txt").read_text() == "user file"
+    run = capture_tf(mlp(), other, batches=1, dump="stats", local=False)   # a user's folder is kept as .bak
+    assert (tmp_path / "mine.bak" / "notes.txt").read_text() == "user file" and (run / "run.json").is_file()
     run = capture_tf(mlp(), tmp_path / "run", batches=1, dump="stats", local=False)
     capture_tf(mlp(), tmp_path / "run", batches=1, dump="stats", local=False)
     assert (run / "run.json").is_file() and (tmp_path / "run.bak" / "run.json").is_file()

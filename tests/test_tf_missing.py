@@ -2,6 +2,7 @@
 and importing advisor never imports TensorFlow."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -13,10 +14,17 @@ _NO_TF = "import sys; sys.modules['tensorflow'] = None; sys.modules['keras'] = N
 
 
 def test_capture_tf_target_without_tensorflow_prints_install_hint(tmp_path):
+    # the capture runs in a child process: hide TensorFlow from it too, with packages that fail to import
+    fake = tmp_path / "no_tf"
+    for name in ("tensorflow", "keras"):
+        (fake / name).mkdir(parents=True)
+        (fake / name / "__init__.py").write_text(f"raise ModuleNotFoundError(\"No module named {name!r}\", "
+                                                 f"name={name!r})\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [str(fake), os.environ.get("PYTHONPATH")])))
     code = _NO_TF + ("from advisor.cli import main; "
                      f"sys.exit(main(['capture', {str(ROOT / 'examples' / 'keras_hazard.py') + ':workload'!r}, "
                      f"'--out', {str(tmp_path / 'run')!r}]))")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT, env=env)
     assert r.returncode == 2
     lines = [ln for ln in r.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1, r.stderr

@@ -8,6 +8,9 @@ from typing import Optional
 import typer
 
 from ..errors import AdvisorError
+from ..fsutil import check_out_dir
+from ..progress import note
+from .common import human_report
 
 
 def register(app: typer.Typer) -> None:
@@ -37,15 +40,18 @@ def register(app: typer.Typer) -> None:
         from .recommend import _tolerance
         try:
             tol = _tolerance(min_cosine, max_rel_l2, allow_nonfinite, 1e-2, 0.99)
+            out_dir = check_out_dir(Path(out) if out else Path(profile) / "advice")
             res = diff(profile, a, b, tolerance=tol, soc=soc, ops_info=ops_info, mode=mode, rank=rank, step=step)
-            paths = write_diff_outputs(res, Path(out) if out else Path(profile) / "advice")
+            paths = write_diff_outputs(res, out_dir)
         except AdvisorError as e:
             typer.echo(f"advisor: error: {e}", err=True)
             raise typer.Exit(e.exit_code)
         shown = {k: v for k, v in paths.items() if not k.startswith("kept:")}
+        for k, p in paths.items():
+            if k.startswith("kept:"):
+                note(f"kept the previous {k[5:]} as {p}")
         if as_json:
             typer.echo(Path(paths["diff"]).read_text(encoding="utf-8"), nl=False)
-            print_diff(res.to_dict(), Console(stderr=True), shown)
-        else:
+        with human_report(as_json):
             print_diff(res.to_dict(), Console(), shown)
         raise typer.Exit(0)

@@ -2,41 +2,24 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Optional
 
 import typer
 
 from ..errors import AdvisorError, InputError
-from .common import OpsInfoOption, SocOption, chip_lists
+from ..fsutil import check_out_dir
+from .common import OpsInfoOption, SocOption, chip_lists, human_report
 
 
 def _export(g, path: str) -> Optional[Path]:
     """graph.export atomically; an existing file is kept as <name>.bak (returned)."""
+    from ..fsutil import atomic_write_via
     from ..graph import export
     p = Path(path)
     if p.suffix not in (".graphml", ".dot"):
         raise InputError(p, "export format must be .graphml or .dot")
-    p.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=p.suffix, dir=str(p.parent))
-    os.close(fd)
-    kept = None
-    try:
-        export(g, tmp)
-        if p.exists():
-            kept = p.with_name(p.name + ".bak")
-            i = 1
-            while kept.exists():
-                kept = p.with_name(f"{p.name}.bak{i}")
-                i += 1
-            os.replace(p, kept)
-        os.replace(tmp, p)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return kept
+    return atomic_write_via(p, lambda tmp: export(g, tmp), keep_existing=True)
 
 
 def _pct(x: float) -> str:
@@ -142,6 +125,8 @@ def register(app: typer.Typer) -> None:
             p = Path(profile)
             if not p.exists():
                 raise InputError(p, "no such file or directory")
+            if export:
+                check_out_dir(Path(export).parent, "--export folder")
             log = StageLog()
             run = load_run(p, rank=rank, step=step, progress=log)
             if run.found is not None and run.found.empty:
@@ -162,7 +147,7 @@ def register(app: typer.Typer) -> None:
                 s["exported"] = export
             if as_json:
                 typer.echo(json.dumps(s, indent=2, ensure_ascii=False, default=str))
-            else:
+            with human_report(as_json):
                 _print(s)
                 if export:
                     typer.echo(f"\nop graph written to {export}" + (f" (previous file kept as {kept})" if kept else ""))

@@ -8,7 +8,7 @@ import typer
 
 from ..errors import InputError
 from ..lint import SEVERITY_ORDER, lint_file
-from .common import OpsInfoOption, SocOption, chip_lists
+from .common import OpsInfoOption, SocOption, chip_lists, human_report
 
 
 def register(app: typer.Typer) -> None:
@@ -30,7 +30,7 @@ def register(app: typer.Typer) -> None:
                                "unreadable": unreadable}, indent=2, ensure_ascii=False)
             # a lone surrogate ("\ud800" in the file) cannot be written as UTF-8: keep it as its JSON escape
             typer.echo(text.encode("utf-8", "backslashreplace").decode("utf-8"))
-        else:
+        with human_report(as_json):
             lines = []
             for p, fs in results.items():
                 lines.extend(map(str, fs))
@@ -38,8 +38,8 @@ def register(app: typer.Typer) -> None:
                     lines.append(f"{p}: ok")
             if lines:
                 typer.echo("\n".join(lines))
-            for u in unreadable:
-                typer.echo(f"advisor: error: {u}", err=True)
+        for u in unreadable:
+            typer.echo(f"advisor: error: {u}", err=True)
         if unreadable:
             raise typer.Exit(2)
         raise typer.Exit(1 if any(results.values()) else 0)

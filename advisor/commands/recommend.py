@@ -8,6 +8,8 @@ from typing import List, Optional
 import typer
 
 from ..errors import AdvisorError, InputError
+from ..fsutil import check_out_dir
+from .common import human_report
 
 
 def _tolerance(min_cosine, max_rel_l2, allow_nonfinite, max_loss_rel, min_grad_cosine):
@@ -51,13 +53,13 @@ def register(app: typer.Typer) -> None:
         from rich.console import Console
 
         from .. import mixlist as mx
-        from ..progress import StageLog
+        from ..progress import StageLog, note
         from ..recommend import recommend, write_outputs
         from ..report import print_recommendation
         try:
             tol = _tolerance(min_cosine, max_rel_l2, allow_nonfinite, max_loss_rel, min_grad_cosine)
             base = mx.load(mixlist) if mixlist else None
-            out_dir = Path(out) if out else Path(profile) / "advice"
+            out_dir = check_out_dir(Path(out) if out else Path(profile) / "advice")
             log = StageLog()
             rec = recommend(profile, tol, base_mixlist=base, exclude=tuple(exclude or ()), max_edits=max_edits,
                             soc=soc, ops_info=ops_info, mode=mode, rank=rank, step=step, perf=not no_perf,
@@ -70,12 +72,10 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(e.exit_code)
         for k, p in paths.items():
             if k.startswith("kept:"):
-                typer.echo(f"kept the previous {k[5:]} as {p}", err=True)
+                note(f"kept the previous {k[5:]} as {p}")
         if as_json:
             typer.echo(Path(paths["recommendation"]).read_text(encoding="utf-8"), nl=False)
-            print_recommendation(rec.to_dict(), Console(stderr=True),
-                                 {k: v for k, v in paths.items() if not k.startswith("kept:")})
-        else:
+        with human_report(as_json):
             print_recommendation(rec.to_dict(), Console(),
                                  {k: v for k, v in paths.items() if not k.startswith("kept:")})
         raise typer.Exit(rec.exit_code)

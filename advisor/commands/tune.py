@@ -8,14 +8,15 @@ import typer
 from ..compare.cli_options import (AllowNonfiniteOption, MaxLossRelOption, MaxRelL2Option, MinCosineOption,
                                    MinGradCosineOption, MsprobeRuleOption)
 from ..errors import AdvisorError, InputError
-from .common import OpsInfoOption, SocOption
+from .common import OpsInfoOption, SocOption, human_report
 
 
 def register(app: typer.Typer) -> None:
     @app.command("tune")
     def tune(target: Optional[str] = typer.Argument(None, help="Workload path/to/file.py:function (emulator runner); "
                                                                "optional with --runner command."),
-             out: str = typer.Option(..., "--out", help="Directory for the iterations, journal and final outputs."),
+             out: str = typer.Option(..., "--out", help="Directory for the iterations, journal and final outputs "
+                                                       "(an existing non-empty one is kept as DIR.bak)."),
              mode: str = typer.Option("mixed_float16", "--mode", help="mixed_float16 or mixed_bfloat16 (the modes "
                                                                       "GE applies a mixlist in)."),
              max_runs: int = typer.Option(6, "--max-runs", help="Budget: FP32 reference + mixed runs, failed ones "
@@ -27,8 +28,9 @@ def register(app: typer.Typer) -> None:
              cmd: Optional[str] = typer.Option(None, "--cmd", help="Command for --runner command, e.g. "
                                                                   "\"python train.py\" (gets ADVISOR_MIXLIST, "
                                                                   "ADVISOR_MODE, ADVISOR_RUN_DIR)."),
-             timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds before a command run is "
-                                                                            "killed and recorded as timed out."),
+             timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds before a run (emulator capture "
+                                                                            "or command) is killed with its whole "
+                                                                            "process tree and recorded as timed out."),
              soc: str = SocOption, ops_info: Optional[str] = OpsInfoOption,
              mixlist: Optional[str] = typer.Option(None, "--mixlist", help="Start from this modify_mixlist "
                                                                           "instead of the default lists."),
@@ -44,9 +46,11 @@ def register(app: typer.Typer) -> None:
 
         from ..compare.tolerance import tolerance_from_options
         from ..mixlist import load
-        from ..progress import StageLog
+        from ..progress import StageLog, note
+        from ..rundir import check_run_out, keep_previous_out
         from ..runners import make_runner
         from ..tune import tune as do_tune
+        r = None
         try:
             if runner == "emulator" and not target:
                 raise InputError("TARGET", "the emulator runner needs a workload, e.g. examples/mlp_exp.py:workload")
@@ -57,6 +61,10 @@ def register(app: typer.Typer) -> None:
             except ValueError as e:
                 raise InputError("tolerance", str(e)) from None
             base = load(mixlist) if mixlist else None
+            check_run_out(out)
+            kept = None if resume else keep_previous_out(out)   # a fresh tune: the previous contents are kept
+            if kept is not None:
+                note(f"kept the previous contents of {out} as {kept}")
             log = StageLog()
             s = do_tune(r, out, mode=mode, max_runs=max_runs, holdout=holdout, resume=resume, tolerance=tol,
                         learn=not no_learn, perf=not no_perf, base_mixlist=base, soc=soc, ops_info=ops_info,
@@ -65,10 +73,13 @@ def register(app: typer.Typer) -> None:
         except AdvisorError as e:
             typer.echo(f"advisor: error: {e}", err=True)
             raise typer.Exit(e.exit_code)
+        finally:
+            if r is not None:
+                r.close()
         if as_json:
             from ..tune import json_safe
             typer.echo(json.dumps(json_safe(s), indent=2, default=str))
-        else:
+        with human_report(as_json):
             _print(s, out)
         raise typer.Exit(0 if s["confirmed"] else 1)
 

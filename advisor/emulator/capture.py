@@ -15,8 +15,10 @@ from .. import graph as G
 from ..errors import AdvisorError, InputError
 from ..mixlist import Mixlist
 from ..oplists import DEFAULT_SOC
-from ..rundir import RunWriter, capture_settings, prepare_run_dir, scalar_record, tensor_record, worst_local
-from ..workload import Workload, load_target, normalize, tf_install_hint
+from ..progress import Progress
+from ..rundir import (RunWriter, StagedRunDir, capture_settings, check_run_out, scalar_record, tensor_record,
+                      worst_local)
+from ..workload import Workload, describe_user_error, load_target, normalize, tf_install_hint
 from .engine import _AUX_FP32_OUTPUTS, _FLOAT_DT, EmuMode, StepRecord, _Ref, dtype_name, eager_math_attention
 from .local import local_error
 from .stats import batched_stats
@@ -52,6 +54,7 @@ def run_step(model, batch: tuple, loss_fn=None, *, graph=None, params: dict | No
                 out = model(*batch)
     flat, _ = tree_flatten(out)
     mode.rec.outputs = [t for t in flat if isinstance(t, torch.Tensor)]
+    mode.rec.returned = type(out).__name__
     mode.rec.rounded = mode.rounded  # executed low dtype of tensors (mixed run)
     return mode.rec
 
@@ -83,6 +86,31 @@ def trace_workload(wl: Workload, step: int = 0, seed: int = 0):
 
 
 # ---------------------------------------------------------------------- helpers
+def _load_workload(target_or_workload: Any, batches: int | list | None) -> tuple[Workload, str]:
+    """(Workload, the name capture records as its target); ``batches`` as ``capture`` takes it."""
+    if isinstance(target_or_workload, str):
+        wl = load_target(target_or_workload)
+        target = target_or_workload
+    else:
+        wl = normalize(target_or_workload, "workload")
+        target = getattr(target_or_workload, "name", None) or "workload"
+    if isinstance(batches, int):
+        wl.batches = wl.batches[:max(1, batches)]
+    elif batches is not None:
+        wl.batches = normalize((wl.model, batches), "batches").batches
+    return wl, target
+
+
+def _check_traced(rec: StepRecord, target: Any) -> None:
+    """A forward that returns no tensor (a str, None, ...) or runs no tensor operation gives nothing
+    to compare or recommend: one clear error instead of an empty run directory."""
+    if not rec.outputs:
+        raise InputError(target, f"the model returned {getattr(rec, 'returned', 'nothing')}, not a tensor (or a "
+                                 "tuple, list or dict of tensors): nothing to compare")
+    if not rec.ops:
+        raise InputError(target, "the model ran no tensor operation on its batch: nothing to capture")
+
+
 def _unwrap(model) -> tuple[Any, list[str]]:
     notes = []
     orig = getattr(model, "_orig_mod", None)
@@ -209,137 +237,136 @@ class _DumpBuilder:
 def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semantics.DEFAULT_MODE,
             mixlist: str | os.PathLike | Mixlist | None = None, soc: str = DEFAULT_SOC,
             ops_info: str | os.PathLike | None = None, seed: int = 0, dump: str | None = None,
-            batches: int | list | None = None, local: bool = True) -> Path:
+            batches: int | list | None = None, local: bool = True, progress: Progress = None) -> Path:
     """Capture a workload (TARGET string, Workload, or (model, batches[, loss_fn]) tuple) into ``out``:
     FP32 reference run + mixed run applying ``semantics.plan`` exactly.  Returns the run directory.
     ``batches``: an int keeps the first N batches, a list replaces them.  ``dump``: "tensors" | "stats"
-    (default: tensors for models with at most 2M parameters)."""
-    if isinstance(target_or_workload, str):
-        wl = load_target(target_or_workload)
-        target = target_or_workload
-    else:
-        wl = normalize(target_or_workload, "workload")
-        target = getattr(target_or_workload, "name", None) or "workload"
-    if isinstance(batches, int):
-        wl.batches = wl.batches[:max(1, batches)]
-    elif batches is not None:
-        wl.batches = normalize((wl.model, batches), "batches").batches
+    (default: tensors for models with at most 2M parameters).
+
+    ``out`` is built in a hidden folder beside it and renamed into place when complete (an interrupted
+    capture leaves ``out`` as it was); an existing non-empty ``out`` is kept as ``out.bak`` and
+    ``progress`` (its ``note``) hears it (``rundir.StagedRunDir``).  In-process: a workload that hangs
+    or ends the process is not guarded here (``advisor capture`` runs it in a child process)."""
+    check_run_out(out)
+    wl, target = _load_workload(target_or_workload, batches)
     if not isinstance(wl.model, torch.nn.Module) and not callable(wl.model) or _is_tf(wl.model):
         return _delegate_tf(wl, out, mode=mode, mixlist=mixlist, soc=soc, ops_info=ops_info, seed=seed,
-                            dump=dump, target=target, local=local)
+                            dump=dump, target=target, local=local, progress=progress)
     low, ml, lists, notes = capture_settings(mode, dump, mixlist, soc, ops_info)
     model, unwrap_notes = _unwrap(wl.model)
     notes += unwrap_notes
     n_params = sum(p.numel() for p in model.parameters()) if isinstance(model, torch.nn.Module) else 0
     dump = dump or ("tensors" if n_params <= SMALL_MODEL_PARAMS else "stats")
     low_for_local = low or "fp16"
-    out_dir, kept = prepare_run_dir(out)
-    if kept:
-        notes.append(f"previous contents of the output folder kept in {kept}")
-    writer = RunWriter(out_dir, {"name": wl.name, "target": target, "mode": mode, "soc": soc,
-                                 "ops_info": str(ops_info) if ops_info else None,
-                                 "mixlist": ml.to_dict() if ml is not None else None, "seed": seed,
-                                 "framework": "pytorch", "emulated": True})
-    if ml is not None:
-        writer.write_mixlist(ml.to_json())
-    params = param_names(model)
-    state0 = _snapshot(model)
-    kernels: list[dict] = []
-    unmapped: dict[str, str] = {}
-    ref_sig = None
-    ref_plan: list[str] | None = None
-    g0 = plan0 = None
-    local_rows: dict[str, dict] = {}
-    round_cache: dict = {}
-    stats_cache: dict = {}
-    try:
-        for step, batch in enumerate(wl.batches):
-            g = G.new_graph(framework="pytorch", step=step)
-            try:
-                fp = run_step(model, batch, wl.loss_fn, graph=g, params=params, seed=seed, step=step,
-                              keep_local=local)
-            except AdvisorError:
-                raise
-            except Exception as e:  # user model code failed
-                raise InputError(target, f"the model failed in the FP32 run (step {step}): "
-                                         f"{e.__class__.__name__}: {e}") from None
-            _restore(model, state0)
-            sig = [r.func for r in fp.ops]
-            if ref_sig is not None and sig == ref_sig:
-                precs = ref_plan
-            else:
-                p = semantics.plan(g, lists, mode)
-                precs = [p[r.name] for r in fp.ops]
+    with StagedRunDir(out, progress) as stage:
+        out_dir = stage.path
+        writer = RunWriter(out_dir, {"name": wl.name, "target": target, "mode": mode, "soc": soc,
+                                     "ops_info": str(ops_info) if ops_info else None,
+                                     "mixlist": ml.to_dict() if ml is not None else None, "seed": seed,
+                                     "framework": "pytorch", "emulated": True}, final_dir=stage.out)
+        if ml is not None:
+            writer.write_mixlist(ml.to_json())
+        params = param_names(model)
+        state0 = _snapshot(model)
+        kernels: list[dict] = []
+        unmapped: dict[str, str] = {}
+        ref_sig = None
+        ref_plan: list[str] | None = None
+        g0 = plan0 = None
+        local_rows: dict[str, dict] = {}
+        round_cache: dict = {}
+        stats_cache: dict = {}
+        try:
+            for step, batch in enumerate(wl.batches):
+                g = G.new_graph(framework="pytorch", step=step)
+                try:
+                    fp = run_step(model, batch, wl.loss_fn, graph=g, params=params, seed=seed, step=step,
+                                  keep_local=local)
+                except AdvisorError:
+                    raise
+                except (Exception, SystemExit) as e:  # user model code failed (or tried to end the process)
+                    raise InputError(target, f"the model failed in the FP32 run (step {step}): "
+                                             f"{describe_user_error(e)}") from None
                 if step == 0:
-                    g0, plan0 = g, p
-                    ref_sig, ref_plan = sig, precs
+                    _check_traced(fp, target)
+                _restore(model, state0)
+                sig = [r.func for r in fp.ops]
+                if ref_sig is not None and sig == ref_sig:
+                    precs = ref_plan
                 else:
-                    notes.append(f"step {step} has a different op sequence than step 0: planned separately")
-            for r in fp.ops:
-                if not r.mapped:
-                    unmapped[f"aten.{r.packet}.{r.overload}"] = r.type
-            try:
-                mx = run_step(model, batch, wl.loss_fn, params=params, plan=precs, reference=fp.ops, seed=seed,
-                              step=step, cache=round_cache)
-            except AdvisorError:
-                raise
-            except Exception as e:
-                raise InputError(target, f"the model failed in the mixed run (step {step}): "
-                                         f"{e.__class__.__name__}: {e}") from None
+                    p = semantics.plan(g, lists, mode)
+                    precs = [p[r.name] for r in fp.ops]
+                    if step == 0:
+                        g0, plan0 = g, p
+                        ref_sig, ref_plan = sig, precs
+                    else:
+                        notes.append(f"step {step} has a different op sequence than step 0: planned separately")
+                for r in fp.ops:
+                    if not r.mapped:
+                        unmapped[f"aten.{r.packet}.{r.overload}"] = r.type
+                try:
+                    mx = run_step(model, batch, wl.loss_fn, params=params, plan=precs, reference=fp.ops, seed=seed,
+                                  step=step, cache=round_cache)
+                except AdvisorError:
+                    raise
+                except (Exception, SystemExit) as e:
+                    raise InputError(target, f"the model failed in the mixed run (step {step}): "
+                                             f"{describe_user_error(e)}") from None
+                _restore(model, state0)
+                # kernels (the mixed run is the profiled target run)
+                for r, prec in zip(fp.ops, precs):
+                    if not r.kernel:
+                        continue
+                    aux = _AUX_FP32_OUTPUTS.get(r.packet, ())
+                    low_ok = prec in ("fp16", "bf16", "fp32")
+                    ind = [prec if (d in ("fp32", "fp64", "fp16", "bf16") and low_ok) else d for d in r.in_dtypes]
+                    outd = [prec if (d in ("fp32", "fp64", "fp16", "bf16") and low_ok and j not in aux) else d
+                            for j, d in enumerate(r.out_dtypes)]
+                    flops = costmodel.estimate_flops(r.type, r.in_shapes, r.out_shapes)
+                    nbytes = costmodel.estimate_bytes(r.in_shapes, r.out_shapes, ind, outd)
+                    kernels.append({"step": step, "name": r.name, "type": r.type, "core": costmodel.core_type(r.type),
+                                    "duration_us": costmodel.op_time_us(r.type, flops, nbytes, prec),
+                                    "in_shapes": r.in_shapes, "in_dtypes": ind, "out_shapes": r.out_shapes,
+                                    "out_dtypes": outd, "framework_op": f"aten::{r.packet}",
+                                    "phase": "bwd" if 0 <= fp.bwd_start <= r.index else "fwd"})
+                # dumps
+                files = dump == "tensors"
+                for which, rec, pr in (("fp32", fp, ["fp32" if r.is_float else "n/a" for r in fp.ops]),
+                                       ("mixed", mx, precs)):
+                    static = _static_ptrs(params, round_cache)
+                    data, fl = _DumpBuilder(rec, pr, fp.ops, files, stats_cache=stats_cache, static_ptrs=static).build()
+                    writer.write_dump(which, step, data, fl or None, task="tensor" if files else "statistics")
+                if local:  # every step: a hazard may show only in some batches; rows keep the worst
+                    for r, inp in zip(fp.ops, fp.local_inputs):
+                        if not (r.kernel and r.is_float) or r.nondeterministic:
+                            continue
+                        try:
+                            row = local_error(r, inp, low_for_local)
+                        except Exception:  # an op that cannot be re-run in isolation: no row
+                            continue
+                        local_rows[row["name"]] = worst_local(local_rows.get(row["name"]), row)
+                del fp, mx
+        finally:
             _restore(model, state0)
-            # kernels (the mixed run is the profiled target run)
-            for r, prec in zip(fp.ops, precs):
-                if not r.kernel:
-                    continue
-                aux = _AUX_FP32_OUTPUTS.get(r.packet, ())
-                low_ok = prec in ("fp16", "bf16", "fp32")
-                ind = [prec if (d in ("fp32", "fp64", "fp16", "bf16") and low_ok) else d for d in r.in_dtypes]
-                outd = [prec if (d in ("fp32", "fp64", "fp16", "bf16") and low_ok and j not in aux) else d
-                        for j, d in enumerate(r.out_dtypes)]
-                flops = costmodel.estimate_flops(r.type, r.in_shapes, r.out_shapes)
-                nbytes = costmodel.estimate_bytes(r.in_shapes, r.out_shapes, ind, outd)
-                kernels.append({"step": step, "name": r.name, "type": r.type, "core": costmodel.core_type(r.type),
-                                "duration_us": costmodel.op_time_us(r.type, flops, nbytes, prec),
-                                "in_shapes": r.in_shapes, "in_dtypes": ind, "out_shapes": r.out_shapes,
-                                "out_dtypes": outd, "framework_op": f"aten::{r.packet}",
-                                "phase": "bwd" if 0 <= fp.bwd_start <= r.index else "fwd"})
-            # dumps
-            files = dump == "tensors"
-            for which, rec, pr in (("fp32", fp, ["fp32" if r.is_float else "n/a" for r in fp.ops]),
-                                   ("mixed", mx, precs)):
-                static = _static_ptrs(params, round_cache)
-                data, fl = _DumpBuilder(rec, pr, fp.ops, files, stats_cache=stats_cache, static_ptrs=static).build()
-                writer.write_dump(which, step, data, fl or None, task="tensor" if files else "statistics")
-            if local:  # every step: a hazard may show only in some batches; rows keep the worst
-                for r, inp in zip(fp.ops, fp.local_inputs):
-                    if not (r.kernel and r.is_float) or r.nondeterministic:
-                        continue
-                    try:
-                        row = local_error(r, inp, low_for_local)
-                    except Exception:  # an op that cannot be re-run in isolation: no row
-                        continue
-                    local_rows[row["name"]] = worst_local(local_rows.get(row["name"]), row)
-            del fp, mx
-    finally:
-        _restore(model, state0)
-    writer.write_profile(kernels)
-    graph_path = None
-    if g0 is not None:
-        semantics.annotate(g0, plan0)
-        graph_path = writer.write_graph(g0, plan0, notes)
-    if local:
-        writer.write_local_error(local_rows.values())
-    writer.write_run_json(steps=len(wl.batches), training=wl.loss_fn is not None, dump=dump,
-                          low_dtype=low, lists_source=lists.source,
-                          unmapped_ops=sorted(unmapped), notes=notes,
-                          graph=str(graph_path.relative_to(out_dir)) if graph_path else None,
-                          n_ops=len(g0) if g0 is not None else 0, options=wl.options or {})
-    return out_dir
+        writer.write_profile(kernels)
+        graph_path = None
+        if g0 is not None:
+            semantics.annotate(g0, plan0)
+            graph_path = writer.write_graph(g0, plan0, notes)
+        if local:
+            writer.write_local_error(local_rows.values())
+        notes += stage.backup_notes()
+        writer.write_run_json(steps=len(wl.batches), training=wl.loss_fn is not None, dump=dump,
+                              low_dtype=low, lists_source=lists.source,
+                              unmapped_ops=sorted(unmapped), notes=notes,
+                              graph=str(graph_path.relative_to(out_dir)) if graph_path else None,
+                              n_ops=len(g0) if g0 is not None else 0, options=wl.options or {})
+    return stage.out
 
 
 def _is_tf(model) -> bool:
-    from ..workload import _is_tf_object
-    return _is_tf_object(model)
+    from ..workload import is_tf_model
+    return is_tf_model(model)
 
 
 def _delegate_tf(wl: Workload, out, **kw) -> Path:

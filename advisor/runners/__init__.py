@@ -18,7 +18,7 @@ def make_runner(name: str, target=None, cmd: str | None = None, timeout: float |
     if name == "emulator":
         if target is None:
             raise InputError("TARGET", "the emulator runner needs a workload target (file.py:function)")
-        return EmulatorRunner(target, **emulator_kw)
+        return EmulatorRunner(target, timeout=timeout, **emulator_kw)
     if name == "command":
         if not cmd:
             raise InputError("--cmd", "--runner command needs --cmd \"python train.py\"")

@@ -77,6 +77,9 @@ class Runner(ABC):
         """JSON-able identity of the configuration (stored in the journal; resume checks it)."""
         return {"runner": self.name}
 
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release what the runs kept alive (a capture child process); the runner can run again after."""
+
 
 def timed(fn, *a, **kw) -> tuple[Any, float]:
     t0 = time.monotonic()

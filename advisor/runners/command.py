@@ -13,14 +13,14 @@ The command gets, in its environment:
 
 ``advisor.npu.apply()`` reads these in the user's script.  stdout/stderr go to files beside the
 run directory; a non-zero exit, a timeout or a run directory with nothing ingestible is recorded
-as a failed ``RunResult`` -- never an exception.
+as a failed ``RunResult`` -- never an exception.  A timeout or Ctrl-C kills the command's whole
+process tree, grandchildren that called ``setsid`` included (``runners.proctree``).
 """
 from __future__ import annotations
 
 import os
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -29,6 +29,7 @@ from pathlib import Path
 from ..errors import InputError
 from ..mixlist import Mixlist
 from .base import FAILED, NO_OUTPUT, OK, REFERENCE_MODE, TIMEOUT, Runner, RunResult, write_mixlist_file
+from .proctree import start_tree, stop_tree
 
 ENV_MIXLIST, ENV_MODE, ENV_RUN_DIR = "ADVISOR_MIXLIST", "ADVISOR_MODE", "ADVISOR_RUN_DIR"
 ENV_DUMP_DIR, ENV_PROFILE_DIR, ENV_REFERENCE = "ADVISOR_DUMP_DIR", "ADVISOR_PROFILE_DIR", "ADVISOR_REFERENCE"
@@ -47,7 +48,10 @@ class CommandRunner(Runner):
 
     def __init__(self, cmd: str | list[str], timeout: float | None = None, cwd: str | os.PathLike | None = None,
                  env: dict[str, str] | None = None):
-        self.argv = shlex.split(cmd) if isinstance(cmd, str) else list(cmd)
+        try:
+            self.argv = shlex.split(cmd) if isinstance(cmd, str) else list(cmd)
+        except ValueError as e:  # "No closing quotation", "No escaped character"
+            raise InputError("--cmd", f"cannot split {cmd!r} like a shell: {e}") from None
         self.cmd = cmd if isinstance(cmd, str) else shlex.join(cmd)
         self.timeout = timeout
         self.cwd = Path(cwd) if cwd else None
@@ -93,18 +97,18 @@ class CommandRunner(Runner):
         status, rc, msg = OK, None, ""
         with open(out_path, "wb") as fo, open(err_path, "wb") as fe:
             try:
-                proc = subprocess.Popen(self.argv, stdout=fo, stderr=fe, stdin=subprocess.DEVNULL, env=env,
-                                        cwd=str(self.cwd) if self.cwd else None, start_new_session=True)
+                proc = start_tree(self.argv, stdout=fo, stderr=fe, stdin=subprocess.DEVNULL, env=env,
+                                  cwd=str(self.cwd) if self.cwd else None)
             except OSError as e:
                 return RunResult(str(run_dir), FAILED, f"cannot start {self.argv[0]!r}: {e.strerror or e}",
                                  None, time.monotonic() - t0, False, 1, str(out_path), str(err_path))
             try:
                 rc = proc.wait(timeout=self.timeout)
             except subprocess.TimeoutExpired:
-                _kill_group(proc)
-                status, msg = TIMEOUT, f"timed out after {self.timeout:g} s; process group killed"
+                stop_tree(proc)
+                status, msg = TIMEOUT, f"timed out after {self.timeout:g} s; its process tree was killed"
             except BaseException:
-                _kill_group(proc)   # interrupted (Ctrl-C): do not leave the user's job running
+                stop_tree(proc)   # interrupted (Ctrl-C): do not leave the user's job running
                 raise
         dur = time.monotonic() - t0
         if status == OK and rc != 0:
@@ -116,20 +120,6 @@ class CommandRunner(Runner):
                    f"(dump/mixed/**/dump.json) under {run_dir}")
         return RunResult(str(run_dir), status, msg, rc, dur, contents["golden_dump"], 1, str(out_path),
                          str(err_path), {"contents": contents})
-
-
-def _kill_group(proc: subprocess.Popen) -> None:
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        try:
-            proc.kill()
-        except ProcessLookupError:
-            pass
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:  # pragma: no cover
-        pass
 
 
 def _tail(path: Path, n: int = 300) -> str:

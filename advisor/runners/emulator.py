@@ -2,6 +2,12 @@
 
 Each capture executes the FP32 reference and the mixed run of the workload and writes both
 dumps, so every run directory carries its own golden (``has_reference=True``).
+
+A TARGET string is captured in a child process (``runners.worker``): the workload's prints go to
+``stdout.txt`` / ``stderr.txt`` beside the run directory (never to advisor's stdout), ``timeout``
+seconds kill it (a ``timeout`` run, recorded like any failed run), and a workload that ends the
+process is reported, not fatal to the loop.  A Workload object (library use) is captured in
+process, without a timeout.
 """
 from __future__ import annotations
 
@@ -11,27 +17,35 @@ import traceback
 from pathlib import Path
 
 from ..errors import AdvisorError, InputError
+from ..fsutil import make_out_dir
 from ..mixlist import Mixlist
-from .base import FAILED, OK, Runner, RunResult, write_mixlist_file
+from .base import FAILED, OK, TIMEOUT, Runner, RunResult, write_mixlist_file
 
 
 class EmulatorRunner(Runner):
     name = "emulator"
 
     def __init__(self, target, soc: str | None = None, ops_info: str | None = None, seed: int = 0,
-                 dump: str | None = None, batches: int | None = None):
+                 dump: str | None = None, batches: int | None = None, timeout: float | None = None):
         self.target = target
         self.soc, self.ops_info, self.seed, self.dump, self.batches = soc, ops_info, seed, dump, batches
+        self.timeout = timeout
+        self._worker = None   # runners.worker.CaptureWorker, started by the first run
 
     def describe(self) -> dict:
         return {"runner": self.name, "target": str(self.target) if isinstance(self.target, (str, Path)) else
                 repr(type(self.target)), "soc": self.soc, "ops_info": self.ops_info, "seed": self.seed,
-                "dump": self.dump, "batches": self.batches}
+                "dump": self.dump, "batches": self.batches, "timeout": self.timeout}
 
     def prepare(self, out_dir: Path) -> None:
         """Cheap check of a TARGET string (the file or module exists); the workload itself is built by
         each capture -- building it here too would cost a model load and shift framework auto-names."""
+        if self.timeout is not None and not self.timeout > 0:
+            raise InputError("--timeout", f"must be a positive number of seconds, not {self.timeout}")
         if not isinstance(self.target, (str, Path)):
+            if self.timeout is not None:
+                raise InputError("--timeout", "needs a TARGET string (the workload then runs in a child process "
+                                              "that can be stopped)")
             return
         t = str(self.target)
         mod, sep, fn = t.rpartition(":")
@@ -49,15 +63,24 @@ class EmulatorRunner(Runner):
         if not found:
             raise InputError(t, f"cannot find module {mod!r}")
 
+    def close(self) -> None:
+        if self._worker is not None:
+            self._worker.close()
+            self._worker = None
+
     def run(self, mixlist: Mixlist | None, mode: str, run_dir: Path) -> RunResult:
         run_dir = Path(run_dir)
-        if run_dir.exists():  # a partial capture from an interrupted run: ours to replace
+        if run_dir.exists():  # a run whose iteration was not recorded (interrupted tune): ours to replace
             shutil.rmtree(run_dir)
         ml_path = write_mixlist_file(mixlist, run_dir.parent / "mixlist_used.json")
+        kw = {"mode": mode, "mixlist": str(ml_path) if ml_path else None, "soc": self.soc,
+              "ops_info": self.ops_info, "seed": self.seed, "dump": self.dump, "batches": self.batches}
+        kw = {k: v for k, v in kw.items() if v is not None or k == "mixlist"}
+        if isinstance(self.target, (str, Path)):
+            return self._run_isolated(mixlist, run_dir, kw)
         t0 = time.monotonic()
         try:
-            capture_run(self.target, run_dir, mode=mode, mixlist=ml_path, soc=self.soc, ops_info=self.ops_info,
-                        seed=self.seed, dump=self.dump, batches=self.batches)
+            capture_run(self.target, run_dir, **kw)
         except InputError:
             if mixlist is None:   # fails with the default lists too: the workload/target is the problem
                 raise
@@ -72,11 +95,31 @@ class EmulatorRunner(Runner):
                              time.monotonic() - t0, False, 2)
         return RunResult(str(run_dir), OK, "", 0, time.monotonic() - t0, True, 2)
 
+    def _run_isolated(self, mixlist: Mixlist | None, run_dir: Path, kw: dict) -> RunResult:
+        out_path, err_path = run_dir.parent / "stdout.txt", run_dir.parent / "stderr.txt"
+        make_out_dir(run_dir.parent)
+        if self._worker is None:
+            from .worker import CaptureWorker  # not at import: ``python -m advisor.runners.worker`` runs it
+            self._worker = CaptureWorker()
+        t0 = time.monotonic()
+        reply = self._worker.capture(str(self.target), run_dir, timeout=self.timeout, stdout=out_path,
+                                     stderr=err_path, **kw)
+        dur = time.monotonic() - t0
+        if reply.ok:
+            return RunResult(str(run_dir), OK, "", 0, dur, True, 2, str(out_path), str(err_path))
+        err = reply.exception(self.target)
+        if reply.status == TIMEOUT:
+            return RunResult(str(run_dir), TIMEOUT, reply.message, None, dur, False, 2, str(out_path), str(err_path))
+        if reply.user_error and mixlist is None:  # fails with the default lists: the workload is the problem
+            raise err
+        (run_dir.parent / "capture_error.txt").write_text(reply.error.get("traceback") or f"{err}\n",
+                                                          encoding="utf-8")
+        what = "capture failed with this list" if reply.user_error else "capture failed"
+        return RunResult(str(run_dir), FAILED, f"{what}: {err}", reply.returncode, dur, False, 2, str(out_path),
+                         str(err_path))
+
 
 def capture_run(target, out: Path, **kw) -> Path:
     """Adapter to the emulator stage (one place to change if its signature moves)."""
     from ..emulator import capture
-    kw = {k: v for k, v in kw.items() if v is not None or k == "mixlist"}
-    if kw.get("mixlist") is not None:
-        kw["mixlist"] = str(kw["mixlist"])
     return capture(target, out, **kw)

@@ -23,7 +23,7 @@ from .. import graph as G
 from ..errors import AdvisorError, InputError
 from ..mixlist import Mixlist
 from ..oplists import DEFAULT_SOC
-from ..rundir import RunWriter, capture_settings, prepare_run_dir, tensor_record, versions, worst_local
+from ..rundir import RunWriter, StagedRunDir, capture_settings, tensor_record, versions, worst_local
 from . import one_line, opmap, require_tf
 from .freeze import Frozen, freeze, quiet_tf, to_feed
 from .graph import FLOAT_TF, build, prune, split_tensor
@@ -142,11 +142,14 @@ class _Session:
 def capture_tf(workload: Any, out: str | os.PathLike, mode: str = semantics.DEFAULT_MODE,
                mixlist: str | os.PathLike | Mixlist | None = None, soc: str = DEFAULT_SOC,
                ops_info: str | os.PathLike | None = None, seed: int = 0, dump: str | None = None,
-               batches: int | list | None = None, target: str | None = None, local: bool = True) -> Path:
+               batches: int | list | None = None, target: str | None = None, local: bool = True,
+               progress=None) -> Path:
     """Capture a TF/Keras workload (a ``Workload`` or the ``(model, batches[, loss_fn])`` a TARGET
     function returned) into ``out``: FP32 reference run + mixed run executing ``semantics.plan``
     exactly.  ``batches``: an int keeps the first N, a list replaces them.  ``dump``: "tensors" |
-    "stats" (default: tensors for models with at most 2M parameters).  Returns the run directory."""
+    "stats" (default: tensors for models with at most 2M parameters).  Returns the run directory,
+    built beside ``out`` and renamed into place when complete (``rundir.StagedRunDir``; ``progress``
+    hears a previous ``out`` kept as ``.bak``)."""
     tf = require_tf(target)
     quiet_tf()
     wl = _workload(workload)
@@ -179,84 +182,84 @@ def capture_tf(workload: Any, out: str | os.PathLike, mode: str = semantics.DEFA
     dump = dump or ("tensors" if n_params <= SMALL_MODEL_PARAMS else "stats")
     files_on = dump == "tensors"
 
-    out_dir, kept = prepare_run_dir(out)
-    if kept:
-        notes.append(f"previous contents of the output folder kept in {kept}")
-    vers = versions()
-    vers["tensorflow"] = tf.__version__
-    writer = RunWriter(out_dir, {"name": wl.name, "target": target, "mode": mode, "soc": soc,
-                                 "ops_info": str(ops_info) if ops_info else None,
-                                 "mixlist": ml.to_dict() if ml is not None else None, "seed": seed,
-                                 "framework": "tensorflow", "emulated": True, "versions": vers})
-    if ml is not None:
-        writer.write_mixlist(ml.to_json())
+    with StagedRunDir(out, progress) as stage:
+        out_dir = stage.path
+        vers = versions()
+        vers["tensorflow"] = tf.__version__
+        writer = RunWriter(out_dir, {"name": wl.name, "target": target, "mode": mode, "soc": soc,
+                                     "ops_info": str(ops_info) if ops_info else None,
+                                     "mixlist": ml.to_dict() if ml is not None else None, "seed": seed,
+                                     "framework": "tensorflow", "emulated": True, "versions": vers}, final_dir=stage.out)
+        if ml is not None:
+            writer.write_mixlist(ml.to_json())
 
-    # every output of every op-graph node, in both runs
-    keys = [(n, k) for n in info.order for k in range(len(info.out_dtypes[n]))
-            if g.nodes[n]["role"] != "const" and info.out_dtypes[n][k] not in ("resource", "variant")]
-    fp32_fetch = [f"{n}:{k}" for n, k in keys]
-    mixed_fetch = [rw.tensor.get((n, k), f"{n}:{k}") for n, k in keys]
-    model_fetch = fr.outputs + ([fr.loss] if fr.loss else []) + [t for _, t in fr.grads]
+        # every output of every op-graph node, in both runs
+        keys = [(n, k) for n in info.order for k in range(len(info.out_dtypes[n]))
+                if g.nodes[n]["role"] != "const" and info.out_dtypes[n][k] not in ("resource", "variant")]
+        fp32_fetch = [f"{n}:{k}" for n, k in keys]
+        mixed_fetch = [rw.tensor.get((n, k), f"{n}:{k}") for n, k in keys]
+        model_fetch = fr.outputs + ([fr.loss] if fr.loss else []) + [t for _, t in fr.grads]
 
-    def resolve(t: str) -> tuple[str, int]:
-        return info.source(t)
-    model_keys = [resolve(t) for t in model_fetch]
-    consts = {n: _const_value(tf, info.nodes[n]) for n in info.order if g.nodes[n]["role"] == "const"}
+        def resolve(t: str) -> tuple[str, int]:
+            return info.source(t)
+        model_keys = [resolve(t) for t in model_fetch]
+        consts = {n: _const_value(tf, info.nodes[n]) for n in info.order if g.nodes[n]["role"] == "const"}
 
-    s32 = _Session(tf, gd)
-    smx = _Session(tf, rw.graph_def)
-    kernels: list[dict] = []
-    local_rows: dict[str, dict] = {}
-    try:
-        for step, batch in enumerate(wl.batches):
-            arrays = to_feed(batch)
-            feed = {t: arrays[i] for t, i in zip(fr.inputs, fr.input_indices)}
-            try:
-                v32 = s32.run(fp32_fetch, feed)
-            except Exception as e:
-                raise InputError(target, f"the model failed in the FP32 run (step {step}): "
-                                         f"{one_line(e)}") from None
-            try:
-                vmx = smx.run(mixed_fetch, feed)
-            except Exception as e:
-                raise InputError(target, f"the model failed in the mixed run (step {step}): "
-                                         f"{one_line(e)}") from None
-            val32 = dict(zip(keys, v32))
-            valmx = dict(zip(keys, vmx))
-            for n, c in consts.items():
-                val32[(n, 0)] = valmx[(n, 0)] = c
-            kernels.extend(_kernels(g, info, rw, p, valmx, step))
-            for which, vals in (("fp32", val32), ("mixed", valmx)):
-                data, files = _dump_data(g, info, rw if which == "mixed" else None, vals, fr, model_keys,
-                                         files_on)
-                writer.write_dump(which, step, data, files or None, task="tensor" if files_on else "statistics")
-            if local:  # every step: a hazard may show only in some batches; rows keep the worst
-                for row in _local_errors(tf, gd, info, g, low_dtype, feed, val32):
-                    local_rows[row["name"]] = worst_local(local_rows.get(row["name"]), row)
-    finally:
-        s32.close()
-        smx.close()
-        _reset_keras_naming()
+        s32 = _Session(tf, gd)
+        smx = _Session(tf, rw.graph_def)
+        kernels: list[dict] = []
+        local_rows: dict[str, dict] = {}
+        try:
+            for step, batch in enumerate(wl.batches):
+                arrays = to_feed(batch)
+                feed = {t: arrays[i] for t, i in zip(fr.inputs, fr.input_indices)}
+                try:
+                    v32 = s32.run(fp32_fetch, feed)
+                except Exception as e:
+                    raise InputError(target, f"the model failed in the FP32 run (step {step}): "
+                                             f"{one_line(e)}") from None
+                try:
+                    vmx = smx.run(mixed_fetch, feed)
+                except Exception as e:
+                    raise InputError(target, f"the model failed in the mixed run (step {step}): "
+                                             f"{one_line(e)}") from None
+                val32 = dict(zip(keys, v32))
+                valmx = dict(zip(keys, vmx))
+                for n, c in consts.items():
+                    val32[(n, 0)] = valmx[(n, 0)] = c
+                kernels.extend(_kernels(g, info, rw, p, valmx, step))
+                for which, vals in (("fp32", val32), ("mixed", valmx)):
+                    data, files = _dump_data(g, info, rw if which == "mixed" else None, vals, fr, model_keys,
+                                             files_on)
+                    writer.write_dump(which, step, data, files or None, task="tensor" if files_on else "statistics")
+                if local:  # every step: a hazard may show only in some batches; rows keep the worst
+                    for row in _local_errors(tf, gd, info, g, low_dtype, feed, val32):
+                        local_rows[row["name"]] = worst_local(local_rows.get(row["name"]), row)
+        finally:
+            s32.close()
+            smx.close()
+            _reset_keras_naming()
 
-    writer.write_profile(kernels)
-    for n in g:
-        a = g.nodes[n]
-        if a["role"] == "op" and n in rw.out_dtypes:
-            a["in_dtypes"] = [_enum_canon(tf, e) for e in rw.in_dtypes[n]]
-            a["out_dtypes"] = [_enum_canon(tf, e) for e in rw.out_dtypes[n]]
-    semantics.annotate(g, p)
-    graph_path = writer.write_graph(g, p, notes)
-    if local:
-        writer.write_local_error(local_rows.values())
-    unknown = sorted({g.nodes[n]["type"] for n in G.op_nodes(g)
-                      if g.nodes[n].get("kernel", True) and not lists.is_known(g.nodes[n]["type"])})
-    cube_style = sorted({g.nodes[n]["type"] for n, s in rw.style.items() if s == "cube-style"})
-    writer.write_run_json(steps=len(wl.batches), training=fr.training, dump=dump, low_dtype=low,
-                          lists_source=lists.source, unmapped_ops=unknown, notes=notes,
-                          graph=str(graph_path.relative_to(out_dir)) if graph_path else None,
-                          n_ops=sum(1 for _ in G.op_nodes(g)), options=wl.options or {},
-                          tf={"cube_style_types": cube_style, "inputs": fr.inputs})
-    return out_dir
+        writer.write_profile(kernels)
+        for n in g:
+            a = g.nodes[n]
+            if a["role"] == "op" and n in rw.out_dtypes:
+                a["in_dtypes"] = [_enum_canon(tf, e) for e in rw.in_dtypes[n]]
+                a["out_dtypes"] = [_enum_canon(tf, e) for e in rw.out_dtypes[n]]
+        semantics.annotate(g, p)
+        graph_path = writer.write_graph(g, p, notes)
+        if local:
+            writer.write_local_error(local_rows.values())
+        unknown = sorted({g.nodes[n]["type"] for n in G.op_nodes(g)
+                          if g.nodes[n].get("kernel", True) and not lists.is_known(g.nodes[n]["type"])})
+        cube_style = sorted({g.nodes[n]["type"] for n, s in rw.style.items() if s == "cube-style"})
+        notes += stage.backup_notes()
+        writer.write_run_json(steps=len(wl.batches), training=fr.training, dump=dump, low_dtype=low,
+                              lists_source=lists.source, unmapped_ops=unknown, notes=notes,
+                              graph=str(graph_path.relative_to(out_dir)) if graph_path else None,
+                              n_ops=sum(1 for _ in G.op_nodes(g)), options=wl.options or {},
+                              tf={"cube_style_types": cube_style, "inputs": fr.inputs})
+    return stage.out
 
 
 def _enum_canon(tf, e: int) -> str:
