@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 import json
+import math
 import os
 import secrets
 import stat
@@ -37,9 +38,44 @@ def atomic_write_text(path: str | os.PathLike, text: str, keep_existing: bool = 
     return _replace_with(path, fill, keep_existing)
 
 
+def json_safe(o: Any) -> Any:
+    """THE convention for every JSON advisor writes (docs/formats.md "Numbers"): a copy where NaN and
+    +-Infinity are ``null`` (strict JSON; where finiteness matters a sibling field says so, e.g.
+    ``"finite": false``), numpy scalars/arrays are plain numbers/lists, tuples/sets are lists, paths
+    are strings, objects with ``to_dict()`` are their dict, and keys are strings."""
+    if isinstance(o, float):
+        return o if math.isfinite(o) else None
+    if o is None or isinstance(o, (str, bool, int)):
+        return o
+    if isinstance(o, dict):
+        return {str(k): json_safe(v) for k, v in o.items()}
+    if isinstance(o, (list, tuple)):
+        return [json_safe(v) for v in o]
+    if isinstance(o, (set, frozenset)):
+        return sorted(json_safe(v) for v in o)
+    if isinstance(o, Path):
+        return str(o)
+    try:
+        import numpy as np
+        if isinstance(o, np.ndarray):
+            return json_safe(o.tolist())
+        if isinstance(o, np.generic):
+            return json_safe(o.item())
+    except ImportError:  # pragma: no cover
+        pass
+    to_dict = getattr(o, "to_dict", None)
+    if callable(to_dict):
+        return json_safe(to_dict())
+    return str(o)
+
+
+def json_text(obj: Any, indent: int | None = 2) -> str:
+    """Strict JSON text of ``obj`` under the convention of :func:`json_safe`."""
+    return json.dumps(json_safe(obj), indent=indent, ensure_ascii=False, allow_nan=False)
+
+
 def atomic_write_json(path: str | os.PathLike, obj: Any, keep_existing: bool = False, indent: int = 2) -> Path | None:
-    return atomic_write_text(path, json.dumps(obj, indent=indent, ensure_ascii=False, default=_json_default) + "\n",
-                             keep_existing=keep_existing)
+    return atomic_write_text(path, json_text(obj, indent) + "\n", keep_existing=keep_existing)
 
 
 def atomic_write_via(path: str | os.PathLike, write: Callable[[str], Any], keep_existing: bool = False) -> Path | None:
@@ -267,22 +303,6 @@ def keep_dir_as_backup(p: Path) -> Path | None:
             raise
         return cand
     return None  # pragma: no cover
-
-
-def _json_default(o: Any) -> Any:
-    try:
-        import numpy as np
-        if isinstance(o, np.generic):
-            return o.item()
-        if isinstance(o, np.ndarray):
-            return o.tolist()
-    except ImportError:  # pragma: no cover
-        pass
-    if isinstance(o, (set, frozenset)):
-        return sorted(o)
-    if isinstance(o, Path):
-        return str(o)
-    raise TypeError(f"not JSON serialisable: {type(o).__name__}")
 
 
 def resolve_inside(base: str | os.PathLike, relative: str, what: str = "path") -> Path:

@@ -438,6 +438,23 @@ def from_targets(base: OpLists, targets: Mapping[str, str]) -> Mixlist:
     return Mixlist(**{k: tuple(v) for k, v in parts.items()})
 
 
+def with_targets(base: OpLists, targets: Mapping[str, str]) -> OpLists:
+    """Effective lists after moving each type to its target list ("white"/"black"/"gray"): the same as
+    ``apply(base, from_targets(base, targets)).lists``, without building the mixlist (the search calls it
+    for every candidate)."""
+    white, black = set(base.white), set(base.black)
+    for t, to in targets.items():
+        white.discard(t)
+        black.discard(t)
+        if to == WHITE:
+            white.add(t)
+        elif to == BLACK:
+            black.add(t)
+        elif to != GRAY:
+            raise ValueError(f"target list must be white, black or gray, not {to!r}")
+    return base.with_lists(frozenset(white), frozenset(black))
+
+
 def compose(base: OpLists, first: Mixlist | None, then: Mixlist) -> Mixlist:
     """One mixlist equivalent to applying ``first`` then ``then`` to ``base``."""
     return between(base, apply(effective(base, first), then).lists)

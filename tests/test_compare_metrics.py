@@ -136,8 +136,7 @@ def test_tolerance_judge_and_serialisation():
 
 
 def test_cli_option_helpers_share_the_defaults():
-    from advisor.compare.tolerance import tolerance_options
-    opts = tolerance_options()
+    from advisor.compare.cli_options import TOLERANCE_OPTIONS as opts
     d = Tolerance()
     assert opts["min_cosine"].default == d.min_cosine and opts["max_rel_l2"].default == d.max_rel_l2
     assert tolerance_from_options(**{k: v.default for k, v in opts.items()}) == d

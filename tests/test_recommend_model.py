@@ -10,7 +10,7 @@ import pytest
 from advisor.oplists import load_lists
 from advisor.costmodel import build_time_model
 from advisor.recommend.model import ROUNDING_REL, ErrorModel, build_evidence
-from advisor.recommend.search import Edit, lists_with
+from advisor.recommend.edits import Edit, lists_with
 from advisor.recommend.synthetic import Builder
 from advisor.semantics import compile_graph
 

@@ -16,7 +16,7 @@ from advisor.costmodel import build_time_model
 from advisor.recommend.model import ErrorModel, build_evidence
 from advisor.recommend.search import Searcher
 from advisor.recommend.synthetic import Builder
-from advisor.recommend.tolerance import default_tolerance, meets
+from advisor.compare.tolerance import Tolerance
 from advisor.semantics import LOW, compile_graph, plan
 
 LISTS = load_lists("ascend910b")
@@ -45,7 +45,7 @@ def test_recommendation_is_feasible_and_one_minimal(spec):
         names.append(b.op(typ, *dict.fromkeys(ins), weight=typ.startswith("MatMul"), **kw))
     rec = recommend_graph(b.g, LISTS, local=b.local())
     assert rec.status in ("recommended", "no-change-needed", "no-solution")
-    tol = default_tolerance()
+    tol = Tolerance()
     c = compile_graph(b.g)
     model = ErrorModel(c, build_evidence(c, None, b.local()), build_time_model(c), "fp16", c.plan(LISTS))
     s = Searcher(c, LISTS, "mixed_float16", model, tol)
@@ -55,7 +55,7 @@ def test_recommendation_is_feasible_and_one_minimal(spec):
         return
     assert rec.exit_code == 0
     full = s.evaluate(edits)
-    assert full.ok and meets(tol, full.pred.final_rel_l2, full.pred.final_nonfinite)
+    assert full.ok and tol.predicted_ok(full.pred.final_rel_l2, full.pred.final_nonfinite)
     for e in edits:                                      # 1-minimality, re-checked independently
         assert not s.evaluate(edits - {e}).ok
     assert rec.minimality["proved"]

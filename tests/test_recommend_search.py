@@ -36,7 +36,7 @@ def test_single_hazard_cheap_op_beats_matmul():
     assert rec.mixlist.black_add == ("Exp",)
     assert rec.minimality["proved"] is True
     # black-listing MatMulV2 would also fix it: the model says so, yet the cheap edit wins
-    from advisor.recommend.search import Edit, Searcher
+    from advisor.recommend.search import Edit, Searcher  # noqa: F401
     c = compile_graph(b.g)
     model = ErrorModel(c, build_evidence(c, None, b.local()), build_time_model(c), "fp16")
     s = Searcher(c, LISTS, "mixed_float16", model, rec_tol())
@@ -47,8 +47,8 @@ def test_single_hazard_cheap_op_beats_matmul():
 
 
 def rec_tol():
-    from advisor.recommend.tolerance import default_tolerance
-    return default_tolerance()
+    from advisor.compare.tolerance import Tolerance
+    return Tolerance()
 
 
 def test_two_cheap_edits_beat_one_matmul_and_fewest_alternative_reported():

@@ -28,3 +28,15 @@ def human_report(as_json: bool) -> Iterator[None]:
         return
     with redirect_stdout(io.StringIO() if verbosity() == QUIET else sys.stderr):
         yield
+
+
+def tolerance(min_cosine: float = 0.999, max_rel_l2: float = 1e-2, allow_nonfinite: bool = False,
+              max_loss_rel: float = 1e-2, min_grad_cosine: float = 0.99, msprobe_rule: bool = False):
+    """The shared Tolerance from a command's options; a bad range is one line (exit 2)."""
+    from ..compare.tolerance import tolerance_from_options
+    from ..errors import InputError
+    try:
+        return tolerance_from_options(min_cosine, max_rel_l2, allow_nonfinite, max_loss_rel, min_grad_cosine,
+                                      msprobe_rule)
+    except ValueError as e:
+        raise InputError(None, str(e)) from None

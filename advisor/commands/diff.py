@@ -37,9 +37,9 @@ def register(app: typer.Typer) -> None:
 
         from ..recommend.diffing import diff, write_diff_outputs
         from ..report import print_diff
-        from .recommend import _tolerance
+        from .common import tolerance
         try:
-            tol = _tolerance(min_cosine, max_rel_l2, allow_nonfinite, 1e-2, 0.99)
+            tol = tolerance(min_cosine, max_rel_l2, allow_nonfinite, 1e-2, 0.99)
             out_dir = check_out_dir(Path(out) if out else Path(profile) / "advice")
             res = diff(profile, a, b, tolerance=tol, soc=soc, ops_info=ops_info, mode=mode, rank=rank, step=step)
             paths = write_diff_outputs(res, out_dir)

@@ -9,19 +9,7 @@ import typer
 
 from ..errors import AdvisorError, InputError
 from ..fsutil import check_out_dir
-from .common import human_report
-
-
-def _tolerance(min_cosine, max_rel_l2, allow_nonfinite, max_loss_rel, min_grad_cosine):
-    try:
-        from ..compare.tolerance import tolerance_from_options
-    except ImportError:  # compare stage missing: the documented defaults
-        from ..recommend.tolerance import FallbackTolerance
-        return FallbackTolerance(max_rel_l2, min_cosine, not allow_nonfinite)
-    try:
-        return tolerance_from_options(min_cosine, max_rel_l2, allow_nonfinite, max_loss_rel, min_grad_cosine)
-    except ValueError as e:
-        raise InputError("", str(e)) from None
+from .common import human_report, tolerance
 
 
 def register(app: typer.Typer) -> None:
@@ -57,7 +45,7 @@ def register(app: typer.Typer) -> None:
         from ..recommend import recommend, write_outputs
         from ..report import print_recommendation
         try:
-            tol = _tolerance(min_cosine, max_rel_l2, allow_nonfinite, max_loss_rel, min_grad_cosine)
+            tol = tolerance(min_cosine, max_rel_l2, allow_nonfinite, max_loss_rel, min_grad_cosine)
             base = mx.load(mixlist) if mixlist else None
             out_dir = check_out_dir(Path(out) if out else Path(profile) / "advice")
             log = StageLog()

@@ -10,6 +10,8 @@ import typer
 from ..compare.cli_options import (AllowNonfiniteOption, MaxLossRelOption, MaxRelL2Option, MinCosineOption,
                                    MinGradCosineOption, MsprobeRuleOption)
 from ..errors import AdvisorError, InputError
+from ..fsutil import json_safe
+from .common import human_report
 
 
 def register(app: typer.Typer) -> None:
@@ -60,11 +62,7 @@ def register(app: typer.Typer) -> None:
                                        "to the run's measured kernel times)"},
                "tolerance": tol.to_dict()}
         if as_json:
-            typer.echo(json.dumps(out, indent=2, default=_nonfinite))
-        else:
+            typer.echo(json.dumps(json_safe(out), indent=2))
+        with human_report(as_json):
             print_replay(out)
         raise typer.Exit(0 if verdict.ok else 1)
-
-
-def _nonfinite(o):
-    return str(o)

@@ -20,3 +20,8 @@ AllowNonfiniteOption = typer.Option(False, "--allow-nonfinite", help="do not req
 MaxLossRelOption = typer.Option(_D.max_loss_rel, "--max-loss-rel", help="training: maximum loss relative difference")
 MinGradCosineOption = typer.Option(_D.min_grad_cosine, "--min-grad-cosine", help="training: minimum cosine of every parameter gradient")
 MsprobeRuleOption = typer.Option(False, "--msprobe-rule", help="also apply msprobe's pass rule to final outputs")
+
+# every tolerance option by its parameter name
+TOLERANCE_OPTIONS = {"min_cosine": MinCosineOption, "max_rel_l2": MaxRelL2Option,
+                     "allow_nonfinite": AllowNonfiniteOption, "max_loss_rel": MaxLossRelOption,
+                     "min_grad_cosine": MinGradCosineOption, "msprobe_rule": MsprobeRuleOption}

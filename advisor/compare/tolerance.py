@@ -40,8 +40,17 @@ class Tolerance:
 
     @property
     def finite(self) -> bool:
-        """Alias of ``require_finite`` (read by recommend's adapter)."""
+        """Alias of ``require_finite``."""
         return self.require_finite
+
+    def predicted_ok(self, rel_l2: float, nonfinite: bool) -> bool:
+        """A *predicted* final error (the error model's: a relative L2 and whether the output turns
+        non-finite) within tolerance; cosine predicted as 1 - e^2/2 (an error uncorrelated with the signal)."""
+        if nonfinite and self.require_finite:
+            return False
+        if not math.isfinite(rel_l2):
+            return False
+        return rel_l2 <= self.max_rel_l2 and (1.0 - 0.5 * rel_l2 ** 2) >= self.min_cosine
 
     # ------------------------------------------------------------------ per-tensor test
     def tensor_ok(self, m: Mapping) -> bool:
@@ -142,21 +151,10 @@ def _nan_low(x: Any) -> float:
     return -1.0 if x is None or _isnan(x) else float(x)
 
 
-# ---------------------------------------------------------------------- CLI helper
-def tolerance_options() -> dict:
-    """The typer options of the tolerance (also importable one by one from
-    ``advisor.compare.cli_options``): name -> typer.Option.  A command declares e.g.
-    ``min_cosine: float = MinCosineOption`` and calls ``tolerance_from_options(...)``."""
-    from . import cli_options as o
-    return {"min_cosine": o.MinCosineOption, "max_rel_l2": o.MaxRelL2Option,
-            "allow_nonfinite": o.AllowNonfiniteOption, "max_loss_rel": o.MaxLossRelOption,
-            "min_grad_cosine": o.MinGradCosineOption, "msprobe_rule": o.MsprobeRuleOption}
-
-
 def tolerance_from_options(min_cosine: float = 0.999, max_rel_l2: float = 1e-2, allow_nonfinite: bool = False,
                            max_loss_rel: float = 1e-2, min_grad_cosine: float = 0.99,
                            msprobe_rule: bool = False) -> Tolerance:
-    """Build a Tolerance from the CLI option values of ``tolerance_options``; validates ranges."""
+    """Build a Tolerance from the CLI option values (``compare.cli_options``); validates ranges."""
     if not (-1.0 <= min_cosine <= 1.0):
         raise ValueError("--min-cosine must be within [-1, 1]")
     for name, v in (("--max-rel-l2", max_rel_l2), ("--max-loss-rel", max_loss_rel)):

@@ -1,8 +1,9 @@
 """``advisor diff``: what changes between two mixlists on one run's graph.
 
-Effective list changes per type (mixlist.list_changes), the op instances that flip precision and
-why (semantics Why: rule, predecessor, root), predicted time change (cost model) and, when the run
-has activations (dumps or local errors), the predicted final error of each side.
+Effective list changes per type (mixlist.list_changes), the op instances that flip precision and why
+(semantics Why: rule, predecessor, root), the time of both sides (costmodel.TimeModel) and, when the run has
+activations, the final error of each side: replayed on the run's FP32 tensor dump when it has one, else
+estimated by the error model (dumps' statistics or local errors); ``how`` says which.
 """
 from __future__ import annotations
 
@@ -11,14 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from .. import mixlist as mx
+from ..analysis import Analysis, analyze
 from ..errors import InputError
-from ..semantics import DEFAULT_MODE, compile_graph, flips_between, mode_info, uses_mixlist
-from . import tolerance as tolmod
-from .core import _curve, _jsonable
-from ..costmodel import build_time_model
-from ..semantics import low_mask
-from .model import ErrorModel, build_evidence
-from .search import _pred_dict
+from ..fsutil import atomic_write_text, json_safe, json_text
+from ..semantics import DEFAULT_MODE, Plan, flips_between, low_mask, mode_info, uses_mixlist
+from .explain import curve
 
 
 @dataclass
@@ -40,7 +38,7 @@ class DiffResult:
         return len(self.flips)
 
     def to_dict(self) -> dict:
-        return _jsonable({"schema": "advisor.diff/1", "a": self.a, "b": self.b, "mode": self.mode, "soc": self.soc,
+        return json_safe({"schema": "advisor.diff/1", "a": self.a, "b": self.b, "mode": self.mode, "soc": self.soc,
                           "list_changes": {t: list(v) for t, v in self.list_changes.items()},
                           "flip_count": self.flip_count, "flips": self.flips, "predicted": self.predicted,
                           "tolerance": self.tolerance, "notes": self.notes,
@@ -61,80 +59,97 @@ def _load_side(x: Any, what: str) -> mx.Mixlist | None:
     return mx.load(p)
 
 
+def _side(an: Analysis, plan: Plan) -> dict:
+    """Time, casts and share of a plan, and its final error (replayed or estimated) when activations exist."""
+    low = low_mask(plan)
+    t, casts, share, lost = an.times.plan_time(low)
+    d = {"final_rel_l2": None, "final_nonfinite": None, "final_cosine": None, "time_us": round(t, 3),
+         "casts": casts, "low_precision_share": round(share, 6), "fp32_forfeited_us": round(lost, 3),
+         "how": "not predicted (no activations)"}
+    if an.recording is not None and an.recording.replayable_share() > 0:
+        res = an.replay(plan)
+        items = res.final_metrics(tolerance=an.tolerance)
+        v = an.tolerance.judge(items)
+        w = v.worst or {}
+        d.update(final_rel_l2=w.get("rel_l2"), final_nonfinite=w.get("finite") is False, final_cosine=w.get("cosine"),
+                 how="replayed" if res.complete else "replayed, incomplete", meets_tolerance=bool(v.ok),
+                 coverage=round(res.coverage, 6))
+    return d
+
+
+def _estimated_sides(an: Analysis, pa: Plan, pb: Plan, da: dict, db: dict) -> tuple[Any, Any] | None:
+    """The error model's prediction of both sides (no FP32 tensor dump to replay): dumps' statistics and/or
+    local errors as evidence."""
+    import pandas as pd
+
+    from .model import ErrorModel, build_evidence
+    from .search import pred_dict
+    local = an.run.local_errors if isinstance(an.run.local_errors, pd.DataFrame) else None
+    ops = None
+    if an.has_dumps:
+        from ..compare.attribution import attribute
+        att = attribute(an.run, an.tolerance, lists=an.lists, mode=an.mode)
+        ops = att.ops if att.ops is not None and not att.ops.empty else None
+    if ops is None and local is None:
+        return None
+    model = ErrorModel(an.compiled, build_evidence(an.compiled, ops, local), an.times, an.low_dtype, an.plan)
+    if not model.enabled:
+        return None
+    pra, prb = model.evaluate(pa, keep_arrays=True), model.evaluate(pb, keep_arrays=True)
+    for d, pr in ((da, pra), (db, prb)):
+        p = pred_dict(pr)
+        d.update(final_rel_l2=p["final_rel_l2"], final_nonfinite=p["final_nonfinite"], final_cosine=p["final_cosine"],
+                 how="estimated", meets_tolerance=an.tolerance.predicted_ok(pr.final_rel_l2, pr.final_nonfinite))
+    return pra, prb
+
+
 def diff(run: Any, a: Any, b: Any, *, tolerance: Any = None, soc: str | None = None, ops_info: str | None = None,
          mode: str | None = None, rank: int | None = None, step: int | None = None, **rec_kw: Any) -> DiffResult:
-    """Compare mixlists ``a`` and ``b`` (paths, Mixlist, "defaults"; ``b`` may be "recommended")
-    on the graph of ``run`` (a directory or ingest Run)."""
-    from .run_adapter import check_user_mixlist, gather
-    d = gather(run, tolerance, soc=soc, ops_info=ops_info, mode=mode, rank=rank, step=step)
-    defaults, mode = d["defaults"], d["mode"]
+    """Compare mixlists ``a`` and ``b`` (paths, Mixlist, "defaults"; ``b`` may be "recommended") on the graph of
+    ``run`` (a directory, an ingest Run or an Analysis)."""
+    an = run if isinstance(run, Analysis) else analyze(run, tolerance=tolerance, soc=soc, ops_info=ops_info,
+                                                       mode=mode, rank=rank, step=step)
+    types = an.compiled.types
     notes: list[str] = []
     ma = _load_side(a, "A")
     if ma is not None:
-        check_user_mixlist(ma, d)
+        mx.check_op_types(ma, an.defaults, types)
     if str(b) == "recommended":
-        from .core import recommend_graph
-        rec = recommend_graph(d["graph"], defaults, mode=mode, run_mixlist=d["run_mixlist"], base_mixlist=ma,
-                              ops=d["ops"], local=d["local"], tolerance=d["tolerance"],
-                              culprit_types=d["culprit_types"], culprit_nodes=d["culprit_nodes"],
-                              measured_final=d["measured_final"], **rec_kw)
+        from .core import recommend
+        rec = recommend(an, base_mixlist=ma, **rec_kw)
         mb = rec.mixlist
         notes.append(f"B = the recommendation computed from A ({rec.status})")
     else:
         mb = _load_side(b, "B")
         if mb is not None:
-            check_user_mixlist(mb, d)
-    try:
-        mode_info(mode)
-    except ValueError as e:
-        raise InputError(None, str(e)) from None
+            mx.check_op_types(mb, an.defaults, types)
+    mode = an.mode
     if not uses_mixlist(mode):
-        notes.append(f"precision mode {mode!r} ignores mixlists; flips shown for mixed_float16")
+        notes.append(f"precision mode {mode!r} ignores mixlists; flips shown for the mixed mode")
         mode = "mixed_bfloat16" if mode_info(mode)[1] == "bf16" else DEFAULT_MODE
-    la, lb = mx.effective(defaults, ma), mx.effective(defaults, mb)
-    changes = mx.list_changes(la, lb)
-    try:
-        c = compile_graph(d["graph"])
-    except ValueError as e:
-        raise InputError(getattr(d["run"], "path", None), str(e)) from None
-    low = mode_info(mode)[1] or "fp16"
-    pa = c.plan(la, mode)
-    pb = c.what_if(pa, lb)
-    fl = flips_between(pa, pb)
-    ops, local = d["ops"], d["local"]
-    ev = build_evidence(c, ops, local) if (ops is not None or local is not None) else None
-    run_plan = c.plan(mx.effective(defaults, d["run_mixlist"]), mode)
-    times = build_time_model(c, low, ran_low=low_mask(run_plan))
-    model = ErrorModel(c, ev, times, low, run_plan, None, d["measured_final"])
-    pra, prb = model.evaluate(pa, keep_arrays=True), model.evaluate(pb, keep_arrays=True)
-    tol = d["tolerance"]
-    pred = {"a": _pred_dict(pra), "b": _pred_dict(prb), "time_change_us": round(prb.time_us - pra.time_us, 3),
-            "time_model": times.source}
-    if model.enabled:
-        pred["a_meets_tolerance"] = tolmod.meets(tol, pra.final_rel_l2, pra.final_nonfinite)
-        pred["b_meets_tolerance"] = tolmod.meets(tol, prb.final_rel_l2, prb.final_nonfinite)
-    else:
-        for k in ("a", "b"):
-            pred[k]["final_rel_l2"] = None
-            pred[k]["final_nonfinite"] = None
-            pred[k]["final_cosine"] = None
+    la, lb = an.lists_with(ma), an.lists_with(mb)
+    pa = an.compiled.plan(la, mode)
+    pb = an.compiled.what_if(pa, lb)
+    da, db = _side(an, pa), _side(an, pb)
+    if da["final_rel_l2"] is None and da["final_nonfinite"] is None and _estimated_sides(an, pa, pb, da, db) is None:
         notes.append("no activations (dumps or local errors): flips and time only, no error prediction")
+    pred = {"a": da, "b": db, "time_change_us": round(db["time_us"] - da["time_us"], 3), "time_model": an.times.source}
+    if "meets_tolerance" in da:
+        pred["a_meets_tolerance"], pred["b_meets_tolerance"] = da.pop("meets_tolerance"), db.pop("meets_tolerance")
     flips = []
-    for f in fl:
+    for f in flips_between(pa, pb):
         r = f.to_dict()
         wa = f.why_after
         r["reason"] = (f"{f.type} {f.before}->{f.after}: rule {wa.rule}"
                        + (f" via {wa.via}" if wa.via is not None else "")
                        + (f" (root {wa.root})" if wa.root is not None and wa.root != f.node else ""))
         flips.append(r)
-    return DiffResult(str(a) if a is not None else "defaults", str(b), changes, flips, pred, notes,
-                      tolmod.describe(tol), mode, defaults.soc, mb, _curve(c, pra, prb, ev, pa, pb))
+    return DiffResult(str(a) if a is not None else "defaults", str(b), mx.list_changes(la, lb), flips, pred, notes,
+                      an.tolerance.to_dict(), mode, an.defaults.soc, mb,
+                      curve(an.compiled, None, None, None, pa, pb, an.times))
 
 
 def write_diff_outputs(res: DiffResult, out_dir: str | Path, html: bool = True) -> dict[str, Path]:
-    import json
-
-    from ..fsutil import atomic_write_text
     out = Path(out_dir)
     paths: dict[str, Path] = {}
 
@@ -145,7 +160,7 @@ def write_diff_outputs(res: DiffResult, out_dir: str | Path, html: bool = True) 
             paths[f"kept:{p.name}"] = kept
     if res.b_mixlist is not None and res.b == "recommended":
         put("mixlist", out / "modify_mixlist.json", res.b_mixlist.to_json())
-    put("diff", out / "diff.json", json.dumps(res.to_dict(), indent=2, ensure_ascii=False) + "\n")
+    put("diff", out / "diff.json", json_text(res.to_dict()) + "\n")
     if html:
         from ..report.html import render_diff
         put("report", out / "diff.html", render_diff(res.to_dict(), res.curve))

@@ -1,10 +1,9 @@
 """Writing a Recommendation: modify_mixlist.json, recommendation.json, report.html."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from ..fsutil import atomic_write_text
+from ..fsutil import atomic_write_text, json_text
 from .core import Recommendation
 from .snippets import mixlist_snippets
 
@@ -35,7 +34,7 @@ def write_outputs(rec: Recommendation, out_dir: str | Path, html: bool = True) -
         put("performance_mixlist", out / PERF_MIXLIST_NAME, rec.perf_mixlist.to_json())
     d = rec.to_dict()
     d["files"] = {k: str(v) for k, v in paths.items()}
-    put("recommendation", out / "recommendation.json", json.dumps(d, indent=2, ensure_ascii=False) + "\n")
+    put("recommendation", out / "recommendation.json", json_text(d) + "\n")
     if html:
         from ..report.html import render_recommendation
         put("report", out / "report.html", render_recommendation(d, rec.curve))

@@ -30,9 +30,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Hashable, Iterable, Sequence
 
+import numpy as np
+
 from ..oplists import BLACK, WHITE, OpLists
 from ..semantics import LOW, Plan
-from .search import Edit, lists_with
+from .edits import Edit, lists_with
 
 DEFAULT_BUDGET = 200
 MAX_EXHAUSTIVE = 3
@@ -75,6 +77,13 @@ class Trial:
                 rel = max(rel, float(r))
         return nf, rel
 
+    def final(self) -> dict:
+        """The final error as recommendation.json carries it (worst step)."""
+        nf, rel = self.worst()
+        cos = [m["output"].get("cosine") for m in self.metrics if (m.get("output") or {}).get("cosine") is not None]
+        return {"final_rel_l2": rel if math.isfinite(rel) else None, "final_nonfinite": bool(nf),
+                "final_cosine": (min(cos) if cos and not nf else None)}
+
     def summary(self) -> dict:
         nf, rel = self.worst()
         return {"edits": sorted(str(e) for e in self.edits), "ok": self.ok, "how": self.how,
@@ -98,8 +107,12 @@ class ReplaySearch:
 
     def __init__(self, analysis: Any, base_lists: OpLists, steps: Sequence[int] | None = None,
                  exclude: Iterable[str] = (), budget: int = DEFAULT_BUDGET, max_exhaustive: int = MAX_EXHAUSTIVE,
-                 max_types: int = MAX_TYPES):
+                 max_types: int = MAX_TYPES, proposable: Any = None, skip: Iterable[frozenset] = (),
+                 widen: bool = False):
         self.a = analysis
+        self.proposable = proposable or (lambda t: t not in self.exclude)
+        self.skip = {frozenset(x) for x in skip}     # edit sets already tried (measured): never proposed again
+        self.widen = widen
         self.base_lists = base_lists
         self.steps = list(steps) if steps is not None else None
         self.exclude = set(exclude)
@@ -109,6 +122,8 @@ class ReplaySearch:
         self.replays = 0
         self._by_key: dict[tuple, Trial] = {}
         self._base_result = None
+        self.failed_keys: set = set()
+        self._cand_nodes: dict[str, list[int]] = {}
         self._base_plan = analysis.plan_of(base_lists)
         self.base = self.trial(frozenset())
 
@@ -144,16 +159,17 @@ class ReplaySearch:
         return self.budget - self.replays
 
     # ------------------------------------------------------------------ candidates
-    def op_errors(self) -> dict[Hashable, tuple[float, bool]]:
-        """node -> (worst relative L2 of its first float output vs FP32, non-finite) in the base replay."""
+    def op_errors(self, res: Any = None) -> dict[Hashable, tuple[float, bool]]:
+        """node -> (worst relative L2 of its first float output vs FP32, non-finite) over the steps of a replay
+        (default: the base list's)."""
         from ..compare.metrics import tensor_metrics
-        self.judge(self.base)
-        res = self._base_result
+        if res is None:
+            self.judge(self.base)
+            res = self._base_result
         out: dict[Hashable, tuple[float, bool]] = {}
         rec = self.a.recording
         for s, view in res.targets.items():
-            prog = rec.programs[s]
-            for op in prog.ops:
+            for op in rec.programs[s].ops:
                 if op.node is None or op.entry not in view.entries:
                     continue
                 outs = view.entries[op.entry].get("_outputs") or []
@@ -170,6 +186,28 @@ class ReplaySearch:
                 prev = out.get(op.node, (0.0, False))
                 out[op.node] = (max(prev[0], rel), prev[1] or nf)
         return out
+
+    def node_errors(self, t: Trial) -> np.ndarray:
+        """Per compiled node: the replayed relative L2 of its output under ``t`` (+inf: non-finite, NaN: not
+        replayed / unchanged and exact)."""
+        res = self._base_result if (not t.edits and self._base_result is not None) else \
+            self.a.replay(t.plan, self.steps)
+        c = self.a.compiled
+        e = np.full(len(c), np.nan)
+        for node, (rel, nf) in self.op_errors(res).items():
+            i = c.index.get(node)
+            if i is not None:
+                e[i] = np.inf if nf else rel
+        return e
+
+    def judged(self, edits: frozenset) -> Trial:
+        """The replayed Trial of an edit set."""
+        return self.judge(self.trial(frozenset(edits)))
+
+    def reasons(self, edits: Iterable[Edit]) -> dict:
+        """Edit -> (node indices of its type among the candidates' ops, why it was a candidate)."""
+        return {e: (self._cand_nodes.get(e.type, []), "on the path from an error onset to the outputs, or a producer of it")
+                for e in edits}
 
     def candidates(self, widen: bool = False) -> list[Edit]:
         """Candidate edits (see the module docstring); ``widen``: every low kernel type."""
@@ -196,12 +234,14 @@ class ReplaySearch:
             if not chosen:
                 chosen = set(kernels)
         worst: dict[str, float] = {}
+        self._cand_nodes = {}
         for n in chosen:
             t = c.types[c.index[n]]
+            self._cand_nodes.setdefault(t, []).append(c.index[n])
             e, nf = errs.get(n, (0.0, False))
             worst[t] = max(worst.get(t, 0.0), math.inf if nf else e)
         types = sorted(worst, key=lambda t: (-worst[t], t))
-        types = [t for t in types if t not in self.exclude and t not in ("Cast", "")][: self.max_types]
+        types = [t for t in types if self.proposable(t) and t not in ("Cast", "")][: self.max_types]
         out: list[Edit] = []
         for t in types:
             cls = self.base_lists.list_of(t)
@@ -220,7 +260,7 @@ class ReplaySearch:
         if base.ok:
             stats.update(replays=self.replays, seconds=round(time.perf_counter() - t0, 3))
             return SearchResult(base, base, base, base, [], [], stats)
-        cands = self.candidates()
+        cands = self.candidates(widen=self.widen)
         best = self._exhaustive(cands, stats)
         if best is None and self.budget_left > 0:
             best = self._reduce(cands, stats, widen=False)
@@ -231,10 +271,7 @@ class ReplaySearch:
                     best = self._reduce(cands, stats, widen=True)
         judged = list(self._by_key.values())
         closest = min(judged, key=lambda t: (t.worst(), t.size))
-        fewest = None
-        passing = [t for t in judged if t.ok]
-        if passing:
-            fewest = min(passing, key=lambda t: (t.size, -t.share))
+        fewest = self._fewest(cands, best) if best is not None else None
         minimality = self.minimality(best) if best is not None else []
         stats.update(candidates=len(cands), replays=self.replays, seconds=round(time.perf_counter() - t0, 3),
                      truncated=best is None and self.budget_left <= 0)
@@ -254,7 +291,7 @@ class ReplaySearch:
         passing_keys: list[frozenset] = []
         reserve = min(40, self.budget // 4)
         for t in sets:
-            if any(p <= t.edits for p in passing_keys):
+            if any(p <= t.edits for p in passing_keys) or t.edits in self.skip:
                 continue
             if t.key == self.base.key:
                 continue                      # changes nothing
@@ -265,7 +302,21 @@ class ReplaySearch:
             if t.ok:
                 stats["phase"] = "exhaustive"
                 return t
+            self.failed_keys.add(t.key)
         return None
+
+    def _fewest(self, cands: list[Edit], best: Trial) -> Trial:
+        """The passing set with the fewest edits (then the largest share): sets smaller than ``best`` are
+        replayed in share order while the budget lasts; ``best`` when none passes."""
+        for k in range(1, best.size):
+            combos = [self.trial(frozenset(c)) for c in itertools.combinations(cands, k)
+                      if len({e.type for e in c}) == k]
+            for t in sorted(combos, key=lambda t: -t.share):
+                if t.key == self.base.key or (t.key not in self._by_key and self.budget_left <= 0):
+                    continue
+                if self.judge(t).ok:
+                    return t
+        return best
 
     def _reduce(self, cands: list[Edit], stats: dict, widen: bool) -> Trial | None:
         """Greedy + delta debugging: everything together, then drop edits while the rest passes."""

@@ -1,4 +1,7 @@
-"""Search over type-level list edits, judged with semantics what-if + the error model.
+"""The estimated search: type-level list edits judged with semantics what-if + the error model.
+
+Used where replay cannot measure a candidate (no FP32 tensor dump: statistics-only dumps, local errors
+only), and to rank candidates; every number it gives is labelled *estimated*.
 
 See docs/recommend.md for the algorithm, the objective and the 1-minimality argument.
 """
@@ -12,57 +15,13 @@ from typing import Any, Hashable, Iterable, Sequence
 
 import numpy as np
 
-from ..mixlist import Mixlist, from_targets
-from ..oplists import BLACK, GRAY, WHITE, OpLists, precision_free
+from ..oplists import BLACK, WHITE, OpLists, precision_free
 from ..semantics import FP32_BY_LIST, LOW, Compiled, NodeKind, Plan
-from . import tolerance as tolmod
 from ..semantics import low_mask
+from .edits import Edit, lists_with
 from .model import ErrorModel, Evidence, Prediction
 
-KINDS = ("black-add", "white-add", "black-remove", "white-remove")
-_TARGET = {"black-add": BLACK, "white-add": WHITE, "black-remove": GRAY, "white-remove": GRAY}
 REL_TIE = 1e-9
-
-
-@dataclass(frozen=True)
-class Edit:
-    """One type-level list edit: ``kind`` in black-add / white-add / black-remove / white-remove."""
-
-    kind: str
-    type: str
-
-    @property
-    def target(self) -> str:
-        return _TARGET[self.kind]
-
-    @property
-    def list(self) -> str:
-        return self.kind.split("-")[0]
-
-    @property
-    def action(self) -> str:
-        return "to-add" if self.kind.endswith("add") else "to-remove"
-
-    def __str__(self) -> str:
-        return f"{self.list}-list {self.action} {self.type}"
-
-
-def lists_with(base: OpLists, edits: Iterable[Edit]) -> OpLists:
-    white, black = set(base.white), set(base.black)
-    for e in edits:
-        white.discard(e.type)
-        black.discard(e.type)
-        if e.target == WHITE:
-            white.add(e.type)
-        elif e.target == BLACK:
-            black.add(e.type)
-    return base.with_lists(frozenset(white), frozenset(black))
-
-
-def edits_mixlist(base: OpLists, edits: Iterable[Edit]) -> Mixlist:
-    """The mixlist (relative to ``base``) realising ``edits``."""
-    return from_targets(base, {e.type: e.target for e in edits})
-
 
 @dataclass
 class Candidate:
@@ -112,7 +71,7 @@ class Searcher:
             p = self.base_plan
         low = low_mask(p)
         pred = self.model.evaluate(p, low=low)
-        ok = tolmod.meets(self.tol, pred.final_rel_l2, pred.final_nonfinite) if self.model.enabled else True
+        ok = self.tol.predicted_ok(pred.final_rel_l2, pred.final_nonfinite) if self.model.enabled else True
         ev = Evaluated(edits, p, pred, ok, low)
         self.cache[edits] = ev
         self.evaluations += 1
@@ -290,7 +249,7 @@ class Searcher:
         proof = []
         for e in sorted(cur.edits, key=lambda x: (x.kind, x.type)):
             w = self.evaluate(cur.edits - {e})
-            proof.append({"edit": str(e), "without_it": _pred_dict(w.pred), "meets_tolerance_without_it": w.ok})
+            proof.append({"edit": str(e), "without_it": pred_dict(w.pred), "meets_tolerance_without_it": w.ok})
         return cur, proof
 
     def _single_share(self, e: Edit) -> float:
@@ -298,43 +257,6 @@ class Searcher:
         return self.evaluate(frozenset([e])).pred.low_share
 
     # ------------------------------------------------------------------ performance edits
-    def perf_candidates(self, at: Evaluated, ev: Evidence | None, fixed_types: set[str],
-                        rel_tol: float, headroom: float = 0.1, min_share: float = 0.01) -> list[dict]:
-        """Types running in fp32 only because of black membership or inheritance, with measured
-        headroom (worst local error <= headroom * tolerance, never non-finite) and a predicted saving
-        of at least ``min_share`` of the step time."""
-        c, p = self.c, at.plan
-        tm = self.model.times
-        lists = lists_with(self.base_lists, at.edits)
-        kind = np.asarray(c.kind)
-        types = np.asarray(c.types, dtype=object)
-        fp32_op = (kind == NodeKind.OP) & ~low_mask(p)
-        rules = np.asarray(p.rules, dtype=object)
-        by_rule = np.isin(rules, list(FP32_BY_LIST))
-        sel = np.flatnonzero(fp32_op & by_rule)
-        if not len(sel):
-            return []
-        total = max(at.pred.time_us, 1e-9)
-        out = []
-        for t in sorted(set(types[sel].tolist())):
-            if not self.proposable(t) or t in fixed_types or t == "Cast":
-                continue
-            inst = sel[types[sel] == t]
-            saving = float((tm.t_fp32[inst] - tm.t_low[inst]).sum())
-            if saving < min_share * total:
-                continue
-            measured = ev is not None and ev.have_local and np.isfinite(ev.local[inst]).any()
-            worst_local = float(np.nanmax(ev.local[inst])) if measured else float("nan")
-            nonfinite = bool(ev.local_nf[inst].any()) if (ev is not None and ev.have_local) else False
-            cls = lists.list_of(t)
-            kind_e = "white-add"
-            reasons = sorted(set(rules[inst].tolist()))
-            out.append({"edit": Edit(kind_e, t), "instances": inst, "saving_us": saving, "current_list": cls,
-                        "rules": reasons, "measured": bool(measured), "worst_local_rel_l2": worst_local,
-                        "local_nonfinite": nonfinite,
-                        "headroom": bool(measured and not nonfinite and worst_local <= headroom * rel_tol)})
-        out.sort(key=lambda d: -d["saving_us"])
-        return out
 
 
 def _err_key(ev: Evaluated) -> tuple[int, float]:
@@ -342,7 +264,7 @@ def _err_key(ev: Evaluated) -> tuple[int, float]:
     return (1 if ev.pred.final_nonfinite else 0, e if math.isfinite(e) else math.inf)
 
 
-def _pred_dict(p: Prediction) -> dict:
+def pred_dict(p: Prediction) -> dict:
     e = p.final_rel_l2
     return {"final_rel_l2": (e if math.isfinite(e) else None), "final_nonfinite": p.final_nonfinite,
             "final_cosine": (p.final_cosine if math.isfinite(p.final_cosine) else None),
