@@ -87,11 +87,16 @@ class Analysis:
         return self.compiled.what_if(self.plan, lists)
 
     # ------------------------------------------------------------------ measured
-    def final_metrics(self, steps: Iterable[int] | None = None) -> list[dict]:
-        """Per-step final-output (and loss / gradient) metrics of the measured run."""
-        from .compare.attribution import final_metrics
+    def judged(self, steps: Iterable[int] | None = None) -> tuple[list[dict], dict | None, list[str]]:
+        """(per-step items the verdict is judged on: final outputs, loss, every gradient; the training
+        signals; notes) of the measured run, exactly as compare judges it."""
+        from .compare.attribution import judged_steps
         st = self.steps if steps is None else [s for s in steps if s in self.steps]
-        return final_metrics(self.targets, self.goldens, st)
+        return judged_steps(self.targets, self.goldens, st, self.tolerance, low_dtype=self.low_dtype)
+
+    def final_metrics(self, steps: Iterable[int] | None = None) -> list[dict]:
+        """Per-step items the measured run is judged on (``judged``'s first element)."""
+        return self.judged(steps)[0]
 
     def verdict(self, steps: Iterable[int] | None = None) -> Verdict:
         """The measured verdict (it always wins over any prediction)."""

@@ -29,8 +29,11 @@ def atomic_write_text(path: str | os.PathLike, text: str, keep_existing: bool = 
     With ``keep_existing`` an existing file whose content differs is kept as ``<name>.bak``
     (``.bak1``, ``.bak2``, ... if taken) and that path is returned; identical content is left as it is.
     """
-    data = text.encode("utf-8")
+    return atomic_write_bytes(path, text.encode("utf-8"), keep_existing)
 
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes, keep_existing: bool = False) -> Path | None:
+    """:func:`atomic_write_text` for bytes (e.g. an .xlsx workbook)."""
     def fill(fd: int, tmp: Path) -> None:
         view = memoryview(data)
         while view:

@@ -219,9 +219,10 @@ def test_msprobe_result_table_as_xlsx_and_csv(tmp_path):
             rule = not ((cos < 0.99 and mx > 0.001) or cos < 0.9 or mx > 1)
             assert x["Accuracy Reached or Not"] == ("Yes" if rule else "No")
         assert any(n.endswith(".input.0") for n in rows.index) and any(".backward." in n for n in rows.index)
-    # an existing file is kept, not overwritten
+    # an existing file with other content is kept, not overwritten
+    xlsx.write_bytes(b"mine")
     main(["compare", "--target", str(SAMPLE / "pair_bf16"), "--golden", str(SAMPLE / "pair_fp32"), "--xlsx", str(xlsx)])
-    assert (tmp_path / "compare_result.xlsx.bak").exists()
+    assert (tmp_path / "compare_result.xlsx.bak").read_bytes() == b"mine"
 
 
 def test_msprobe_result_table_of_statistics_dumps_has_the_statistics_columns(tmp_path):

@@ -105,7 +105,10 @@ class FakeStages(Stages):
         return Proposal(mixlist_from_edits(edits), {"rel_l2": 1e-4, "nonfinite": False,
                                                     "low_share": 0.9 - 0.1 * len(edits)}, True)
 
-    def recommend(self, run, base, exclude_types, steps=None):
+    def predicted_share(self, run, mixlist):
+        return None          # the world has no cost model: trimming goes in edit order
+
+    def recommend(self, run, base, exclude_types, steps=None, avoid=(), widen=False):
         self.recommend_calls += 1
         self.steps_seen.append(steps)
         cur = edits_of(base)

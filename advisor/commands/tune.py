@@ -8,7 +8,7 @@ import typer
 from ..compare.cli_options import (AllowNonfiniteOption, MaxLossRelOption, MaxRelL2Option, MinCosineOption,
                                    MinGradCosineOption, MsprobeRuleOption)
 from ..errors import AdvisorError, InputError
-from .common import OpsInfoOption, SocOption, human_report
+from .common import OpsInfoOption, SocOption, human_report, tolerance
 
 
 def register(app: typer.Typer) -> None:
@@ -42,24 +42,19 @@ def register(app: typer.Typer) -> None:
              min_grad_cosine: float = MinGradCosineOption, msprobe_rule: bool = MsprobeRuleOption,
              as_json: bool = typer.Option(False, "--json", help="Print summary.json to stdout.")) -> None:
         """Tune the mixlist with re-run confirmation on calibration and held-out batches."""
-        import json
-
-        from ..compare.tolerance import tolerance_from_options
+        from ..fsutil import json_text
         from ..mixlist import load
         from ..progress import StageLog, note
         from ..rundir import check_run_out, keep_previous_out
         from ..runners import make_runner
+        from ..report.terminal import print_tune_summary
         from ..tune import tune as do_tune
         r = None
         try:
             if runner == "emulator" and not target:
                 raise InputError("TARGET", "the emulator runner needs a workload, e.g. examples/mlp_exp.py:workload")
             r = make_runner(runner, target=target, cmd=cmd, timeout=timeout, soc=soc, ops_info=ops_info, seed=seed)
-            try:
-                tol = tolerance_from_options(min_cosine, max_rel_l2, allow_nonfinite, max_loss_rel, min_grad_cosine,
-                                             msprobe_rule)
-            except ValueError as e:
-                raise InputError("tolerance", str(e)) from None
+            tol = tolerance(min_cosine, max_rel_l2, allow_nonfinite, max_loss_rel, min_grad_cosine, msprobe_rule)
             base = load(mixlist) if mixlist else None
             check_run_out(out)
             kept = None if resume else keep_previous_out(out)   # a fresh tune: the previous contents are kept
@@ -77,26 +72,7 @@ def register(app: typer.Typer) -> None:
             if r is not None:
                 r.close()
         if as_json:
-            from ..tune import json_safe
-            typer.echo(json.dumps(json_safe(s), indent=2, default=str))
+            typer.echo(json_text(s))
         with human_report(as_json):
-            _print(s, out)
+            print_tune_summary(s, out)
         raise typer.Exit(0 if s["confirmed"] else 1)
-
-
-def _print(s: dict, out: str) -> None:
-    def f(x, spec=".4g"):
-        return "-" if x is None else format(x, spec) if isinstance(x, float) else str(x)
-
-    for h in s["history"]:
-        ed = [f"{lst[:5]} {a} {t}" for lst, v in h["edits"].items() for a in ("to-add", "to-remove") for t in v[a]]
-        mark = "PASS" if h["ok"] else ("----" if h["ok"] is None else "fail")
-        typer.echo(f"  {h['dir']}  {mark}  cos {f(h['cosine'], '.6f')}  relL2 {f(h['rel_l2'])}  "
-                   f"low-prec time {f(h['low_precision_time_share'], '.1%')}  [{', '.join(ed) or 'default lists'}]"
-                   f"  ({h['reason']})")
-        if h["ok"] is False and h["reasons"]:
-            more = f" (+{len(h['reasons']) - 1} more)" if len(h["reasons"]) > 1 else ""
-            typer.echo(f"      {h['reasons'][0]}{more}")
-    verdict = "confirmed" if s["confirmed"] else "NOT confirmed"
-    typer.echo(f"{verdict} after {s['runs']} runs (FP32 reference included): {s['stop_reason']}")
-    typer.echo(f"wrote {out}/modify_mixlist.json, {out}/summary.json, {out}/report.html")

@@ -21,14 +21,13 @@ from __future__ import annotations
 import io
 import math
 import os
-import tempfile
 from pathlib import Path
 from typing import Any, Mapping
 
 import pandas as pd
 
 from ..errors import InputError
-from ..fsutil import atomic_write_text, free_backup_name
+from ..fsutil import atomic_write_bytes, atomic_write_text
 from .attribution import Mismatch, is_float_record, pair_metrics, tensor_pairs
 from .dumps import DumpView, as_steps
 from .metrics import msprobe_pass
@@ -173,19 +172,4 @@ def write_xlsx(df: pd.DataFrame, path: str | os.PathLike) -> Path | None:
         df.to_excel(buf, index=False)
     except ImportError:
         raise InputError(p, "writing .xlsx needs openpyxl (pip install openpyxl); --msprobe-csv needs nothing") from None
-    p.parent.mkdir(parents=True, exist_ok=True)
-    kept = None
-    if p.exists():
-        kept = free_backup_name(p)
-        os.replace(p, kept)
-    fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", suffix=".tmp", dir=str(p.parent))
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(buf.getvalue())
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, p)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return kept
+    return atomic_write_bytes(p, buf.getvalue(), keep_existing=True)

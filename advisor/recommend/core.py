@@ -117,7 +117,7 @@ def recommend(run: Any, tolerance: Tolerance | None = None, base_mixlist: Mixlis
               soc: str | None = None, ops_info: str | None = None, mode: str | None = None,
               rank: int | None = None, step: int | None = None, budget: int = 200, perf: bool = True,
               ops: pd.DataFrame | None = None, measured_final: float | None = None,
-              max_candidates: int = 10, max_evals: int = 2000, time_budget_s: float | None = 20.0,
+              avoid: Iterable[Mixlist | None] = (), widen: bool = False, max_candidates: int = 10, max_evals: int = 2000, time_budget_s: float | None = 20.0,
               mixlist_path: str = "modify_mixlist.json", progress: Any = None) -> Recommendation:
     """Recommend list edits for a run: a run directory, an ``ingest.Run`` or an ``Analysis``.
 
@@ -130,7 +130,8 @@ def recommend(run: Any, tolerance: Tolerance | None = None, base_mixlist: Mixlis
     say = progress or (lambda msg: None)
     if base_mixlist is not None:
         check_op_types(base_mixlist, a.defaults, (t for t in a.compiled.types))
-    ctx = _Context(a, base_mixlist, set(exclude), max_edits, None if steps is None else list(steps), notes=[])
+    ctx = _Context(a, base_mixlist, set(exclude), max_edits, None if steps is None else list(steps), notes=[],
+                   avoid=list(avoid), widen=widen)
     say("judging the measured run")
     measured = ctx.measured()
     gradient_only = measured is not None and measured["gradient_only"]
@@ -178,6 +179,8 @@ class _Context:
     max_edits: int
     steps: list[int] | None
     notes: list[str]
+    avoid: list = field(default_factory=list)
+    widen: bool = False
     findings: list[dict] = field(default_factory=list)
     calibration: dict = field(default_factory=dict)
     mode: str = ""
@@ -215,9 +218,8 @@ class _Context:
         a = self.a
         if not a.has_dumps:
             return None
-        from ..compare.attribution import judged_steps
         steps = a.steps if self.steps is None else [s for s in self.steps if s in a.steps]
-        items, train, notes = judged_steps(a.targets, a.goldens, steps, a.tolerance, low_dtype=a.low_dtype)
+        items, train, notes = a.judged(steps)
         self.notes.extend(notes)
         verdict = a.tolerance.judge(items)
         forward = a.tolerance.judge([{k: v for k, v in it.items() if k not in ("grad_min_cosine", "grad_worst")}
@@ -262,8 +264,10 @@ class _Context:
     # ------------------------------------------------------------------ replayed
     def replayed(self, budget: int) -> Outcome:
         from .replay_search import ReplaySearch
+        skip = {tuple(self.a.compiled.plan(self.a.lists_with(m), self.mode).precision_list) for m in self.avoid}
         s = ReplaySearch(self.a, self.base_lists, self.steps, exclude=self.exclude, budget=budget,
-                         max_exhaustive=min(3, self.max_edits), proposable=self.proposable)
+                         max_exhaustive=min(3, self.max_edits), proposable=self.proposable, skip=skip,
+                         widen=self.widen)
         r = s.run()
         cover = r.base.coverage
         how = "replayed" if cover == 1.0 else "replayed, incomplete"

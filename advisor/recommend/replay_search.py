@@ -107,11 +107,11 @@ class ReplaySearch:
 
     def __init__(self, analysis: Any, base_lists: OpLists, steps: Sequence[int] | None = None,
                  exclude: Iterable[str] = (), budget: int = DEFAULT_BUDGET, max_exhaustive: int = MAX_EXHAUSTIVE,
-                 max_types: int = MAX_TYPES, proposable: Any = None, skip: Iterable[frozenset] = (),
+                 max_types: int = MAX_TYPES, proposable: Any = None, skip: Iterable[tuple] = (),
                  widen: bool = False):
         self.a = analysis
         self.proposable = proposable or (lambda t: t not in self.exclude)
-        self.skip = {frozenset(x) for x in skip}     # edit sets already tried (measured): never proposed again
+        self.skip = set(skip)      # plans (precision tuples) already tried by measurement: never proposed again
         self.widen = widen
         self.base_lists = base_lists
         self.steps = list(steps) if steps is not None else None
@@ -291,7 +291,7 @@ class ReplaySearch:
         passing_keys: list[frozenset] = []
         reserve = min(40, self.budget // 4)
         for t in sets:
-            if any(p <= t.edits for p in passing_keys) or t.edits in self.skip:
+            if any(p <= t.edits for p in passing_keys) or t.key in self.skip:
                 continue
             if t.key == self.base.key:
                 continue                      # changes nothing

@@ -124,3 +124,42 @@ def print_replay(d: Mapping, console: Console | None = None) -> None:
     con.print(f"low-precision share of kernel time: {_f(sh.get('value'))} ({sh.get('how')})")
     for r in v.get("reasons") or []:
         con.print(f"  [red]{r}[/red]")
+
+
+def print_tune_summary(s: Mapping, out: str, console: Console | None = None) -> None:
+    """``advisor tune``: one line per run (verdict, measured and predicted error, share), then the verdict,
+    the minimality by measurement and how often the predictions were wrong."""
+    con = console or Console(highlight=False)
+    for h in s["history"]:
+        ed = [f"{lst[:5]} {a} {t}" for lst, v in h["edits"].items() for a in ("to-add", "to-remove") for t in v[a]]
+        mark = "PASS" if h["ok"] else ("----" if h["ok"] is None else "fail")
+        p = h.get("predicted") or {}
+        pred = ""
+        if "ok" in p:
+            pred = f"  predicted {'pass' if p['ok'] else 'fail'} ({p.get('how') or 'estimated'})"
+            pred += " MISS" if h.get("miss") else ""
+        con.print(f"  {h['dir']}  {mark}  cos {_f6(h['cosine'])}  relL2 {_f(h['rel_l2'])}  "
+                  f"low-prec time {_pct(h['low_precision_time_share'])}{pred}  [{', '.join(ed) or 'default lists'}]"
+                  f"  ({h['reason']})", markup=False)
+        if h["ok"] is False and h["reasons"]:
+            more = f" (+{len(h['reasons']) - 1} more)" if len(h["reasons"]) > 1 else ""
+            con.print(f"      {h['reasons'][0]}{more}", markup=False)
+    verdict = "confirmed" if s["confirmed"] else "NOT confirmed"
+    con.print(f"{verdict} after {s['runs']} runs (FP32 reference included): {s['stop_reason']}", markup=False)
+    mn = s.get("minimality") or {}
+    if s["confirmed"] and mn.get("statement"):
+        con.print(f"minimality: {mn['statement']}", markup=False)
+    pr = s.get("predictions") or {}
+    if pr.get("runs_with_a_prediction"):
+        rate = pr.get("replay_miss_rate")
+        con.print(f"predictions: {pr['runs_with_a_prediction']} checked by a run, {pr['misses']} wrong"
+                  + (f"; replay miss rate {rate:.0%}" if rate is not None else ""), markup=False)
+    con.print(f"wrote {out}/modify_mixlist.json, {out}/summary.json, {out}/report.html", markup=False)
+
+
+def _f6(x: Any) -> str:
+    return "-" if x is None else f"{x:.6f}" if isinstance(x, float) else str(x)
+
+
+def _pct(x: Any) -> str:
+    return "-" if x is None else f"{x:.1%}" if isinstance(x, float) else str(x)

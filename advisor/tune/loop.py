@@ -1,0 +1,409 @@
+"""The tuning loop: run a list -> judge it on the calibration and the held-out batches -> decide the next
+list (policy.py), journalled after every step (journal.py) so that ``--resume`` continues with the first step
+not done and completed runs are never redone.
+
+Run counting: ``runs`` = the FP32 reference, counted once, + one per mixed-precision execution (failed and
+timed-out ones included).  The emulator re-executes the FP32 reference inside every capture so that each run
+directory is self-contained; those deterministic repeats are not counted again in ``runs`` (they are in
+``executions``).  A user command that writes no golden dump gets one separate reference run (``reference/``),
+counted once as well.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import AdvisorError, InputError
+from ..fsutil import atomic_write_json, atomic_write_text, resolve_inside
+from ..mixlist import Mixlist
+from ..runners.base import OK, Runner, RunResult
+from .edits import edits_of, edits_summary, edits_to_json
+from .journal import STATE_FILE, Iteration, TuneState, read_journal, save_journal
+from .policy import Policy
+from .stages import Stages
+from .surrogate import Surrogate
+
+
+@dataclass
+class TuneConfig:
+    out: Path
+    mode: str = "mixed_float16"
+    max_runs: int = 6
+    holdout: int | None = None       # None = 1 when the workload has >= 2 batches, else 0
+    learn: bool = True
+    perf: bool = True                # after a pass, try recommend's performance edits if budget allows
+    base_mixlist: Mixlist | None = None
+    identity: dict = field(default_factory=dict)   # runner/target description checked on resume
+
+
+class Tuner:
+    """One tune: the runner, the stages, the journal and the policy (see the module docstring)."""
+
+    def __init__(self, runner: Runner, stages: Stages, config: TuneConfig, progress=None):
+        self.runner, self.stages, self.cfg = runner, stages, config
+        self.say = progress or (lambda msg: None)
+        self.note = getattr(progress, "note", self.say)  # results (StageLog.note), else the same callable
+        self.out = Path(config.out)
+        self.state: TuneState | None = None
+        self._runs_cache: dict[int, Any] = {}
+        self.surrogate = Surrogate()
+
+    # ------------------------------------------------------------------ journal
+    @property
+    def state_path(self) -> Path:
+        return self.out / STATE_FILE
+
+    def _identity(self) -> dict:
+        ident = {"mode": self.cfg.mode, "holdout": self.cfg.holdout, "learn": self.cfg.learn, "perf": self.cfg.perf,
+                 "base_mixlist": (self.cfg.base_mixlist or Mixlist()).to_dict(), "runner": self.runner.describe(),
+                 **self.cfg.identity}
+        return json.loads(json.dumps(ident, default=str))
+
+    def _save(self) -> None:
+        save_journal(self.state_path, self.state)
+
+    def _folder(self, rel: str) -> Path:
+        """A folder named in the journal, confined to --out (a journal is a user's file too)."""
+        try:
+            return resolve_inside(self.out, rel, "folder")
+        except InputError:
+            raise InputError(self.state_path, f"names the folder {rel!r}, outside --out {self.out}; refusing "
+                                              "to use it") from None
+
+    def _done(self, step: str) -> None:
+        self.state.event(step)
+        self._save()
+
+    def start(self, resume: bool = False) -> None:
+        if self.state_path.exists():
+            if not resume:
+                raise InputError(self.out, "already holds a tune journal (tune_state.json); pass --resume to "
+                                           "continue it or choose another --out")
+            self.state = read_journal(self.state_path)
+            for it in self.state.iterations:
+                self._folder(it.dir)
+            if self.state.reference and self.state.reference["kind"] == "separate":
+                self._folder(self.state.reference["dir"])
+            want = self._identity()
+            if self.state.identity != want:
+                # --holdout may change while no run was judged yet (e.g. after "--holdout 99: only 4 batches")
+                judged = any("judge" in it.done for it in self.state.iterations)
+                if judged or {**self.state.identity, "holdout": None} != {**want, "holdout": None}:
+                    raise InputError(self.state_path, "the journal was written for a different target/runner/mode/"
+                                                      "holdout; resume with the same arguments or choose another --out")
+                self.state.identity = want
+            self.runner.prepare(self.out)
+            for it in self.state.iterations:
+                if it.measured:
+                    self.surrogate.add(it.edits, it.measured.get("rel_l2"), it.measured.get("finite"))
+            self._save()           # the journal on disk is strict JSON again (an older one may hold NaN)
+            return
+        if self.out.exists() and any(p for p in self.out.iterdir() if not p.name.startswith(".")):
+            raise InputError(self.out, "exists and is not empty; tune writes a fresh directory (or --resume)")
+        self.out.mkdir(parents=True, exist_ok=True)
+        self.runner.prepare(self.out)
+        self.state = TuneState(self._identity())
+        self.state.new_iteration(self.cfg.base_mixlist, "default lists" if self.cfg.base_mixlist is None else
+                                 "starting list (--mixlist)", None)
+        self._save()
+
+    @property
+    def policy(self) -> Policy:
+        return Policy(self.state, self.stages, self.surrogate, self.cfg.learn, self.cfg.perf, self._load,
+                      self._calib_steps)
+
+    # ------------------------------------------------------------------ steps
+    def run(self) -> dict:
+        """Run (or continue) the loop to the end; returns the summary."""
+        while self.state.status == "running":
+            it = self.state.iterations[-1]
+            if "run" not in it.done:
+                self._step_run(it)
+            elif self._needs_reference(it):
+                self._step_reference()
+            elif "judge" not in it.done:
+                self._step_judge(it)
+            elif "decide" not in it.done:
+                self._step_decide(it)
+        return self.finish()
+
+    def _budget_left(self) -> int:
+        need_ref = 0 if self.state.reference else 1
+        return self.cfg.max_runs - self.state.runs - need_ref
+
+    def _step_run(self, it: Iteration) -> None:
+        d = self._folder(it.dir)
+        d.mkdir(parents=True, exist_ok=True)
+        n = len(it.edits)
+        what = f"{n} list edit{'s' if n != 1 else ''}" if n else "the starting lists"
+        self.say(f"run {self.state.runs + 1} of at most {self.cfg.max_runs}: {it.dir} ({what})")
+        res = self.runner.run(it.as_mixlist(), self.cfg.mode, d / "run")
+        st = self.state
+        st.captures += 1
+        st.executions += res.executions
+        st.runs += 1
+        if res.ok and res.has_reference and not st.reference:
+            st.reference = {"kind": "embedded", "iteration": it.index}
+            st.runs += 1
+        it.result = res.to_dict()
+        it.runs_after = st.runs
+        it.done.append("run")
+        self._done(f"{it.dir}:run")
+
+    def _needs_reference(self, it: Iteration) -> bool:
+        r = it.result or {}
+        return r.get("status") == OK and not r.get("has_reference") and not self.state.reference
+
+    def _step_reference(self) -> None:
+        """The FP32 reference for runners whose runs carry no golden: one run, its own step."""
+        self.say(f"run {self.state.runs + 1} of at most {self.cfg.max_runs}: the FP32 reference")
+        res = self.runner.reference(self.out / "reference" / "run")
+        self.state.runs += 1
+        self.state.captures += 1
+        self.state.executions += res.executions
+        self.state.reference = {"kind": "separate", "dir": "reference/run", "result": res.to_dict()}
+        self._done("reference:run")
+
+    def _attach_golden(self, run_dir: Path) -> None:
+        """Copy the separate reference's dump in as ``dump/fp32`` of a run without a golden (copied,
+        not symlinked: readers glob with ``**``, which does not follow directory symlinks)."""
+        ref = self.state.reference or {}
+        if ref.get("kind") != "separate" or ref["result"]["status"] != OK:
+            return
+        golden = self._folder(ref["dir"]) / "dump" / "mixed"
+        dest = run_dir / "dump" / "fp32"
+        if golden.exists() and not dest.exists():
+            tmp = dest.with_name(".fp32.partial")
+            if tmp.exists():
+                shutil.rmtree(tmp)
+            shutil.copytree(golden, tmp)
+            os.replace(tmp, dest)
+
+    def _load(self, it: Iteration) -> Any:
+        if it.index not in self._runs_cache:
+            self._runs_cache[it.index] = self.stages.load(self._folder(it.dir) / "run")
+        return self._runs_cache[it.index]
+
+    def _unjudged(self, it: Iteration, reason: str) -> None:
+        it.verdict = {"ok": False, "calibration": None, "holdout": None, "reasons": [reason]}
+        it.measured = None
+
+    def _step_judge(self, it: Iteration) -> None:
+        d = self._folder(it.dir)
+        res = RunResult.from_dict(it.result)
+        ref = (self.state.reference or {}).get("result", {})
+        if not res.ok:
+            self._unjudged(it, f"run {res.status}: {res.message}")
+        elif not res.has_reference and ref.get("status", OK) != OK:
+            self._unjudged(it, f"the FP32 reference run {ref['status']}: {ref['message']}")
+        else:
+            if not res.has_reference:
+                self._attach_golden(d / "run")
+            try:
+                run = self._load(it)
+                per_step = self.stages.final_metrics(run)
+            except AdvisorError as e:
+                per_step, run = None, None
+                self._unjudged(it, f"could not read the run: {e}")
+            if per_step is not None:
+                self._judge_steps(it, per_step)
+                try:
+                    self.stages.write_comparison(run, d / "comparison", self._calib_steps(it))
+                except AdvisorError as e:
+                    it.notes.append(f"comparison outputs not written: {e}")
+                it.low_precision_time_share = self.stages.low_precision_time_share(run)
+                self.surrogate.add(it.edits, it.measured.get("rel_l2"), it.measured.get("finite"))
+                self.policy.check_prediction(it)
+        atomic_write_json(d / "iteration.json", it.to_dict())
+        v, m = it.verdict or {}, it.measured or {}
+        self.note(f"{it.dir}: {'meets' if v.get('ok') else 'misses'} the tolerance"
+                  + (f" (cosine {m['cosine']:.6f}, rel L2 {m['rel_l2']:.2e})"
+                     if isinstance(m.get("cosine"), float) and isinstance(m.get("rel_l2"), float) else "")
+                  + (f"; predicted {'pass' if it.predicted.get('ok') else 'fail'} ({it.predicted.get('how')}): a miss"
+                     if it.miss else ""))
+        it.done.append("judge")
+        self._done(f"{it.dir}:judge")
+
+    def _calib_steps(self, it: Iteration) -> list[int] | None:
+        """Steps recommend may see: the calibration steps -- or all steps once a list passed the calibration
+        steps but failed the held-out ones (the held-out batches then carry the only evidence of the remaining
+        hazard; ``holdout_consumed`` is recorded in the summary)."""
+        if self.state.holdout_consumed:
+            return None
+        m = it.measured or {}
+        return list(m["calibration_steps"]) if "calibration_steps" in m else None
+
+    def _judge_steps(self, it: Iteration, per_step: list[dict]) -> None:
+        per_step = sorted(per_step, key=lambda x: x.get("step", 0))
+        steps = [x.get("step", i) for i, x in enumerate(per_step)]
+        k = self.cfg.holdout
+        if k is None:
+            k = 1 if len(steps) >= 2 else 0
+        elif k > len(steps) - 1:
+            raise InputError("--holdout", f"{k} held-out batches, but the run has {len(steps)} batches (steps "
+                                          f"{', '.join(map(str, steps))}) and needs one for calibration: at most "
+                                          f"{len(steps) - 1}; continue with --resume --holdout N (the run is kept)")
+        hold = set(steps[len(steps) - k:]) if k else set()
+        self.state.holdout_steps = sorted(hold)
+        vc = self.stages.judge([x for x, s in zip(per_step, steps) if s not in hold])
+        held = [x for x, s in zip(per_step, steps) if s in hold]
+        vh = self.stages.judge(held) if held else None
+        it.verdict = {"ok": bool(vc["ok"]) and (vh is None or bool(vh["ok"])), "calibration": vc, "holdout": vh,
+                      "reasons": list(vc.get("reasons", [])) + list((vh or {}).get("reasons", []))}
+        if vc["ok"] and vh is not None and not vh["ok"]:
+            self.state.holdout_consumed = True
+        outs = [x.get("output") or x for x in per_step]
+        it.measured = {"rel_l2": _nanmax([o.get("rel_l2") for o in outs]),
+                       "cosine": _nanmin([o.get("cosine") for o in outs]),
+                       "finite": all(o.get("finite", True) for o in outs), "steps": len(steps),
+                       "holdout_steps": sorted(hold), "calibration_steps": [s for s in steps if s not in hold]}
+        atomic_write_json(self._folder(it.dir) / "final_metrics.json",
+                          {"steps": per_step, "holdout_steps": sorted(hold), "verdict": it.verdict})
+
+    def _step_decide(self, it: Iteration) -> None:
+        d = self._folder(it.dir)
+        nxt, stop = None, None
+        if it.ok:
+            nxt, stop = self.policy.after_pass(it, d)
+        else:
+            why = "; ".join((it.verdict or {}).get("reasons", [])[:2]) or "failed"
+            self.state.exclude(it.edits, f"measured: {why}", it.index)
+            if it.index == 0 and it.measured is None and not self.state.passing():
+                stop = "the run with the starting list failed; nothing to measure (see iter_00)"
+            else:
+                nxt, stop = self.policy.after_fail(it, d)
+        if nxt is not None and self._budget_left() < 1:
+            it.next_skipped = {"edits": edits_to_json(edits_of(nxt[0])), "reason": nxt[1]}
+            nxt, stop = None, "run budget spent"
+        if nxt is not None:
+            m, reason, pred = nxt
+            it.next = {"edits": edits_to_json(edits_of(m)), "reason": reason}
+            self.state.new_iteration(m, reason, pred, parent=it.index)
+        else:
+            self.state.status = "confirmed" if self.state.passing() else "exhausted"
+            self.state.stop_reason = stop or ""
+        atomic_write_json(d / "iteration.json", it.to_dict())
+        it.done.append("decide")
+        self._done(f"{it.dir}:decide")
+
+    # ------------------------------------------------------------------ outputs
+    def best(self) -> Iteration | None:
+        passing = self.state.passing()
+        if passing:
+            return max(passing, key=lambda it: ((it.low_precision_time_share or 0.0), -len(it.edits), -it.index))
+        measured = [it for it in self.state.iterations if it.measured]
+        if not measured:
+            return None
+        return min(measured, key=lambda it: (Surrogate.capped(it.measured["rel_l2"], it.measured["finite"]),
+                                             len(it.edits)))
+
+    def minimality(self, b: Iteration | None) -> dict:
+        """Whether the confirmed list is 1-minimal by measurement: the list minus each edit was run and failed."""
+        if b is None or not b.ok:
+            return {"proved": False, "statement": "no confirmed list"}
+        if not b.edits:
+            return {"proved": True, "statement": "the starting lists pass: no edit to trim", "checks": []}
+        runs = {it.edits: it for it in self.state.iterations if "judge" in it.done}
+        checks = []
+        for e in sorted(b.edits):
+            w = runs.get(b.edits - {e})
+            checks.append({"edit": "/".join(e), "measured": w is not None,
+                           "meets_tolerance_without_it": None if w is None else w.ok,
+                           "iteration": None if w is None else w.index})
+        proved = all(c["measured"] and c["meets_tolerance_without_it"] is False for c in checks)
+        if proved:
+            stmt = "1-minimal by measurement: the list without any one of its edits was run and failed"
+        elif any(c["meets_tolerance_without_it"] for c in checks):
+            stmt = "not 1-minimal: a smaller list passed too (see the checks)"
+        else:
+            stmt = "1-minimality not measured for every edit (the run budget ran out): see the checks"
+        return {"proved": proved, "statement": stmt, "checks": checks}
+
+    def summary(self) -> dict:
+        b = self.best()
+        meas = (b.measured if b else None) or {}
+        hist = []
+        for it in self.state.iterations:
+            v, m, r = it.verdict or {}, it.measured or {}, it.result or {}
+            hist.append({
+                "iteration": it.index, "dir": it.dir, "reason": it.reason, "edits": edits_summary(it.edits),
+                "status": r.get("status", "pending"), "message": r.get("message", ""),
+                "ok": v.get("ok"), "calibration_ok": (v.get("calibration") or {}).get("ok"),
+                "holdout_ok": (v.get("holdout") or {}).get("ok") if v.get("holdout") else None,
+                "reasons": v.get("reasons", []),
+                "cosine": m.get("cosine"), "rel_l2": m.get("rel_l2"), "finite": m.get("finite"),
+                "low_precision_time_share": it.low_precision_time_share, "predicted": it.predicted or {},
+                "miss": it.miss, "runs_after": it.runs_after, "proposals": it.proposals})
+        predicted_runs = [it for it in self.state.iterations if "ok" in (it.predicted or {}) and it.measured]
+        replayed = [it for it in predicted_runs if str(it.predicted.get("how", "")).startswith("replayed")]
+        return {
+            "confirmed": self.state.status == "confirmed", "status": self.state.status,
+            "stop_reason": self.state.stop_reason, "runs": self.state.runs,
+            "run_counting": "FP32 reference once + one per mixed-precision execution (failed ones included)",
+            "captures": self.state.captures, "executions": self.state.executions,
+            "max_runs": self.cfg.max_runs, "mode": self.cfg.mode,
+            "best_iteration": b.index if b else None, "edits": edits_summary(b.edits if b else frozenset()),
+            "final": {"cosine": meas.get("cosine"), "rel_l2": meas.get("rel_l2"), "finite": meas.get("finite")},
+            "low_precision_time_share": b.low_precision_time_share if b else None,
+            "minimality": self.minimality(b),
+            "predictions": {"runs_with_a_prediction": len(predicted_runs), "misses": len(self.state.misses),
+                            "replayed": len(replayed), "replay_misses": sum(1 for it in replayed if it.miss),
+                            "replay_miss_rate": (sum(1 for it in replayed if it.miss) / len(replayed)
+                                                 if replayed else None)},
+            "misses": self.state.misses,
+            "holdout_steps": self.state.holdout_steps, "holdout_consumed": self.state.holdout_consumed,
+            "tolerance": self.stages.tolerance.to_dict(),
+            "learning": {"enabled": self.cfg.learn, "edit_effects": self.surrogate.effects() if self.cfg.learn else {}},
+            "excluded": self.state.excluded, "history": hist}
+
+    def finish(self) -> dict:
+        from ..report.tune import render_html
+        s = self.summary()
+        b = self.best()
+        m = b.as_mixlist() if b else None
+        atomic_write_text(self.out / "modify_mixlist.json", (m or Mixlist()).to_json(), keep_existing=True)
+        atomic_write_json(self.out / "summary.json", s)
+        atomic_write_text(self.out / "report.html", render_html(s, self.out), keep_existing=False)
+        return s
+
+
+def _nanmax(xs: list) -> float | None:
+    xs = [float(x) for x in xs if x is not None]
+    if not xs:
+        return None
+    return math.inf if any(math.isnan(x) or math.isinf(x) for x in xs) else max(xs)
+
+
+def _nanmin(xs: list) -> float | None:
+    xs = [float(x) for x in xs if x is not None]
+    if not xs:
+        return None
+    return math.nan if any(math.isnan(x) for x in xs) else min(xs)
+
+
+def tune(runner: Runner, out: str | os.PathLike, mode: str = "mixed_float16", max_runs: int = 6,
+         holdout: int | None = None, resume: bool = False, tolerance=None, learn: bool = True,
+         base_mixlist: Mixlist | None = None, stages: Stages | None = None, soc: str | None = None,
+         ops_info: str | None = None, perf: bool = True, progress=None) -> dict:
+    """Run the tuning loop; returns the summary (also written to ``out/summary.json``).
+    ``progress(msg)`` hears each run as it starts and its verdict."""
+    from ..semantics import mode_info, uses_mixlist
+    try:
+        mode_info(mode)
+    except ValueError as e:
+        raise InputError("--mode", str(e)) from None
+    if not uses_mixlist(mode):
+        raise InputError("--mode", f"{mode} does not apply a mixlist; tune needs mixed_float16 or mixed_bfloat16")
+    if max_runs < 2:
+        raise InputError("--max-runs", "needs at least 2 (the FP32 reference and one mixed run)")
+    if holdout is not None and holdout < 0:
+        raise InputError("--holdout", "must be >= 0")
+    st = stages or Stages(tolerance, soc=soc, ops_info=ops_info, mode=mode)
+    t = Tuner(runner, st, TuneConfig(Path(out), mode, max_runs, holdout, learn, perf, base_mixlist), progress)
+    t.start(resume=resume)
+    return t.run()

@@ -1,0 +1,165 @@
+"""What the loop runs next (docs/tune.md "Policy").
+
+After a failing list: the learned combination of measured fixes if the surrogate predicts it passes, else a
+new proposal from recommend on the latest measurements — never a list already run or excluded (recommend's
+replay search skips their plans and goes on to the next best candidate it predicts to pass), screened by the
+surrogate.  After a passing list: the surrogate's trim of an over-fix, then **measured trimming** — the
+passing list minus each edit, the most expensive edit first, while budget remains: the final list is
+1-minimal by measurement or the summary says it is not — then recommend's performance edits.  A measurement
+that contradicts its prediction is a *miss*: recorded, and from then on recommend widens its candidates.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable
+
+from ..mixlist import Mixlist
+from .edits import edit_key, edits_of, edits_to_json, mixlist_from_edits
+from .journal import Iteration, TuneState
+from .stages import Proposal, Stages
+from .surrogate import Surrogate
+
+MAX_SCREEN = 6               # proposals the surrogate may reject per decision (no run spent)
+Next = tuple[Mixlist | None, str, dict]
+
+
+class Policy:
+    """Decides the next list to run from the journal's state and the measurements."""
+
+    def __init__(self, state: TuneState, stages: Stages, surrogate: Surrogate, learn: bool, perf: bool,
+                 load: Callable[[Iteration], Any], calib_steps: Callable[[Iteration], list[int] | None]):
+        self.state, self.stages, self.surrogate = state, stages, surrogate
+        self.learn, self.perf = learn, perf
+        self.load, self.calib_steps = load, calib_steps
+
+    # ------------------------------------------------------------------ misses
+    def check_prediction(self, it: Iteration) -> None:
+        """Record a miss when the run's calibration verdict contradicts what was predicted for it."""
+        pred = it.predicted or {}
+        if "ok" not in pred or it.measured is None:
+            return
+        measured_ok = bool(((it.verdict or {}).get("calibration") or {}).get("ok"))
+        if bool(pred["ok"]) == measured_ok:
+            return
+        it.miss = {"predicted_ok": bool(pred["ok"]), "measured_ok": measured_ok, "how": pred.get("how"),
+                   "predicted_rel_l2": pred.get("rel_l2"), "measured_rel_l2": it.measured.get("rel_l2")}
+        self.state.misses.append({"iteration": it.index, **it.miss})
+        self.state.widen = True
+
+    # ------------------------------------------------------------------ decisions
+    def after_pass(self, it: Iteration, d: Path) -> tuple[Next | None, str | None]:
+        tol = self.stages.tolerance
+        edits = it.edits
+        if self.learn and it.measured:
+            trimmed = self.surrogate.trim(edits, Surrogate.capped(it.measured["rel_l2"], it.measured["finite"]),
+                                          tol.max_rel_l2)
+            if trimmed is not None and trimmed not in self.state.tried() and trimmed not in self.state.excluded_sets():
+                dropped = ", ".join(edit_key(e) for e in sorted(edits - trimmed))
+                return (mixlist_from_edits(trimmed), f"trim over-fix: drop {dropped} (measured effect negligible)",
+                        {}), None
+        trim = self.measured_trim(it)
+        if trim is not None:
+            return trim, None
+        if not self.perf:
+            return None, "confirmed"
+        best_share = max((p.low_precision_time_share or 0.0) for p in self.state.passing())
+        prop = self.propose(it, d, want_perf=True)
+        if prop is None:
+            return None, "confirmed: recommend proposes no further edit"
+        ps = prop.predicted.get("low_share")
+        if ps is not None and it.low_precision_time_share is not None and ps <= best_share + 1e-9:
+            return None, "confirmed: no proposal with more low-precision time"
+        return (prop.mixlist, "performance edits on a passing list", {**prop.predicted, "ok": prop.ok}), None
+
+    def measured_trim(self, it: Iteration) -> Next | None:
+        """The passing list minus one edit not yet measured, the edit costing the most low-precision time
+        first; None when every such subset was measured (the list is then 1-minimal by measurement)."""
+        if not it.edits:
+            return None
+        run = self.load(it)
+        tried, excluded = self.state.tried(), self.state.excluded_sets()
+        options = []
+        for e in sorted(it.edits):
+            rest = it.edits - {e}
+            if rest in tried or rest in excluded:
+                continue
+            share = self.stages.predicted_share(run, mixlist_from_edits(rest))
+            options.append((-(share if share is not None else 0.0), edit_key(e), e, rest, share))
+        if not options:
+            return None
+        _, key, e, rest, share = min(options)
+        return (mixlist_from_edits(rest), f"trim: measure whether {key} is needed",
+                {"low_share": share, "how": "estimated (cost model)"} if share is not None else {})
+
+    def after_fail(self, it: Iteration, d: Path) -> tuple[Next | None, str | None]:
+        if self.learn:
+            combo = self.surrogate.combine(self.stages.tolerance.max_rel_l2)
+            if combo is not None and combo not in self.state.tried() and combo not in self.state.excluded_sets():
+                return (mixlist_from_edits(combo), "learned: combine the edits measured to remove error "
+                        f"({', '.join(edit_key(e) for e in sorted(combo))})",
+                        {"surrogate_rel_l2": self.surrogate.predict(combo)}), None
+        src = it if it.measured else self.measured_ancestor(it)
+        if src is None:
+            return None, "no measured run to recommend from"
+        prop = self.propose(src, d)
+        if prop is None:
+            if any(x.get("status") == "loss-scale" for x in src.proposals[-1]["log"]):
+                return None, ("only the gradients fail (they underflow in low precision): no list edit fixes that; "
+                              f"raise the loss scale ({src.dir}/recommendation/recommendation.json: loss_scale)")
+            return None, "recommend found no further untried edit set it predicts to pass"
+        return (prop.mixlist, "fix: recommended on the measurements of " + src.dir,
+                {**prop.predicted, "ok": prop.ok}), None
+
+    def measured_ancestor(self, it: Iteration) -> Iteration | None:
+        p = it.parent
+        while p is not None:
+            cand = self.state.iterations[p]
+            if cand.measured:
+                return cand
+            p = cand.parent
+        return None
+
+    def propose(self, src: Iteration, d: Path, want_perf: bool = False) -> Proposal | None:
+        """Recommend on ``src``'s run (starting from the list it used), never a list already run or excluded.
+        A proposal the surrogate predicts to fail is excluded without a run and recommend is asked again with
+        its new edit types excluded -- at most MAX_SCREEN times."""
+        run = self.load(src)
+        base = src.as_mixlist()
+        base_edits = edits_of(base)
+        steps = self.calib_steps(src)
+        exclude_types: set[str] = set()
+        if self.learn:
+            exclude_types |= self.surrogate.useless_types(self.stages.tolerance.max_rel_l2) - {e[2] for e in base_edits}
+        log: list[dict] = [{"learned_exclude": sorted(exclude_types)}] if exclude_types else []
+        avoid = [mixlist_from_edits(e) for e in self.state.tried() | set(self.state.excluded_sets())]
+        out = None
+        for attempt in range(MAX_SCREEN + 1):
+            rec = self.stages.recommend(run, base, sorted(exclude_types), steps, avoid=avoid, widen=self.state.widen)
+            if attempt == 0:
+                self.stages.write_recommendation(rec, d / "recommendation")
+            prop = (Proposal(rec.perf_mixlist, rec.perf_predicted or rec.predicted, rec.ok, rec.raw)
+                    if want_perf and rec.perf_mixlist is not None else rec)
+            if prop.edits == base_edits:
+                log.append({"attempt": attempt, "result": "no new edit", "status": rec.status})
+                break
+            new_types = {e[2] for e in (prop.edits - base_edits) or (base_edits - prop.edits)}
+            screened = self.surrogate.screen(prop.edits, self.stages.tolerance.max_rel_l2) if self.learn else (True, None)
+            if prop.edits in self.state.tried() or prop.edits in self.state.excluded_sets():
+                log.append({"attempt": attempt, "edits": edits_to_json(prop.edits), "result": "already tried"})
+            elif not screened[0]:
+                self.state.exclude(prop.edits, f"surrogate: measured effects of these edits predict rel_l2 "
+                                               f"{screened[1]:.3g}", None)
+                avoid.append(prop.mixlist)
+                log.append({"attempt": attempt, "edits": edits_to_json(prop.edits), "result": "surrogate rejected",
+                            "predicted_rel_l2": screened[1]})
+            else:
+                if screened[1] is not None:
+                    prop.predicted = {**prop.predicted, "surrogate_rel_l2": screened[1]}
+                log.append({"attempt": attempt, "edits": edits_to_json(prop.edits), "result": "proposed"})
+                out = prop
+                break
+            if not new_types - exclude_types and log[-2:-1] and log[-2].get("edits") == log[-1].get("edits"):
+                break                     # recommend answers the same even with these types excluded
+            exclude_types |= new_types
+        src.proposals.append({"from": src.dir, "perf": want_perf, "log": log})
+        return out

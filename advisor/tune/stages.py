@@ -1,0 +1,109 @@
+"""The loop's only door to the other stages: read and judge a run (``analysis.analyze``, compare's verdict),
+write its comparison, ask recommend for the next list.  Tests substitute a fake ``Stages``."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from ..compare.tolerance import Tolerance
+from ..errors import InputError
+from ..fsutil import atomic_write_json
+from ..mixlist import Mixlist
+from .edits import edits_of
+
+
+@dataclass
+class Proposal:
+    """What recommend proposed for the next run (normalised from its Recommendation)."""
+
+    mixlist: Mixlist | None
+    predicted: dict = field(default_factory=dict)   # {"rel_l2", "nonfinite", "cosine", "low_share", "how"}
+    ok: bool = True
+    raw: Any = None                                 # the Recommendation
+    perf_mixlist: Mixlist | None = None             # the list with performance edits too (if any)
+    perf_predicted: dict = field(default_factory=dict)
+
+    @property
+    def edits(self) -> frozenset:
+        return edits_of(self.mixlist)
+
+    @property
+    def status(self) -> str | None:
+        return getattr(self.raw, "status", None) if self.raw is not None else None
+
+
+def normalise_prediction(p: dict) -> dict:
+    """recommend's prediction dict -> {"rel_l2", "nonfinite", "cosine", "low_share", "how"}."""
+    if not p:
+        return {}
+    return {"rel_l2": p.get("final_rel_l2"), "nonfinite": p.get("final_nonfinite"), "cosine": p.get("final_cosine"),
+            "low_share": p.get("low_precision_share"), "how": p.get("how")}
+
+
+class Stages:
+    """Adapters to analysis / compare / recommend for one tune (chip, ops-info, mode and tolerance fixed)."""
+
+    def __init__(self, tolerance: Tolerance | None = None, soc: str | None = None, ops_info: str | None = None,
+                 mode: str | None = None):
+        self.tolerance = tolerance or Tolerance()
+        self.soc, self.ops_info, self.mode = soc, ops_info, mode
+
+    # --- read and judge
+    def load(self, run_dir: Path) -> Any:
+        """The run's Analysis."""
+        from ..analysis import analyze
+        return analyze(run_dir, tolerance=self.tolerance, soc=self.soc, ops_info=self.ops_info, mode=self.mode)
+
+    def final_metrics(self, run: Any) -> list[dict]:
+        """Per step what the verdict is judged on (outputs, loss, every gradient), as compare judges it."""
+        if not run.steps:
+            raise InputError(run.path, "the mixed and FP32 dumps share no step")
+        return [dict(x) for x in run.final_metrics()]
+
+    def judge(self, per_step: list[dict]) -> dict:
+        return self.tolerance.judge(per_step).to_dict()
+
+    def write_comparison(self, run: Any, out_dir: Path, steps: Sequence[int] | None = None) -> None:
+        """The iteration's comparison: compare's attribution on the calibration steps as JSON."""
+        from ..compare.attribution import attribute
+        try:
+            att = attribute(run.run, self.tolerance, steps=list(steps) if steps is not None else None,
+                            lists=run.lists, mode=run.mode)
+        except ValueError as e:
+            raise InputError(run.path, f"attribution failed: {e}") from None
+        atomic_write_json(Path(out_dir) / "comparison.json",
+                          {"steps": list(steps) if steps is not None else "all", **att.to_dict()})
+
+    def low_precision_time_share(self, run: Any) -> float | None:
+        """The measured low-precision share of float kernel time (costmodel.kernel_low_share, all steps)."""
+        return run.measured_low_share
+
+    def predicted_share(self, run: Any, mixlist: Mixlist | None) -> float | None:
+        """The predicted low-precision share of a list on this run's graph (cost model; no run spent)."""
+        return run.low_share(run.plan_of(run.lists_with(mixlist)))
+
+    # --- recommend
+    def recommend(self, run: Any, base: Mixlist | None, exclude_types: Sequence[str],
+                  steps: Sequence[int] | None = None, avoid: Iterable[Mixlist | None] = (),
+                  widen: bool = False) -> Proposal:
+        """recommend on a measured run, starting from ``base`` (the list that run used), never editing
+        ``exclude_types`` nor proposing a list with the plan of one in ``avoid`` (already run)."""
+        from ..recommend import recommend
+        rec = recommend(run, self.tolerance, base_mixlist=base, exclude=tuple(exclude_types), steps=steps,
+                        avoid=avoid, widen=widen)
+        pred = (rec.predicted or {}).get("recommended") or {}
+        m = rec.mixlist if rec.mixlist is not None and not rec.mixlist.is_empty() else None
+        perf = rec.perf_mixlist
+        pp = (rec.predicted or {}).get("with_performance_edits") or {}
+        return Proposal(m, normalise_prediction(pred), bool(rec.ok), rec,
+                        perf if perf is not None and not perf.is_empty() else None,
+                        normalise_prediction(pp) if pp else {})
+
+    def write_recommendation(self, proposal: Proposal, out_dir: Path) -> None:
+        if proposal.raw is None:
+            atomic_write_json(Path(out_dir) / "proposal.json", {"mixlist": (proposal.mixlist or Mixlist()).to_dict(),
+                                                                "predicted": proposal.predicted, "ok": proposal.ok})
+            return
+        from ..recommend import write_outputs
+        write_outputs(proposal.raw, out_dir)
