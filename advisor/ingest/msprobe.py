@@ -166,7 +166,10 @@ def _record(ctx: _Ctx, entry: str, role: str, index: str, d: dict) -> TensorReco
         if not isinstance(data_name, str) or not data_name:
             raise InputError(ctx.dump_json, f"entry {entry!r} {role}.{index}: data_name must be a file name")
         if data_name != "-1":
-            p = resolve_inside(ctx.tensor_dir, data_name, what=f"entry {entry!r} data_name")
+            try:
+                p = resolve_inside(ctx.tensor_dir, data_name, what=f"entry {entry!r} data_name")
+            except InputError as e:  # named by the folder: say which dump.json holds the name
+                raise InputError(ctx.dump_json, e.problem.replace("the folder", TENSOR_DIR)) from None
             try:
                 found = p.is_file()
             except OSError as e:  # a name too long for the file system, ...
