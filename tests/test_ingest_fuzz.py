@@ -1,9 +1,11 @@
 """Property: every reader, given a mutated real file (bytes cut, inserted, replaced; JSON values swapped
 for arbitrary JSON), either reads it or stops with exit 2 and ONE line naming the file; never a
-traceback, never a hang.  Each reader is driven through ``advisor inspect`` as a user would."""
+traceback, never a hang, and a success reports no impossible number.  Each reader is driven through
+``advisor inspect`` as a user would."""
 from __future__ import annotations
 
 import json
+import math
 import shutil
 from pathlib import Path
 
@@ -45,8 +47,11 @@ byte_edits = dict(cut=st.integers(0, 1 << 16), pos=st.integers(0, 1 << 16), junk
 
 def _check(root: Path, mutated: Path) -> None:
     r = CliRunner().invoke(app, ["inspect", "--profile", str(root), "--json"])
-    if r.exit_code == 0:
-        json.loads(r.stdout)
+    if r.exit_code == 0:  # a success reports only real numbers: no negative or non-finite time, no nan %
+        s = json.loads(r.stdout)
+        assert math.isfinite(s["kernel_time_us"]) and s["kernel_time_us"] >= 0
+        for row in s["precision_share"] + s["type_share"]:
+            assert math.isfinite(row["time_us"]) and row["time_us"] >= 0 and 0 <= row["share"] <= 1
         return
     assert r.exit_code == 2, (r.stderr, r.exception)
     lines = [x for x in r.stderr.splitlines() if x.strip()]

@@ -243,15 +243,18 @@ def test_hostile_data_names(tmp_path, kind):
 
 
 def test_refused_pickle_prints_no_warnings(tmp_path):
-    import torch
+    """A plain pickle where a tensor file belongs: refused (never unpickled), and torch's warning about
+    its pickle protocol is not printed before the one-line error."""
+    import pickle
+
     from advisor.errors import InputError
     from advisor.ingest.msprobe import load_dump, load_tensor
     d = _dump_with_name(tmp_path, "t.pt")
-    torch.save({"not": torch.ones(2)}, d / "dump_tensor_data" / "t.pt")
+    (d / "dump_tensor_data" / "t.pt").write_bytes(pickle.dumps({"a": 1}, protocol=4))
     rec = load_dump(d).entries["A.a.0.forward"].outputs[0]
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        with pytest.raises(InputError, match="expected one tensor"):
+        with pytest.raises(InputError, match="cannot load tensor"):
             load_tensor(rec)
     assert caught == []
 
@@ -270,3 +273,18 @@ def test_fifo_is_refused_not_read(tmp_path, where):
     p = subprocess.run([sys.executable, "-m", "advisor", "inspect", "--profile", str(root)], capture_output=True,
                        text=True, cwd=HERE.parent, timeout=300, stdin=subprocess.DEVNULL)
     _one_line_error(p.returncode, p.stderr, f.name, "not a regular file")
+
+
+# ------------------------------------------------------------------------------ messages print real values
+
+def test_no_none_printed(tmp_path):
+    """A GE-dump graph has no single step and a graph input decides with no `via`: print nothing."""
+    code, out, err = _run(["inspect", "--profile", str(REAL / "ge_proto_ge_st")])
+    assert code == 0, err
+    assert "op graph (rank unknown): 124 ops" in out and "None" not in out
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    a.write_text('{"black-list": {"to-add": []}}')
+    b.write_text('{"black-list": {"to-add": ["MatMulV2"]}}')
+    code, out, err = _run(["diff", str(a), str(b), "--profile", str(HERE.parent / "profiles" / "two_hazards")])
+    assert code == 0, err
+    assert "flipped instance" in out and "None" not in out
