@@ -207,3 +207,31 @@ def test_ge_mixlist_fixtures_through_lint(real):
     assert code != 0 and "op_info_wrong.json:10:" in out + err and "invalid-json" in out + err
     code, out, err = _run(["lint", str(d / "op_store_right.json")])
     assert "unknown key 'Yolo'" in out + err
+
+
+def test_parameters_grad_without_call_index(real, tmp_path):
+    """Older msprobe versions name the entry without the trailing call index."""
+    src = real / "msprobe_train_l0_stats_cpu" / "step0" / "proc8281" / "dump.json"
+    d = json.loads(src.read_text())
+    d["data"] = {k.replace("parameters_grad.0", "parameters_grad"): v for k, v in d["data"].items()}
+    (tmp_path / "dump.json").write_text(json.dumps(d))
+    e = load_dump(tmp_path).entries["Module.fc2.Linear.parameters_grad"]
+    assert sorted(r.key for r in e.parameter_grads) == ["parameter_grad.bias", "parameter_grad.weight"]
+    from advisor.compare.dumps import read_dump
+    from advisor.compare.training import grad_records
+    assert sorted(grad_records(read_dump(tmp_path / "dump.json"))) == ["fc1.bias", "fc1.weight", "fc2.bias",
+                                                                       "fc2.weight"]
+
+
+def test_capture_keeps_its_ops_info_inside_the_run(real, tmp_path):
+    """A capture with --ops-info elsewhere on the machine stays readable: the run holds a copy."""
+    ops = tmp_path / "cfg" / "aic-ascend910b-ops-info.json"
+    ops.parent.mkdir()
+    shutil.copy(real / "ge_mixlist_ut" / "op_store_right.json", ops)
+    run = tmp_path / "run"
+    code, out, err = _run(["capture", str(Path(__file__).resolve().parents[1] / "examples" / "two_hazards.py") +
+                           ":workload", "--out", str(run), "--ops-info", str(ops)])
+    assert code == 0, err
+    assert json.loads((run / "run.json").read_text())["ops_info"] == "ops_info/aic-ascend910b-ops-info.json"
+    assert (run / "ops_info" / ops.name).read_bytes() == ops.read_bytes()
+    assert load_run(run).meta["ops_info"] == str((run / "ops_info" / ops.name).resolve())

@@ -218,9 +218,9 @@ def _a_num(col, path: Path, header: str, required: bool = False,
                 bad |= known & np.isfinite(v) & (v != np.floor(v))
         if bad.any():
             i = int(np.argmax(bad))
-            kind = "a whole number" if whole else "a number"
+            span = f"a whole number from {int(lo)} to {int(hi)}" if whole else f"a number from {lo:g} to {hi:g}"
             raise InputError(path, f"line {_line_of(path, i)}, column {header!r}: {str(t[i].as_py())[:40]!r} "
-                                   f"is not {kind} from {lo:g} to {hi:g}")
+                                   f"is not {span}")
     return v
 
 
@@ -371,10 +371,9 @@ def read_op_statistic(path: str | Path) -> pd.DataFrame:
         k = lookup.get(_norm(raw))
         if k and k not in cols:
             cols[k], written[k] = tcol, raw
-    missing = [c for c in ("type", "count", "total_us") if c not in cols]
+    missing = [h for c, h in (("type", "OP Type"), ("count", "Count"), ("total_us", "Total Time(us)")) if c not in cols]
     if missing:
-        raise InputError(p, f"missing required column(s) {', '.join(missing)}; expected an op_statistic.csv "
-                            "(OP Type, Core Type, Count, Total Time(us), ...)")
+        raise InputError(p, f"missing required column(s) {', '.join(missing)} (looked up by name); expected {what}")
     col = tbl.column
     out = pd.DataFrame({"type": _a_str(pc.utf8_trim_whitespace(col(cols["type"]))),
                         "core": _a_str(pc.utf8_trim_whitespace(col(cols["core"]))) if "core" in cols else "N/A"})
