@@ -34,6 +34,7 @@ OPSTAT = (b"OP Type,Core Type,Count,Total Time(us),Min Time(us),Avg Time(us),Max
 GE_PROTO = _head(REAL / "ge_proto_ge_st" / "ge_proto_00046_afterUBMatch.txt", 400)
 GE_PROTO = GE_PROTO[:GE_PROTO.rindex(b"\n  op {")] + b"\n}\n"          # the first ops, closed
 LOCAL = (HERE.parent / "profiles" / "two_hazards" / "local_error.csv").read_bytes()
+GE_ONNX = (HERE.parent / "profiles" / "two_hazards" / "graph" / "ge_onnx_00000_graph_0_Build.pbtxt").read_bytes()
 
 
 def _mutate(data: bytes, cut: int, pos: int, junk: bytes, drop: int) -> bytes:
@@ -76,6 +77,7 @@ CSV_CASES = {
     "op_statistic.csv": ("w_ascend_pt/ASCEND_PROFILER_OUTPUT/op_statistic.csv", OPSTAT),
     "local_error.csv": ("local_error.csv", LOCAL),
     "ge_proto": ("ge_proto_00046_graph_0_Build.txt", GE_PROTO),
+    "ge_onnx": ("ge_onnx_00000_graph_0_Build.pbtxt", GE_ONNX),
 }
 
 
@@ -87,7 +89,7 @@ def test_fuzz_bytes(tmp_path_factory, case):
     @SETTINGS
     @given(**byte_edits)
     def run(cut, pos, junk, drop):
-        root = _layout(d, None if case in ("op_summary", "ge_proto") else KD)
+        root = _layout(d, None if case in ("op_summary", "ge_proto", "ge_onnx") else KD)
         f = root / rel
         f.parent.mkdir(parents=True, exist_ok=True)
         f.write_bytes(_mutate(base, cut, pos, junk, drop))
@@ -108,11 +110,11 @@ def test_fuzz_cells(tmp_path_factory, case):
     def run(which, values):
         import csv
         import io
-        root = _layout(d, None if case in ("op_summary", "ge_proto") else KD)
+        root = _layout(d, None if case in ("op_summary", "ge_proto", "ge_onnx") else KD)
         f = root / rel
         f.parent.mkdir(parents=True, exist_ok=True)
         text = base.decode()
-        if case == "ge_proto":
+        if case in ("ge_proto", "ge_onnx"):
             lines = text.splitlines(keepends=True)
             for (r, _), v in zip(which, values):  # a value after "key: "
                 i = r % len(lines)
