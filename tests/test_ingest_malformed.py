@@ -285,6 +285,7 @@ def test_no_none_printed(tmp_path):
     a, b = tmp_path / "a.json", tmp_path / "b.json"
     a.write_text('{"black-list": {"to-add": []}}')
     b.write_text('{"black-list": {"to-add": ["MatMulV2"]}}')
-    code, out, err = _run(["diff", str(a), str(b), "--profile", str(HERE.parent / "profiles" / "two_hazards")])
+    code, out, err = _run(["diff", str(a), str(b), "--profile", str(HERE.parent / "profiles" / "two_hazards"),
+                           "--out", str(tmp_path / "d")])
     assert code == 0, err
     assert "flipped instance" in out and "None" not in out
