@@ -57,6 +57,7 @@ _SPELLED = {"name": "Name (op_summary: Op Name)", "type": "Type (op_summary: OP 
             "duration_us": "Duration(us) (op_summary: Task Duration(us))"}
 MAX_DURATION_US = 1e12   # one kernel longer than 11.6 days is not a measurement
 MAX_STEP = 2 ** 31 - 1
+_INT64_MAX = 2 ** 63 - 1
 
 
 def _norm(col: str) -> str:
@@ -97,37 +98,33 @@ def _header_cells(first_line: str) -> list[str]:
         return []
 
 
+def _data_rows(path: Path):
+    """(file line, fields) of each non-blank data row as the csv module reads it (error paths only);
+    a quoting error is a ValueError naming its line."""
+    with open(path, newline="", encoding="utf-8", errors="replace") as f:
+        r = csv.reader(f, strict=True)
+        next(r, None)
+        try:
+            yield from ((r.line_num, row) for row in r if row)
+        except csv.Error as e:
+            raise ValueError(f"line {r.line_num}: {e}") from None
+
+
 def _first_bad_row(path: Path, ncols: int) -> str:
     """Where a CSV stops being a table of ``ncols`` fields (only called once parsing failed)."""
     try:
-        with open(path, newline="", encoding="utf-8", errors="replace") as f:
-            r = csv.reader(f, strict=True)
-            next(r, None)
-            for row in r:
-                if row and len(row) != ncols:
-                    return f"line {r.line_num} has {len(row)} fields, the header {ncols}"
-    except csv.Error as e:
-        return f"line {r.line_num}: {e}"
-    except OSError:
-        pass
-    return ""
+        return next((f"line {line} has {len(row)} fields, the header {ncols}" for line, row in _data_rows(path)
+                     if len(row) != ncols), "")
+    except (OSError, ValueError) as e:
+        return str(e)
 
 
 def _line_of(path: Path, row: int) -> int:
     """File line number of data row ``row`` (0-based; blank lines skipped as the reader does)."""
     try:
-        with open(path, newline="", encoding="utf-8", errors="replace") as f:
-            r = csv.reader(f)
-            next(r, None)
-            i = -1
-            for rec in r:
-                if rec:
-                    i += 1
-                    if i == row:
-                        return r.line_num
-    except (OSError, csv.Error):
-        pass
-    return row + 2
+        return next(line for i, (line, _) in enumerate(_data_rows(path)) if i == row)
+    except (StopIteration, OSError, ValueError):
+        return row + 2
 
 
 def _read_table(path: Path, what: str, wanted: Iterable[str] | None = None):
@@ -410,12 +407,8 @@ def read_profiler_info(path: str | Path) -> dict:
 # ---------------------------------------------------------------------------------------------
 # trace_view.json
 
-_INT64_MAX = np.iinfo(np.int64).max
-
-
 def _ts_ns(v: Any) -> int:
-    """Exact nanoseconds of a trace ``ts`` in microseconds (string or number); -1 when it is not a
-    time (wrong JSON type, not a number, out of range)."""
+    """Exact nanoseconds of a trace ``ts`` in microseconds; -1 for anything else (type, range)."""
     if isinstance(v, bool) or not isinstance(v, (str, int, float)):
         return -1
     s = str(v).strip().strip('"').strip()
@@ -429,9 +422,7 @@ def _ts_ns(v: Any) -> int:
             x = float(s) * 1000
         except ValueError:
             return -1
-        if not math.isfinite(x):
-            return -1
-        ns = int(round(x))
+        ns = int(round(x)) if math.isfinite(x) else -1
     return ns if 0 <= ns <= _INT64_MAX else -1
 
 
@@ -446,8 +437,7 @@ def _dur_us(v: Any) -> float:
     return x if 0.0 <= x <= MAX_DURATION_US else math.nan
 
 
-def _key(v: Any) -> str:
-    """A pid/tid/id of any JSON type as a hashable string key."""
+def _key(v: Any) -> str:  # a pid/tid/id of any JSON type as a hashable string
     return v if isinstance(v, str) else str(v)[:200]
 
 
@@ -487,9 +477,8 @@ def read_trace_view(path: str | Path) -> dict[str, pd.DataFrame]:
     hw = {pid for pid, nm in proc_names.items() if "ascend hardware" in nm.lower() or "npu" in nm.lower()}
     kernels = [k for k in kernels if not hw or _key(k.get("pid")) in hw]
 
-    def strings(values: list) -> pd.Series:
+    def strings(values: list) -> pd.Series:  # object dtype even when empty (no float column of nothing)
         return pd.Series(values, dtype=object)
-
     def frame(evs: list, id_col: str, **extra) -> pd.DataFrame:
         """The columns every X event has (id, name, pid, tid, exact ts, dur) plus ``extra``; any
         JSON type is tolerated (a time that is not a number is -1 / NaN)."""
