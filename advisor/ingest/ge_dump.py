@@ -401,7 +401,8 @@ def nodes_to_graph(nodes: list[dict], path: object = None) -> nx.DiGraph:
                     a["cast_to"] = out_dt[0]
             if _bool_attr(at.get("_no_task", False)) or typ in NO_KERNEL_TYPES:
                 a["kernel"] = False
-            if typ in GRAPH_OUTPUT_TYPES or ("decides" not in a and is_bookkeeping(typ) and typ not in NO_KERNEL_TYPES):
+            if typ in GRAPH_OUTPUT_TYPES or ("decides" not in a and is_bookkeeping(typ)
+                                             and typ not in NO_KERNEL_TYPES):
                 a["decides"] = False
         node_rows.append((name, a))
     g.add_nodes_from(node_rows)

@@ -137,8 +137,6 @@ def read_run_json(p: Path) -> dict:
     for k in _META_PATHS:
         v = d.get(k)
         if isinstance(v, str) and v:
-            if "\x00" in v:
-                raise InputError(p, f"field {k!r} holds a NUL byte; expected a file name")
             try:
                 d[k] = str(resolve_inside(p.parent, v, what=f"field {k!r}"))
             except InputError as e:
@@ -146,13 +144,13 @@ def read_run_json(p: Path) -> dict:
     return d
 
 
-LOCAL_ERROR_NUMBERS = ("local_rel_l2", "local_cosine", "local_max_abs", "local_nonfinite",
-                       "inrnd_rel_l2", "inrnd_nonfinite")
+LOCAL_ERROR_TEXT = ("name", "type", "low_dtype")   # every other local_error.csv column is a number
 
 
 def read_local_errors(p: Path) -> pd.DataFrame:
-    """local_error.csv (docs/architecture.md): ``name`` plus numeric columns (``inf``/``nan`` are
-    numbers here: a local error may overflow); text in a numeric column is an InputError."""
+    """local_error.csv (docs/architecture.md): ``name``, ``type``, ``low_dtype`` and numbers
+    (``inf``/``nan`` are numbers here: a local error may overflow); text in a number column is an
+    InputError naming line and column."""
     check_user_file(p, "a local_error.csv")
     try:
         df = pd.read_csv(p, dtype=str, keep_default_na=False)
@@ -160,16 +158,14 @@ def read_local_errors(p: Path) -> pd.DataFrame:
         raise InputError(p, f"cannot read local_error.csv ({type(e).__name__})") from None
     if "name" not in df.columns:
         raise InputError(p, "local_error.csv lacks the 'name' column")
-    for c in LOCAL_ERROR_NUMBERS:
-        if c not in df.columns:
-            continue
+    for c in (c for c in df.columns if c not in LOCAL_ERROR_TEXT):
         cell = df[c].str.strip()
         v = pd.to_numeric(cell.where(cell != "", "nan"), errors="coerce")
         bad = v.isna() & ~cell.str.lower().isin(["", "nan"])
         if bad.any():
             i = int(bad.to_numpy().argmax())
             raise InputError(p, f"line {i + 2}, column {c!r}: {cell.iloc[i][:40]!r} is not a number")
-        df[c] = v.astype(float)
+        df[c] = pd.to_numeric(cell.where(cell != "", "nan"))   # int64 where every cell is whole, as read_csv
     return df
 
 
