@@ -225,13 +225,13 @@ def test_parameters_grad_without_call_index(real, tmp_path):
 
 def test_capture_keeps_its_ops_info_inside_the_run(real, tmp_path):
     """A capture with --ops-info elsewhere on the machine stays readable: the run holds a copy."""
-    ops = tmp_path / "cfg" / "aic-ascend910b-ops-info.json"
+    ops = tmp_path / "cfg" / "aic-ascend310-ops-info.json"
     ops.parent.mkdir()
-    shutil.copy(real / "ge_mixlist_ut" / "op_store_right.json", ops)
+    shutil.copy(real / "ge_mixlist_ut" / ops.name, ops)
     run = tmp_path / "run"
     code, out, err = _run(["capture", str(Path(__file__).resolve().parents[1] / "examples" / "two_hazards.py") +
                            ":workload", "--out", str(run), "--ops-info", str(ops)])
     assert code == 0, err
-    assert json.loads((run / "run.json").read_text())["ops_info"] == "ops_info/aic-ascend910b-ops-info.json"
+    assert json.loads((run / "run.json").read_text())["ops_info"] == "ops_info/aic-ascend310-ops-info.json"
     assert (run / "ops_info" / ops.name).read_bytes() == ops.read_bytes()
     assert load_run(run).meta["ops_info"] == str((run / "ops_info" / ops.name).resolve())
