@@ -310,11 +310,16 @@ def keep_dir_as_backup(p: Path) -> Path | None:
 
 def resolve_inside(base: str | os.PathLike, relative: str, what: str = "path") -> Path:
     """Resolve ``relative`` against ``base`` and refuse anything that escapes ``base``
-    (``..``, absolute paths, symlinks pointing outside)."""
-    b = Path(base).resolve()
-    target = (b / relative).resolve()
+    (``..``, absolute paths, symlinks pointing outside) or cannot be a path (a NUL byte, a
+    symlink loop, a name too long): one InputError naming ``base``."""
+    try:
+        b = Path(base).resolve()
+        target = (b / relative).resolve()
+    except (OSError, ValueError, RuntimeError) as e:  # ValueError: NUL byte; RuntimeError: symlink loop
+        raise InputError(base, f"{what} {str(relative)[:80]!r} is not a usable file name "
+                               f"({getattr(e, 'strerror', None) or e})") from None
     if target != b and b not in target.parents:
-        raise InputError(base, f"{what} {relative!r} points outside the dump folder; refusing to read it")
+        raise InputError(base, f"{what} {str(relative)[:80]!r} points outside the folder; refusing to read it")
     return target
 
 

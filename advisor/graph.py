@@ -38,6 +38,7 @@ Edge attributes (producer -> consumer)
 from __future__ import annotations
 
 import gc
+from enum import Enum
 from typing import Any, Iterable
 
 import networkx as nx
@@ -147,6 +148,8 @@ def export(g: nx.DiGraph, path: str) -> None:
 
 
 def _scalar(v: Any) -> Any:
+    if isinstance(v, Enum):  # semantics.Rule (a str Enum): its value, a plain str GraphML accepts
+        v = v.value
     if isinstance(v, (bool, int, float, str)):
         return v
     return str(v)

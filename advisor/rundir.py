@@ -144,6 +144,13 @@ class RunWriter:
         d.setdefault("versions", versions())
         d["emulated"] = bool(d.get("emulated", True))
         d.setdefault("created", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+        if isinstance(d.get("ops_info"), str) and d["ops_info"]:
+            # readers resolve run.json's file names inside the run directory: keep a copy there
+            src = Path(d["ops_info"])
+            dst = self.out / "ops_info" / src.name
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, dst)
+            d["ops_info"] = dst.relative_to(self.out).as_posix()
         p = self.out / "run.json"
         atomic_write_json(p, d)
         return p

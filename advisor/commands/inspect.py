@@ -26,12 +26,19 @@ def _pct(x: float) -> str:
     return f"{100.0 * x:5.1f}%"
 
 
+def _profile_line(p: dict) -> str:
+    if p.get("kernels"):
+        return f"\n    [{p['kind']}] {p['kernels']}"
+    only = " (trace_view.json only)" if p.get("trace_view") else ""
+    return f"\n    [{p['kind']}] {p['root']}: no kernel table{only}"
+
+
 def _print(s: dict) -> None:
     e = typer.echo
     f = s["found"]
     e(f"advisor inspect: {s['path']}")
     profs = f.get("profiles", [])
-    e(f"  profiles: {len(profs)}" + "".join(f"\n    [{p['kind']}] {p['kernels']}" for p in profs if p.get("kernels")))
+    e(f"  profiles: {len(profs)}" + "".join(map(_profile_line, profs)))
     e(f"  GE graph dumps: {len(f.get('ge_dumps', []))}" + "".join(f"\n    {x}" for x in f.get("ge_dumps", [])[:5]))
     e(f"  msprobe dump roots: {len(f.get('dump_roots', []))}" + "".join(f"\n    {x}" for x in f.get("dump_roots", [])))
     if f.get("run_json"):
@@ -43,7 +50,8 @@ def _print(s: dict) -> None:
         gr = s["graph"]
         extra = f", mean edge confidence {gr['mean_edge_confidence']:.2f}" if "mean_edge_confidence" in gr else ""
         grank = s["graph_rank"] if s.get("graph_rank") is not None and s["graph_rank"] >= 0 else "unknown"
-        e(f"  op graph (rank {grank}, step {s['graph_step']}): {gr['ops']:,} ops, {gr['edges']:,} edges "
+        where = f"rank {grank}" + (f", step {s['graph_step']}" if s.get("graph_step") is not None else "")
+        e(f"  op graph ({where}): {gr['ops']:,} ops, {gr['edges']:,} edges "
           f"from {gr['edges_source']}{extra}; {gr['excluded']} excluded from precision decisions (HCCL/MemSet/AI_CPU)")
         mix = ", ".join(f"{k} {v}" for k, v in sorted(s.get("plan_mix", {}).items()))
         e(f"  semantics plan ({s['mode']}): {mix}")
@@ -75,7 +83,8 @@ def _print(s: dict) -> None:
     if tr:
         e(f"\ntrace_view.json: {tr['framework_ops']:,} framework ops ({tr['bwd_ops']:,} backward, "
           f"{tr['with_call_stack']:,} with call stacks), {tr['kernels']:,} kernels, {tr['linked']:,} op->kernel links (async_npu)")
-        e(f"  {tr.get('kernel_rows_linked', 0):,} of {s['kernels']:,} kernel rows linked to the framework op that launched them")
+        if s["kernels"]:
+            e(f"  {tr['kernel_rows_linked']:,} of {s['kernels']:,} kernel rows linked to the op that launched them")
         if tr.get("by_framework_op"):
             e("  kernel time by launching framework op:")
             for r in tr["by_framework_op"]:

@@ -88,6 +88,20 @@ class DumpView:
         return list(flat_tensors(e.get("input_args", []))) + [
             ("kw." + k, r) for k, r in flat_tensors(e.get("input_kwargs", {}))]
 
+    def param_grads(self, entry: str) -> list[tuple[str, Mapping]]:
+        """(parameter key, record) of an msprobe ``...parameters_grad`` entry
+        (``{"weight": [record], "bias": [record]}``)."""
+        e = self.entries.get(entry)
+        if not e:
+            return []
+        if "_param_grads" in e:
+            return list(e["_param_grads"])
+        out = []
+        for k, v in e.items():
+            v = v[0] if isinstance(v, (list, tuple)) and len(v) == 1 else v
+            out.extend(flat_tensors(v, str(k)) if not is_tensor_record(v) else [(str(k), v)])
+        return out
+
     def drop_cache(self) -> None:
         self._cache.clear()
 
@@ -168,6 +182,7 @@ def from_ingest(d: Any, source: str | Path = "") -> DumpView:
                     "Mean": r.mean, "Norm": r.norm, "data_name": r.data_name, "_rec": r}
         entries[name] = {"_inputs": [(r.index, conv(r)) for r in e.inputs],
                          "_outputs": [(r.index, conv(r)) for r in e.outputs],
+                         "_param_grads": [(r.index, conv(r)) for r in e.parameter_grads],
                          "input_args": e.input_args, "input_kwargs": e.input_kwargs}
     return DumpView(entries, None, str(getattr(d, "path", source) or source))
 

@@ -1,4 +1,6 @@
-"""Training signals from dumped parameter gradients (``Grad.<param>`` entries).
+"""Training signals from dumped parameter gradients: msprobe's ``<prefix>.<Class>.parameters_grad[.N]``
+entries (``Module.fc1.Linear.parameters_grad`` -> ``{"weight": [record], "bias": [record]}``, parameter
+``fc1.weight``) and the emulator's ``Grad.<param>`` entries (``{"output": [record]}``).
 
 Per parameter: the underflow ratio (share of elements that are zero in the target but non-zero in
 the golden) against the seed's 1 % rule, overflow (non-finite target gradients), cosine and relative
@@ -17,6 +19,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from ..ingest.msprobe import PARAM_GRAD_ENTRY, param_grad_name
 from .dumps import DumpView
 from .metrics import LOW_MAX, LOW_TINY, tensor_metrics, to_numpy
 
@@ -25,8 +28,18 @@ HEADROOM = 16.0
 MAX_LOG2_SCALE = 32
 
 
-def _grad_entries(d: DumpView) -> list[str]:
-    return [e for e in d.entries if e.startswith(GRAD_PREFIX)]
+def grad_records(d: DumpView) -> dict[str, Any]:
+    """Parameter name -> its gradient record, from both namings (module docstring)."""
+    out: dict[str, Any] = {}
+    for e in d.entries:
+        if e.startswith(GRAD_PREFIX):
+            o = d.outputs(e)
+            if o:
+                out[e[len(GRAD_PREFIX):]] = o[0][1]
+        elif PARAM_GRAD_ENTRY.match(e):
+            for key, rec in d.param_grads(e):
+                out[param_grad_name(e, key)] = rec
+    return out
 
 
 def recommend_loss_scale(golden_abs: np.ndarray, low_dtype: str = "fp16", max_underflow: float = 0.01,
@@ -76,16 +89,13 @@ def training_signals(ts: Mapping[int, DumpView], gs: Mapping[int, DumpView], ste
     total = 0
     for s in steps:
         t, g = ts[s], gs[s]
-        for e in _grad_entries(t):
-            if e not in g.entries:
+        golden = grad_records(g)
+        for name, rt in grad_records(t).items():
+            rg = golden.get(name)
+            if rg is None:
                 continue
-            to, go = t.outputs(e), g.outputs(e)
-            if not to or not go:
-                continue
-            rt, rg = to[0][1], go[0][1]
             xt = t.tensor(rt) if t.has_tensors(rt) else None
             xg = g.tensor(rg) if g.has_tensors(rg) else None
-            name = e[len(GRAD_PREFIX):]
             p = params.setdefault(name, {"param": name, "numel": 0, "underflow_elems": 0, "target_nonfinite": 0,
                                          "min_cosine": 1.0, "max_rel_l2": 0.0, "tensors": False})
             d = str(rt.get("dtype", "")).lower()

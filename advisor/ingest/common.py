@@ -43,6 +43,9 @@ BOOKKEEPING_TYPES = frozenset({
     "StreamSwitch", "Send", "Recv", "NoOp", "NetOutput", "Identity", "IdentityN",
     "GetNext", "DynamicGetNext", "ModelExit", "EndOfSequence", "DropOutGenMaskV3",
 })
+# Graph outputs: GE's NetOutput (whole graph) and End (a partitioned subgraph's output, paired with
+# PlaceHolder inputs; GE's PLACE_OR_END_SET).  Kept as nodes, never ops: no kernel, no decision.
+GRAPH_OUTPUT_TYPES = frozenset({"NetOutput", "End"})
 BOOKKEEPING_PREFIXES = ("Hcom", "Hccl", "hcom", "hccl", "Mem", "Notify", "Event", "Stream")
 BOOKKEEPING_CORES = frozenset({"HCCL", "AI_CPU", "DSA_SQE", "COMMUNICATION", "MEMCPY"})
 

@@ -81,6 +81,8 @@ def discover(path: str | os.PathLike) -> Found:
             found.ge_dumps.append(root)
         elif n == "dump.json":
             found.dump_roots.append(root.parent)
+        elif n == "trace_view.json":
+            found.profiles.append(ProfileSource("bare", root.parent, trace_view=root))
         return found
     claimed: set[Path] = set()
     dump_roots: dict[Path, None] = {}
@@ -112,14 +114,18 @@ def discover(path: str | os.PathLike) -> Found:
                 continue
             n = f.name
             if n == "kernel_details.csv" or _OPSUM.match(n):
-                found.profiles.append(ProfileSource("bare", d, kernels=f,
-                                                    op_statistic=d / "op_statistic.csv" if "op_statistic.csv" in names else None,
-                                                    trace_view=d / "trace_view.json" if "trace_view.json" in names else None))
-                claimed.add(f)
+                src = ProfileSource("bare", d, kernels=f,
+                                    op_statistic=d / "op_statistic.csv" if "op_statistic.csv" in names else None,
+                                    trace_view=d / "trace_view.json" if "trace_view.json" in names else None)
+                found.profiles.append(src)
+                claimed.update(x for x in (f, src.op_statistic, src.trace_view) if x is not None)
             elif _GE.match(n):
                 found.ge_dumps.append(f)
             elif n == "dump.json":
                 dump_roots[dump_root_of(f)] = None
+        if "trace_view.json" in names and d / "trace_view.json" not in claimed:  # a trace without a kernel table
+            found.profiles.append(ProfileSource("bare", d, trace_view=d / "trace_view.json"))
+            claimed.add(d / "trace_view.json")
         if d == root:
             if "run.json" in names:
                 found.run_json = d / "run.json"

@@ -7,8 +7,10 @@ import numpy as np
 import pandas as pd
 
 from .. import semantics
+from ..errors import InputError
 from ..graph import op_nodes
 from ..oplists import OpLists
+from .common import GRAPH_OUTPUT_TYPES
 from .msprobe import overflow, saturation
 from .run import Run
 
@@ -149,12 +151,19 @@ def saturation_hits(run: Run, which: str = "saturation") -> list[dict]:
     return out
 
 
+def linked_rows(k: pd.DataFrame) -> int:
+    """Kernel rows that a trace_view.json links to the framework op that launched them."""
+    return int(k["framework_op"].notna().sum()) if "framework_op" in k.columns else 0
+
+
 def missing(run: Run) -> list[str]:
     """What is missing, and which analysis needs it."""
     msgs = []
+    profiles = list(run.found.profiles) if run.found is not None else []
     if not len(run.kernels):
-        msgs.append("no profile (kernel_details.csv / op_summary): no timings, no per-precision time share, "
-                    "no performance edits")
+        where = f" in the {len(profiles)} profile folder(s) found" if profiles else ""
+        msgs.append(f"no kernel table (kernel_details.csv / op_summary_*.csv){where}: no timings, no per-precision "
+                    "time share, no performance edits")
     if run.graph is None:
         msgs.append("no op graph: no GE graph dump and no kernels to infer one from; semantics/what-if unavailable")
     elif run.graph.graph.get("edges") == "inferred":
@@ -170,9 +179,15 @@ def missing(run: Run) -> list[str]:
         msgs.append("statistics-only dumps: per-tensor metrics limited to max/min/mean/norm")
     if run.local_errors is None and run.meta.get("emulated"):
         msgs.append("no local_error.csv: flip prediction falls back to the graph only")
-    if len(run.kernels) and not run.meta.get("emulated") and "framework_op" not in run.kernels.columns:
-        msgs.append("no trace_view.json beside the kernels: kernels are not linked to the framework ops "
-                    "(aten::*) that launched them, nor to call stacks / forward-backward phase")
+    if len(run.kernels) and not run.meta.get("emulated"):
+        read = run.sources.get("trace_view", [])
+        if not any(p.kernels is not None and p.trace_view is not None for p in profiles):
+            msgs.append("no trace_view.json beside the kernels: kernels are not linked to the framework ops "
+                        "(aten::*) that launched them, nor to call stacks / forward-backward phase")
+        elif read and not linked_rows(run.kernels):
+            msgs.append(f"{read[0]}: read, but none of its device kernels matches a kernel row by name and start "
+                        "time (a trace of another run, or without async_npu flows): kernels are not linked to "
+                        "the framework ops that launched them")
     msgs.extend(run.sources.get("notes", []))
     return msgs
 
@@ -200,7 +215,7 @@ def summarize(run: Run, lists: OpLists, mode: str | None = None, top: int = 15) 
     }
     if run.graph is not None:
         g = run.graph
-        ops = list(op_nodes(g))
+        ops = [n for n in op_nodes(g) if g._node[n].get("type") not in GRAPH_OUTPUT_TYPES]
         n_edges = g.number_of_edges()
         out["graph"] = {"nodes": g.number_of_nodes(), "ops": len(ops), "edges": n_edges,
                         "edges_source": "inferred" if g.graph.get("edges") == "inferred" else "GE graph dump",
@@ -208,7 +223,10 @@ def summarize(run: Run, lists: OpLists, mode: str | None = None, top: int = 15) 
         if g.graph.get("edges") == "inferred" and n_edges:
             conf = np.fromiter((d.get("confidence", 1.0) for _, _, d in g.edges(data=True)), float)
             out["graph"]["mean_edge_confidence"] = float(conf.mean())
-        p = semantics.plan(g, lists, mode)
+        try:
+            p = semantics.plan(g, lists, mode)
+        except ValueError as e:  # a cyclic graph
+            raise InputError(g.graph.get("source"), str(e)) from None
         semantics.annotate(g, p)
         out["plan_mix"] = {}
         prec = p.precision
@@ -230,12 +248,11 @@ def summarize(run: Run, lists: OpLists, mode: str | None = None, top: int = 15) 
     if run.trace is not None:
         t = run.trace
         ops = t["ops"]
-        linked_rows = int(k["framework_op"].notna().sum()) if "framework_op" in k.columns else 0
         out["trace"] = {"path": run.sources.get("trace_view", [""])[0], "framework_ops": int(len(ops)),
                         "kernels": int(len(t["kernels"])), "linked": int(len(t["links"])),
                         "bwd_ops": int((ops["phase"] == "bwd").sum()) if len(ops) else 0,
                         "with_call_stack": int((ops["call_stack"] != "").sum()) if len(ops) else 0,
-                        "kernel_rows_linked": linked_rows,
+                        "kernel_rows_linked": linked_rows(k),
                         "by_framework_op": framework_share(k)}
     out["saturation"] = saturation_hits(run)
     out["overflow"] = saturation_hits(run, "overflow")

@@ -15,14 +15,18 @@ import networkx as nx
 from ..errors import InputError
 from ..fsutil import atomic_write_text, read_user_text
 from ..graph import is_float_dtype, normalize_dtype
-from .common import GE_DTYPE_VALUE, from_ge_dtype, is_bookkeeping, shape_ints, shape_str, to_ge_dtype
+from .common import (GE_DTYPE_VALUE, GRAPH_OUTPUT_TYPES, from_ge_dtype, is_bookkeeping, shape_ints, shape_str,
+                     to_ge_dtype)
 from .textproto import Message, first, parse, quote
 
 ROLE_TYPES = {"data": "Data", "const": "Const", "variable": "Variable"}
-TYPE_ROLES = {"Data": "data", "RefData": "data", "Placeholder": "data",
-              "Const": "const", "Constant": "const",
+# GE node types that are graph inputs, constants and variables (GE's PLACE_OR_END_SET and types.h):
+# PlaceHolder = the input of a partitioned subgraph (its producer is in another partition)
+TYPE_ROLES = {"Data": "data", "RefData": "data", "AippData": "data", "AnnData": "data",
+              "PlaceHolder": "data", "Placeholder": "data",
+              "Const": "const", "Constant": "const", "FileConstant": "const", "ConstPlaceHolder": "const",
               "Variable": "variable", "VariableV2": "variable", "VarHandleOp": "variable"}
-NO_KERNEL_TYPES = frozenset({"NetOutput", "Identity", "IdentityN", "NoOp", "Reshape", "Squeeze",
+NO_KERNEL_TYPES = GRAPH_OUTPUT_TYPES | frozenset({"Identity", "IdentityN", "NoOp", "Reshape", "Squeeze",
                              "Unsqueeze", "ExpandDims", "Flatten", "FlattenV2"})
 _MAX_SLOTS = 1 << 16
 _ADV = "_advisor."  # prefix of advisor's own round-trip attributes (ignored by GE tools)
@@ -397,7 +401,8 @@ def nodes_to_graph(nodes: list[dict], path: object = None) -> nx.DiGraph:
                     a["cast_to"] = out_dt[0]
             if _bool_attr(at.get("_no_task", False)) or typ in NO_KERNEL_TYPES:
                 a["kernel"] = False
-            if "decides" not in a and (is_bookkeeping(typ) and typ not in NO_KERNEL_TYPES):
+            if typ in GRAPH_OUTPUT_TYPES or ("decides" not in a and is_bookkeeping(typ)
+                                             and typ not in NO_KERNEL_TYPES):
                 a["decides"] = False
         node_rows.append((name, a))
     g.add_nodes_from(node_rows)

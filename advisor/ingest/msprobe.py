@@ -9,9 +9,9 @@ the machine where the dump was made and is ignored) and rejected if it escapes i
 """
 from __future__ import annotations
 
-import json
 import math
 import re
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
-from ..fsutil import read_user_text, resolve_inside
+from ..fsutil import read_user_json, resolve_inside
 from ..graph import normalize_dtype
 
 TENSOR_DIR = "dump_tensor_data"
@@ -28,6 +28,21 @@ _INPUT_KEYS = ("input_args", "input_kwargs", "input")
 _OUTPUT_KEYS = ("output",)
 _PARAM_KEYS = ("parameters",)
 _PARAM_GRAD_KEYS = ("parameters_grad",)
+# msprobe's own gradient entries: ``Module.fc1.Linear.parameters_grad`` (newer versions add a call
+# index, ``...parameters_grad.0``) -> {"weight": [record], "bias": [record]}
+PARAM_GRAD_ENTRY = re.compile(r"^(?P<module>.+)\.parameters_grad(?:\.\d+)?$")
+
+
+def param_grad_name(entry: str, index: str) -> str | None:
+    """The parameter a gradient record of an msprobe ``<prefix>.<Class>.parameters_grad[.N]`` entry
+    belongs to (``Module.fc1.Linear.parameters_grad.0`` + ``weight`` -> ``fc1.weight``: the first
+    segment ``Module``/``Cell`` and the class name dropped), or None for other entries."""
+    m = PARAM_GRAD_ENTRY.match(entry)
+    if m is None:
+        return None
+    parts = m.group("module").split(".")
+    path = parts[1:-1] if len(parts) > 2 else parts[-1:]
+    return ".".join(path + [index])
 
 
 @dataclass
@@ -151,8 +166,16 @@ def _record(ctx: _Ctx, entry: str, role: str, index: str, d: dict) -> TensorReco
         if not isinstance(data_name, str) or not data_name:
             raise InputError(ctx.dump_json, f"entry {entry!r} {role}.{index}: data_name must be a file name")
         if data_name != "-1":
-            p = resolve_inside(ctx.tensor_dir, data_name, what=f"entry {entry!r} data_name")
-            if p.is_file():
+            try:
+                p = resolve_inside(ctx.tensor_dir, data_name, what=f"entry {entry!r} data_name")
+            except InputError as e:  # named by the folder: say which dump.json holds the name
+                raise InputError(ctx.dump_json, e.problem.replace("the folder", TENSOR_DIR)) from None
+            try:
+                found = p.is_file()
+            except OSError as e:  # a name too long for the file system, ...
+                raise InputError(ctx.dump_json, f"entry {entry!r} data_name {data_name[:80]!r} is not a usable "
+                                                f"file name ({e.strerror or e})") from None
+            if found:
                 path = p
             else:
                 ctx.missing.append(data_name)
@@ -180,6 +203,11 @@ def _entry(ctx: _Ctx, name: str, body: Any) -> Entry:
     if not isinstance(body, dict):
         raise InputError(ctx.dump_json, f"entry {name!r} is not an object")
     e = Entry(name, input_args=body.get("input_args"), input_kwargs=body.get("input_kwargs"))
+    if PARAM_GRAD_ENTRY.match(name) and not any(k in body for k in _INPUT_KEYS + _OUTPUT_KEYS + _PARAM_KEYS):
+        for k, v in body.items():  # {"weight": [record], ...}: one record per parameter
+            _walk(ctx, name, "parameter_grad", str(k), v[0] if isinstance(v, list) and len(v) == 1 else v,
+                  e.parameter_grads)
+        return e
     n_args = 0
     for k in _INPUT_KEYS:
         if k in body:
@@ -204,23 +232,12 @@ def _entry(ctx: _Ctx, name: str, body: Any) -> Entry:
     return e
 
 
-def _read_json(p: Path) -> Any:
-    text = read_user_text(p, "an msprobe dump.json")
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        raise InputError(p, f"invalid JSON at line {e.lineno} column {e.colno} ({e.msg}); "
-                            "expected an msprobe dump.json") from None
-    except RecursionError:
-        raise InputError(p, "JSON nested too deeply; expected an msprobe dump.json") from None
-
-
 def load_dump(path: str | Path) -> Dump:
     """Load one msprobe dump: ``path`` is a dump.json or the folder holding it."""
     p = Path(path)
     if p.is_dir():
         p = p / "dump.json"
-    d = _read_json(p)
+    d = read_user_json(p, "an msprobe dump.json")
     if not isinstance(d, dict) or not isinstance(d.get("data"), dict):
         raise InputError(p, 'expected an msprobe dump.json object with a "data" mapping of entries')
     ctx = _Ctx(p)
@@ -292,7 +309,9 @@ def load_torch_tensor(rec: TensorRecord):
         if p.suffix == ".npy":
             t = torch.from_numpy(np.ascontiguousarray(np.load(p, allow_pickle=False)))
         elif p.suffix in (".pt", ".pth"):
-            t = torch.load(p, map_location="cpu", weights_only=True)
+            with warnings.catch_warnings():  # a refused pickle is our InputError, not torch's warnings
+                warnings.simplefilter("ignore")
+                t = torch.load(p, map_location="cpu", weights_only=True)
             if not isinstance(t, torch.Tensor):
                 raise InputError(p, f"expected one tensor, found {type(t).__name__}")
             t = t.detach()
@@ -385,14 +404,14 @@ def saturation(d: Dump, limit: float = 65504.0) -> pd.DataFrame:
 
 
 def overflow(d: Dump) -> pd.DataFrame:
-    """Tensor records whose statistics are inf/nan (overflow in INFNAN mode)."""
+    """Tensor records whose statistics are inf/nan (overflow in INFNAN mode).  A statistic the
+    dump leaves out (``"Mean": null``, e.g. for bool tensors) is unknown, not non-finite."""
     f = d.stats_frame()
     if f.empty:
         return f
-    st = f[["max", "min", "mean", "norm"]].astype(float).to_numpy()
-    bad = ~np.isfinite(st) & ~np.isnan(np.where(pd.isna(f[["max", "min", "mean", "norm"]]).to_numpy(), 0.0, st))
-    nan_stat = np.isnan(st) & ~pd.isna(f[["max", "min", "mean", "norm"]]).to_numpy()
-    return f[(bad | nan_stat).any(axis=1)]
+    bad = [any(v is not None and not math.isfinite(v) for v in (r.max, r.min, r.mean, r.norm))
+           for e in d.entries.values() for r in e.records()]
+    return f[np.array(bad, dtype=bool)]
 
 
 def is_finite_stat(v: float | None) -> bool:

@@ -11,7 +11,9 @@ surrounding quotes removed), ``stream``, ``task_id``; plus ``start_ns`` (int64 p
 """
 from __future__ import annotations
 
-import json
+import csv
+import io
+import math
 import re
 from pathlib import Path
 from typing import Any, Iterable
@@ -20,6 +22,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
+from ..fsutil import check_user_file, read_user_json
 
 # canonical column -> accepted spellings (normalized: lower case, no spaces/underscores/units)
 _ALIASES: dict[str, tuple[str, ...]] = {
@@ -49,6 +52,12 @@ KERNEL_COLUMNS = ["step", "rank", "name", "type", "core", "start_us", "duration_
                   "out_formats", "stream", "task_id", "start_ns", "precision", "source"]
 _STR_COLS = ("in_shapes", "in_dtypes", "in_formats", "out_shapes", "out_dtypes", "out_formats")
 _REQUIRED = ("name", "type", "duration_us")
+# how the required columns are spelled in kernel_details.csv / op_summary (for messages)
+_SPELLED = {"name": "Name (op_summary: Op Name)", "type": "Type (op_summary: OP Type)",
+            "duration_us": "Duration(us) (op_summary: Task Duration(us))"}
+MAX_DURATION_US = 1e12   # one kernel longer than 11.6 days is not a measurement
+MAX_STEP = 2 ** 31 - 1
+_INT64_MAX = 2 ** 63 - 1
 
 
 def _norm(col: str) -> str:
@@ -81,28 +90,68 @@ def _check_text(path: Path, head: bytes, what: str) -> None:
             raise InputError(path, f"not UTF-8 text, expected {what}") from None
 
 
+def _header_cells(first_line: str) -> list[str]:
+    """The header cells exactly as written (csv quoting rules; duplicates kept, unlike pandas)."""
+    try:
+        return next(csv.reader(io.StringIO(first_line)))
+    except (csv.Error, StopIteration):
+        return []
+
+
+def _data_rows(path: Path):
+    """(file line, fields) of each non-blank data row as the csv module reads it (error paths only);
+    a quoting error is a ValueError naming its line."""
+    with open(path, newline="", encoding="utf-8", errors="replace") as f:
+        r = csv.reader(f, strict=True)
+        next(r, None)
+        try:
+            yield from ((r.line_num, row) for row in r if row)
+        except csv.Error as e:
+            raise ValueError(f"line {r.line_num}: {e}") from None
+
+
+def _first_bad_row(path: Path, ncols: int) -> str:
+    """Where a CSV stops being a table of ``ncols`` fields (only called once parsing failed)."""
+    try:
+        return next((f"line {line} has {len(row)} fields, the header {ncols}" for line, row in _data_rows(path)
+                     if len(row) != ncols), "")
+    except (OSError, ValueError) as e:
+        return str(e)
+
+
+def _line_of(path: Path, row: int) -> int:
+    """File line number of data row ``row`` (0-based; blank lines skipped as the reader does)."""
+    try:
+        return next(line for i, (line, _) in enumerate(_data_rows(path)) if i == row)
+    except (StopIteration, OSError, ValueError):
+        return row + 2
+
+
 def _read_table(path: Path, what: str, wanted: Iterable[str] | None = None):
     """Read a CSV with every cell as a string (pyarrow, multi-threaded) -> (pa.Table with canonical
-    column names where known, raw header list).  Clear one-line errors."""
+    column names where known, {canonical name: header as written}).  Clear one-line errors."""
     import pyarrow as pa
     import pyarrow.csv as pacsv
+    check_user_file(path, what)
     try:
         with open(path, "rb") as f:
             head = f.read(65536)
     except OSError as e:
         raise InputError(path, f"cannot read {what}: {e.strerror or e}") from None
     _check_text(path, head, what)
-    first_line = head.split(b"\n", 1)[0].decode("utf-8", "replace").lstrip("\ufeff")
+    first_line = head.split(b"\n", 1)[0].decode("utf-8", "replace").lstrip("\ufeff").rstrip("\r")
     if "," not in first_line:
         sep = ";" if ";" in first_line else ("\t" if "\t" in first_line else None)
         hint = f" (found {'semicolons' if sep == ';' else 'tabs'}; expected commas)" if sep else ""
         raise InputError(path, f"header is not comma-separated{hint}; expected {what}")
-    try:
-        cols = list(pd.read_csv(path, nrows=0, dtype=str, encoding_errors="replace").columns)
-    except (pd.errors.ParserError, pd.errors.EmptyDataError, ValueError) as e:
-        raise InputError(path, f"malformed CSV header ({str(e).splitlines()[0][:120]}); expected {what}") from None
-    if len(set(cols)) != len(cols):
-        raise InputError(path, f"duplicate column names in the header; expected {what}")
+    cols = _header_cells(first_line)
+    if not cols:
+        raise InputError(path, f"malformed CSV header (unbalanced quotes?); expected {what}")
+    seen: set[str] = set()
+    for c in cols:
+        if c in seen:
+            raise InputError(path, f"column {c!r} appears twice in the header; expected {what}")
+        seen.add(c)
     mapping = _map_columns(cols)
     use = [c for c, canon in mapping.items() if canon in wanted] if wanted is not None else cols
     try:
@@ -116,13 +165,17 @@ def _read_table(path: Path, what: str, wanted: Iterable[str] | None = None):
                                                  null_values=[]),
         )
     except Exception as e:  # pyarrow.lib.ArrowInvalid and friends: row with too few/many fields, bad quoting
-        msg = " ".join(str(e).split())[:200] if str(e) else type(e).__name__
+        where = _first_bad_row(path, len(cols))
+        msg = where or (" ".join(str(e).split())[:200] if str(e) else type(e).__name__)
         raise InputError(path, f"malformed CSV, truncated or not comma-separated? ({msg}); expected {what}") from None
+    if tbl.num_rows == 0:
+        raise InputError(path, f"no data rows, only a header; expected {what}")
     names = [mapping.get(c, c) for c in tbl.column_names]
-    return tbl.rename_columns(names), cols
+    return tbl.rename_columns(names), {mapping.get(c, c): c for c in cols}
 
 
 _NA_CELLS = ["N/A", "n/a", "NA", "", "-", "nan", "NaN"]
+_NA_REQUIRED = ["N/A", "n/a", "NA", "", "-"]   # "nan"/"inf" in a required column is an error, not "unknown"
 _NUM_RE = r"^[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$"
 
 
@@ -131,24 +184,41 @@ def _a_trim(col):
     return pc.utf8_trim(col, characters=' \t"')
 
 
-def _a_num(col, path: Path, name: str, required: bool = False) -> np.ndarray:
-    """String column -> float64 numpy (N/A -> NaN); ``required``: other non-numbers are an error."""
+def _a_num(col, path: Path, header: str, required: bool = False,
+           bounds: tuple[float, float, bool] | None = None) -> np.ndarray:
+    """String column -> float64 numpy (N/A -> NaN).  ``required``: other non-numbers are an error
+    naming the line and ``header`` (the column as written in the file); ``bounds`` = (low, high,
+    whole): numbers outside [low, high], non-finite or (whole) fractional are an error too."""
     import pyarrow as pa
     import pyarrow.compute as pc
     t = _a_trim(col)
-    nulled = pc.if_else(pc.is_in(t, value_set=pa.array(_NA_CELLS)), pa.scalar(None, pa.string()), t)
+    na = pa.array(_NA_REQUIRED if required else _NA_CELLS)
+    is_na = pc.is_in(t, value_set=na)
+    nulled = pc.if_else(is_na, pa.scalar(None, pa.string()), t)
     try:  # fast path: every cell is a number or N/A
-        return pc.cast(nulled, pa.float64()).to_numpy(zero_copy_only=False)
+        v = pc.cast(nulled, pa.float64()).to_numpy(zero_copy_only=False)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        pass
-    ok = pc.match_substring_regex(t, _NUM_RE)
-    if required:
-        bad = pc.and_(pc.invert(ok), pc.invert(pc.is_in(t, value_set=pa.array(_NA_CELLS))))
-        if pc.any(bad).as_py():
-            i = int(pc.index(bad, True).as_py())
-            raise InputError(path, f"column {name!r} row {i + 2}: {str(t[i].as_py())[:40]!r} is not a number")
-    v = pc.cast(pc.if_else(ok, t, pa.scalar(None, pa.string())), pa.float64())
-    return v.to_numpy(zero_copy_only=False)
+        ok = pc.match_substring_regex(t, _NUM_RE)
+        if required:
+            bad = pc.and_(pc.invert(ok), pc.invert(is_na))
+            if pc.any(bad).as_py():
+                i = int(pc.index(bad, True).as_py())
+                raise InputError(path, f"line {_line_of(path, i)}, column {header!r}: "
+                                       f"{str(t[i].as_py())[:40]!r} is not a number")
+        v = pc.cast(pc.if_else(ok, t, pa.scalar(None, pa.string())), pa.float64()).to_numpy(zero_copy_only=False)
+    if bounds is not None:
+        lo, hi, whole = bounds
+        known = ~pc.is_null(nulled).to_numpy(zero_copy_only=False)
+        with np.errstate(invalid="ignore"):
+            bad = known & ~((v >= lo) & (v <= hi))      # NaN and +-inf fail the comparison
+            if whole:
+                bad |= known & np.isfinite(v) & (v != np.floor(v))
+        if bad.any():
+            i = int(np.argmax(bad))
+            span = f"a whole number from {int(lo)} to {int(hi)}" if whole else f"a number from {lo:g} to {hi:g}"
+            raise InputError(path, f"line {_line_of(path, i)}, column {header!r}: {str(t[i].as_py())[:40]!r} "
+                                   f"is not {span}")
+    return v
 
 
 def _a_start_ns(col) -> np.ndarray:
@@ -219,18 +289,19 @@ def kernel_precision(in_dtypes: pd.Series, out_dtypes: pd.Series) -> pd.Series:
     return pd.Series(pd.arrays.ArrowStringArray(arr), index=in_dtypes.index)
 
 
-def _canonical(tbl, path: Path, what: str, rank: Any = None) -> pd.DataFrame:
-    """Kernel frame from an Arrow table with canonical column names."""
+def _canonical(tbl, headers: dict[str, str], path: Path, what: str, rank: Any = None) -> pd.DataFrame:
+    """Kernel frame from an Arrow table with canonical column names (``headers``: canonical name ->
+    the header as written in the file, for messages)."""
     import pyarrow.compute as pc
     have = set(tbl.column_names)
-    missing = [c for c in _REQUIRED if c not in have]
+    missing = [_SPELLED[c] for c in _REQUIRED if c not in have]
     if missing:
         raise InputError(path, f"missing required column(s) {', '.join(missing)} (looked up by name); expected {what}")
     n = tbl.num_rows
     col = tbl.column
     out: dict[str, Any] = {}
     if "step" in have:
-        st = _a_num(col("step"), path, "Step Id")
+        st = _a_num(col("step"), path, headers["step"], bounds=(0, MAX_STEP, True))
         out["step"] = np.where(np.isnan(st), -1, st).astype(np.int64)
     else:
         out["step"] = np.full(n, -1, dtype=np.int64)
@@ -239,9 +310,10 @@ def _canonical(tbl, path: Path, what: str, rank: Any = None) -> pd.DataFrame:
     out["type"] = _a_str(pc.utf8_trim_whitespace(col("type")))
     out["core"] = _a_str(pc.utf8_trim_whitespace(col("core"))) if "core" in have else _str_const("N/A", n)
     out["start_us"] = _a_str(col("start_us")) if "start_us" in have else _str_const("", n)
-    out["duration_us"] = _a_num(col("duration_us"), path, "Duration(us)", required=True)
-    out["wait_us"] = _a_num(col("wait_us"), path, "Wait Time(us)") if "wait_us" in have else np.full(n, np.nan)
-    out["block_dim"] = _a_num(col("block_dim"), path, "Block Dim") if "block_dim" in have else np.full(n, np.nan)
+    out["duration_us"] = _a_num(col("duration_us"), path, headers["duration_us"], required=True,
+                                bounds=(0.0, MAX_DURATION_US, False))
+    out["wait_us"] = _a_num(col("wait_us"), path, headers["wait_us"]) if "wait_us" in have else np.full(n, np.nan)
+    out["block_dim"] = _a_num(col("block_dim"), path, headers["block_dim"]) if "block_dim" in have else np.full(n, np.nan)
     for c in _STR_COLS:
         out[c] = _a_str(col(c), strip_quotes=True) if c in have else _str_const("", n)
     out["stream"] = _a_str(pc.utf8_trim_whitespace(col("stream"))) if "stream" in have else _str_const("N/A", n)
@@ -249,17 +321,7 @@ def _canonical(tbl, path: Path, what: str, rank: Any = None) -> pd.DataFrame:
     out["start_ns"] = _a_start_ns(col("start_us")) if "start_us" in have else np.arange(n, dtype=np.int64)
     out["precision"] = kernel_precision(out["in_dtypes"], out["out_dtypes"])
     out["source"] = pd.Categorical.from_codes(np.zeros(n, dtype=np.int8), categories=[str(path)])
-    return pd.DataFrame({k: (v.to_numpy() if isinstance(v, pd.Series) and False else v) for k, v in out.items()})
-
-
-def _read_csv_str(path: Path, what: str, wanted: Iterable[str] | None = None) -> pd.DataFrame:
-    tbl, _ = _read_table(path, what, wanted)
-    return pd.DataFrame({c: _a_str(tbl.column(c)) for c in tbl.column_names})
-
-
-def _num(s: pd.Series, path: Path, col: str, required: bool = False) -> np.ndarray:
-    import pyarrow as pa
-    return _a_num(pa.array(s.astype(str).tolist(), type=pa.string()), path, col, required)
+    return pd.DataFrame(out)
 
 
 _KD_WANTED = set(_ALIASES)
@@ -268,16 +330,16 @@ _KD_WANTED = set(_ALIASES)
 def read_kernel_details(path: str | Path, rank: Any = None) -> pd.DataFrame:
     """Read a torch_npu ``kernel_details.csv`` (any level/version) into the kernel frame."""
     p = Path(path)
-    tbl, _ = _read_table(p, "a kernel_details.csv", _KD_WANTED)
-    return _canonical(tbl, p, "a kernel_details.csv", rank)
+    tbl, headers = _read_table(p, "a kernel_details.csv", _KD_WANTED)
+    return _canonical(tbl, headers, p, "a kernel_details.csv", rank)
 
 
 def read_op_summary(path: str | Path, rank: Any = None) -> pd.DataFrame:
     """Read an msprof ``op_summary_*.csv`` (old ``Task Start Time`` / new ``Task Start Time(us)``,
     ``Block Dim`` or ``Block Num``, ``Task Type`` as core) into the kernel frame."""
     p = Path(path)
-    tbl, _ = _read_table(p, "an op_summary CSV", _KD_WANTED)
-    return _canonical(tbl, p, "an op_summary CSV", rank)
+    tbl, headers = _read_table(p, "an op_summary CSV", _KD_WANTED)
+    return _canonical(tbl, headers, p, "an op_summary CSV", rank)
 
 
 def read_kernels(path: str | Path, rank: Any = None) -> pd.DataFrame:
@@ -295,58 +357,48 @@ _STAT_ALIASES = {"type": ("optype",), "core": ("coretype", "tasktype", "accelera
 
 def read_op_statistic(path: str | Path) -> pd.DataFrame:
     """``op_statistic.csv`` -> columns type, core, count, total_us, min_us, avg_us, max_us, ratio."""
+    import pyarrow.compute as pc
     p = Path(path)
-    df = _read_csv_str(p, "an op_statistic.csv")
+    what = "an op_statistic.csv"
+    tbl, headers = _read_table(p, what)
     lookup = {a: canon for canon, al in _STAT_ALIASES.items() for a in al}
-    ren = {}
-    for c in df.columns:
-        k = lookup.get(_norm(c))
-        if k and k not in ren.values():
-            ren[c] = k
-    df = df.rename(columns=ren)
-    missing = [c for c in ("type", "count", "total_us") if c not in df.columns]
+    cols: dict[str, str] = {}   # op_statistic name -> table column
+    written: dict[str, str] = {}  # op_statistic name -> header as written
+    for tcol, raw in headers.items():
+        k = lookup.get(_norm(raw))
+        if k and k not in cols:
+            cols[k], written[k] = tcol, raw
+    missing = [h for c, h in (("type", "OP Type"), ("count", "Count"), ("total_us", "Total Time(us)")) if c not in cols]
     if missing:
-        raise InputError(p, f"missing required column(s) {', '.join(missing)}; expected an op_statistic.csv "
-                            "(OP Type, Core Type, Count, Total Time(us), ...)")
-    out = pd.DataFrame({"type": df["type"].astype(str).str.strip(),
-                        "core": df["core"].astype(str).str.strip() if "core" in df.columns else "N/A"})
+        raise InputError(p, f"missing required column(s) {', '.join(missing)} (looked up by name); expected {what}")
+    col = tbl.column
+    out = pd.DataFrame({"type": _a_str(pc.utf8_trim_whitespace(col(cols["type"]))),
+                        "core": _a_str(pc.utf8_trim_whitespace(col(cols["core"]))) if "core" in cols else "N/A"})
     for c in ("count", "total_us", "min_us", "avg_us", "max_us", "ratio"):
-        out[c] = _num(df[c], p, c, required=True) if c in df.columns else np.nan
+        if c not in cols:
+            out[c] = np.nan
+            continue
+        hi = 100.0 if c == "ratio" else MAX_DURATION_US * (1 if c != "total_us" else 1e6)
+        out[c] = _a_num(col(cols[c]), p, written[c], required=c != "ratio", bounds=(0.0, hi, c == "count"))
     return out
-
-
-def _load_json(path: Path, what: str) -> Any:
-    try:
-        raw = path.read_bytes()
-    except OSError as e:
-        raise InputError(path, f"cannot read {what}: {e.strerror or e}") from None
-    _check_text(path, raw[:65536], what)
-    try:
-        return json.loads(raw.decode("utf-8"))
-    except UnicodeDecodeError:
-        raise InputError(path, f"not UTF-8 text, expected {what}") from None
-    except json.JSONDecodeError as e:
-        raise InputError(path, f"invalid JSON at line {e.lineno} column {e.colno} ({e.msg}); "
-                               f"expected {what}") from None
-    except RecursionError:
-        raise InputError(path, f"JSON nested too deeply; expected {what}") from None
 
 
 def read_profiler_info(path: str | Path) -> dict:
     """``profiler_info.json`` / ``profiler_info_<rank>.json`` -> its dict plus ``rank`` (from the
     ``rank_id`` key, else the file name, else -1)."""
     p = Path(path)
-    d = _load_json(p, "a profiler_info.json")
+    d = read_user_json(p, "a profiler_info.json")
     if not isinstance(d, dict):
         raise InputError(p, "expected a JSON object in profiler_info.json")
     rank = d.get("rank_id", d.get("rank"))
     if rank is None:
         m = re.search(r"profiler_info_(\d+)\.json$", p.name)
         rank = int(m.group(1)) if m else -1
-    try:
+    elif isinstance(rank, str) and re.fullmatch(r"\s*-?\d{1,10}\s*", rank):
         rank = int(rank)
-    except (TypeError, ValueError):
-        rank = -1
+    if isinstance(rank, bool) or not isinstance(rank, int) or not -1 <= rank <= MAX_STEP:
+        raise InputError(p, f"rank_id {str(rank)[:40]} is not a rank number (a whole number from -1); "
+                            "expected a profiler_info.json")
     out = dict(d)
     out["rank"] = rank
     return out
@@ -356,17 +408,37 @@ def read_profiler_info(path: str | Path) -> dict:
 # trace_view.json
 
 def _ts_ns(v: Any) -> int:
+    """Exact nanoseconds of a trace ``ts`` in microseconds; -1 for anything else (type, range)."""
+    if isinstance(v, bool) or not isinstance(v, (str, int, float)):
+        return -1
     s = str(v).strip().strip('"').strip()
-    if not s:
+    if not s or len(s) > 40:
         return -1
     w, _, f = s.partition(".")
     try:
-        return int(w) * 1000 + int((f + "000")[:3] or 0)
+        ns = int(w) * 1000 + int((f + "000")[:3] or 0)
     except ValueError:
         try:
-            return int(round(float(s) * 1000))
+            x = float(s) * 1000
         except ValueError:
             return -1
+        ns = int(round(x)) if math.isfinite(x) else -1
+    return ns if 0 <= ns <= _INT64_MAX else -1
+
+
+def _dur_us(v: Any) -> float:
+    """A trace ``dur`` (microseconds) as a float; NaN when it is not a plausible duration."""
+    if isinstance(v, bool) or not isinstance(v, (str, int, float)):
+        return math.nan
+    try:
+        x = float(v)
+    except (ValueError, OverflowError):
+        return math.nan
+    return x if 0.0 <= x <= MAX_DURATION_US else math.nan
+
+
+def _key(v: Any) -> str:  # a pid/tid/id of any JSON type as a hashable string
+    return v if isinstance(v, str) else str(v)[:200]
 
 
 def read_trace_view(path: str | Path) -> dict[str, pd.DataFrame]:
@@ -381,39 +453,43 @@ def read_trace_view(path: str | Path) -> dict[str, pd.DataFrame]:
     the same pid/tid, end bound to the kernel starting at the flow end's ts on that pid/tid).
     """
     p = Path(path)
-    d = _load_json(p, "a trace_view.json")
+    d = read_user_json(p, "a trace_view.json")
     events = d.get("traceEvents") if isinstance(d, dict) else d
     if not isinstance(events, list):
         raise InputError(p, "expected a JSON list of trace events (or {\"traceEvents\": [...]})")
-    proc_names: dict[Any, str] = {}
+    proc_names: dict[str, str] = {}
     ops, kernels, flows = [], [], []
-    for e in events:
-        if not isinstance(e, dict):
-            continue
-        ph = e.get("ph")
-        if ph == "M" and e.get("name") == "process_name":
-            proc_names[e.get("pid")] = str((e.get("args") or {}).get("name", ""))
-        elif ph == "X":
-            (ops if e.get("cat") == "cpu_op" else kernels).append(e)
-        elif ph in ("s", "f", "t") and e.get("cat") in ("async_npu", "fwdbwd"):
-            flows.append(e)
-    hw = {pid for pid, nm in proc_names.items() if "ascend hardware" in nm.lower() or "npu" in nm.lower()}
-    kernels = [k for k in kernels if not hw or k.get("pid") in hw]
 
     def args(e: dict) -> dict:
         a = e.get("args")
         return a if isinstance(a, dict) else {}
 
+    for e in events:
+        if not isinstance(e, dict):
+            continue
+        ph = e.get("ph")
+        if ph == "M" and e.get("name") == "process_name":
+            proc_names[_key(e.get("pid"))] = str(args(e).get("name", ""))
+        elif ph == "X":
+            (ops if e.get("cat") == "cpu_op" else kernels).append(e)
+        elif ph in ("s", "f", "t") and e.get("cat") in ("async_npu", "fwdbwd"):
+            flows.append(e)
+    hw = {pid for pid, nm in proc_names.items() if "ascend hardware" in nm.lower() or "npu" in nm.lower()}
+    kernels = [k for k in kernels if not hw or _key(k.get("pid")) in hw]
+
+    def strings(values: list) -> pd.Series:  # object dtype even when empty (no float column of nothing)
+        return pd.Series(values, dtype=object)
     def frame(evs: list, id_col: str, **extra) -> pd.DataFrame:
-        """The columns every X event has (id, name, pid, tid, exact ts, dur) plus ``extra``."""
+        """The columns every X event has (id, name, pid, tid, exact ts, dur) plus ``extra``; any
+        JSON type is tolerated (a time that is not a number is -1 / NaN)."""
         return pd.DataFrame({
             id_col: np.arange(len(evs), dtype=np.int64),
-            "name": [str(e.get("name", "")) for e in evs],
-            "pid": [str(e.get("pid", "")) for e in evs],
-            "tid": [str(e.get("tid", "")) for e in evs],
+            "name": strings([str(e.get("name", "")) for e in evs]),
+            "pid": strings([_key(e.get("pid", "")) for e in evs]),
+            "tid": strings([_key(e.get("tid", "")) for e in evs]),
             "ts_ns": np.array([_ts_ns(e.get("ts", "")) for e in evs], dtype=np.int64),
-            "dur_us": pd.to_numeric(pd.Series([e.get("dur") for e in evs], dtype=object), errors="coerce"),
-            **extra})
+            "dur_us": np.array([_dur_us(e.get("dur")) for e in evs], dtype=float),
+            **{k: strings(v) for k, v in extra.items()}})
 
     opf = frame(ops, "op_id",
                 seq=[args(o).get("Sequence number") for o in ops],
@@ -421,9 +497,9 @@ def read_trace_view(path: str | Path) -> dict[str, pd.DataFrame]:
                 input_dims=[str(args(o).get("Input Dims", "")) for o in ops])
     kf = frame(kernels, "kernel_id", task_type=[str(args(k).get("Task Type", "")) for k in kernels])
     fl = pd.DataFrame({
-        "cat": [str(f.get("cat")) for f in flows], "ph": [str(f.get("ph")) for f in flows],
-        "id": [str(f.get("id")) for f in flows], "pid": [str(f.get("pid", "")) for f in flows],
-        "tid": [str(f.get("tid", "")) for f in flows],
+        "cat": strings([str(f.get("cat")) for f in flows]), "ph": strings([str(f.get("ph")) for f in flows]),
+        "id": strings([_key(f.get("id")) for f in flows]), "pid": strings([_key(f.get("pid", "")) for f in flows]),
+        "tid": strings([_key(f.get("tid", "")) for f in flows]),
         "ts_ns": np.array([_ts_ns(f.get("ts", "")) for f in flows], dtype=np.int64),
     })
 

@@ -8,7 +8,6 @@ real directories whatever exists is used: no GE dump -> the graph is inferred fr
 """
 from __future__ import annotations
 
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,6 +17,7 @@ import networkx as nx
 import pandas as pd
 
 from ..errors import InputError
+from ..fsutil import check_user_file, read_user_json, resolve_inside
 from ..graph import no_gc, normalize_dtype
 from ..progress import Progress
 from .common import shape_ints
@@ -114,25 +114,58 @@ def annotate_flops(g: nx.DiGraph) -> None:
 
 # ------------------------------------------------------------------------------ loading
 
-def _read_json_obj(p: Path, what: str) -> dict:
-    try:
-        d = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as e:
-        raise InputError(p, f"cannot read {what} ({type(e).__name__})") from None
-    except json.JSONDecodeError as e:
-        raise InputError(p, f"invalid JSON at line {e.lineno} column {e.colno} ({e.msg}); expected {what}") from None
+# run.json fields advisor reads, with the JSON types they may have (None = null)
+_META_TYPES: dict[str, tuple[type, ...]] = {
+    "target": (str,), "mode": (str,), "precision_mode": (str,), "soc": (str,), "ops_info": (str,),
+    "mixlist": (str, dict), "emulated": (bool,), "name": (str,), "framework": (str,),
+}
+_META_PATHS = ("ops_info", "mixlist")   # file names, resolved inside the run directory
+
+
+def read_run_json(p: Path) -> dict:
+    """run.json as a dict whose known fields have their JSON types; ``ops_info`` / ``mixlist``
+    file names are resolved inside the run directory (absolute paths there, an InputError if one
+    points outside it)."""
+    d = read_user_json(p, "a run.json")
     if not isinstance(d, dict):
-        raise InputError(p, f"expected a JSON object in {what}")
+        raise InputError(p, "expected a JSON object in run.json")
+    for k, types in _META_TYPES.items():
+        v = d.get(k)
+        if v is not None and (not isinstance(v, types) or (bool not in types and isinstance(v, bool))):
+            want = " or ".join({str: "a string", dict: "an object", bool: "true/false"}[t] for t in types)
+            raise InputError(p, f"field {k!r} is {type(v).__name__} {str(v)[:40]}; expected {want} or null")
+    for k in _META_PATHS:
+        v = d.get(k)
+        if isinstance(v, str) and v:
+            try:
+                d[k] = str(resolve_inside(p.parent, v, what=f"field {k!r}"))
+            except InputError as e:
+                raise InputError(p, e.problem.replace("the folder", "the run directory")) from None
     return d
 
 
+LOCAL_ERROR_TEXT = ("name", "type", "low_dtype")   # every other local_error.csv column is a number
+
+
 def read_local_errors(p: Path) -> pd.DataFrame:
+    """local_error.csv (docs/architecture.md): ``name``, ``type``, ``low_dtype`` and numbers
+    (``inf``/``nan`` are numbers here: a local error may overflow); text in a number column is an
+    InputError naming line and column."""
+    check_user_file(p, "a local_error.csv")
     try:
-        df = pd.read_csv(p)
+        df = pd.read_csv(p, dtype=str, keep_default_na=False)
     except (OSError, UnicodeDecodeError, pd.errors.ParserError, pd.errors.EmptyDataError) as e:
         raise InputError(p, f"cannot read local_error.csv ({type(e).__name__})") from None
     if "name" not in df.columns:
         raise InputError(p, "local_error.csv lacks the 'name' column")
+    for c in (c for c in df.columns if c not in LOCAL_ERROR_TEXT):
+        cell = df[c].str.strip()
+        v = pd.to_numeric(cell.where(cell != "", "nan"), errors="coerce")
+        bad = v.isna() & ~cell.str.lower().isin(["", "nan"])
+        if bad.any():
+            i = int(bad.to_numpy().argmax())
+            raise InputError(p, f"line {i + 2}, column {c!r}: {cell.iloc[i][:40]!r} is not a number")
+        df[c] = v.astype("int64") if cell.str.fullmatch(r"[-+]?\d{1,18}").all() else v.astype(float)  # as read_csv
     return df
 
 
@@ -166,7 +199,7 @@ def load_run(path: str | Path, rank: int | None = None, step: int | None = None,
         raise InputError(p, "no such file or directory")
     found = discover(p)
     sources: dict[str, Any] = {}
-    meta = _read_json_obj(found.run_json, "run.json") if found.run_json else {}
+    meta = read_run_json(found.run_json) if found.run_json else {}
     if found.run_json:
         sources["meta"] = str(found.run_json)
     mix = None
@@ -181,6 +214,9 @@ def load_run(path: str | Path, rank: int | None = None, step: int | None = None,
     opstats = []
     for src in found.profiles:
         if src.kernels is None:
+            if src.trace_view is not None and trace is None:  # a trace alone: its framework ops, no kernel rows
+                say(f"reading {src.trace_view}")
+                trace = _read_trace(src.trace_view, sources)
             continue
         r = _profile_rank(src)
         say(f"reading {src.kernels}")

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import codecs
 import re
+import warnings
 from typing import Any
 
 from ..errors import InputError
@@ -25,7 +26,9 @@ def _unescape(s: str) -> str:
     if "\\" not in body:
         return body
     try:
-        return codecs.escape_decode(body.encode("utf-8"))[0].decode("utf-8", "replace")
+        with warnings.catch_warnings():  # an unknown escape ("\\u") is kept as written, not a warning
+            warnings.simplefilter("ignore", DeprecationWarning)
+            return codecs.escape_decode(body.encode("utf-8"))[0].decode("utf-8", "replace")
     except (ValueError, UnicodeError):
         return body
 

@@ -89,8 +89,8 @@ def print_diff(d: Mapping, console: Console | None = None, paths: Mapping | None
         t.add_column(c, overflow="fold")
     for f in fl[:40]:
         wa = f.get("why_after") or {}
-        t.add_row(f["node"], f["type"], f["before"], f["after"], str(wa.get("rule")), str(wa.get("via")),
-                  str(wa.get("root")))
+        t.add_row(f["node"], f["type"], f["before"], f["after"],
+                  *("" if wa.get(k) is None else str(wa[k]) for k in ("rule", "via", "root")))
     con.print(t)
     con.print(_pred_table(d.get("predicted") or {}, keys=("a", "b")))
     for n in d.get("notes") or []:
