@@ -90,7 +90,7 @@ class Analysis:
     def judged(self, steps: Iterable[int] | None = None) -> tuple[list[dict], dict | None, list[str]]:
         """(per-step items the verdict is judged on: final outputs, loss, every gradient; the training
         signals; notes) of the measured run, exactly as compare judges it."""
-        from .compare.attribution import judged_steps
+        from .compare.judge import judged_steps
         st = self.steps if steps is None else [s for s in steps if s in self.steps]
         return judged_steps(self.targets, self.goldens, st, self.tolerance, low_dtype=self.low_dtype)
 
@@ -101,6 +101,14 @@ class Analysis:
     def verdict(self, steps: Iterable[int] | None = None) -> Verdict:
         """The measured verdict (it always wins over any prediction)."""
         return self.tolerance.judge(self.final_metrics(steps))
+
+    def attribution(self, steps: Iterable[int] | None = None):
+        """compare's attribution of the measured run (``compare.attribution.Attribution``) on ``steps``."""
+        from .compare.attribution import attribute
+        try:
+            return attribute(self.run, self.tolerance, steps, plan=self.plan)
+        except ValueError as e:
+            raise InputError(self.path, str(e)) from None
 
     # ------------------------------------------------------------------ replay
     @cached_property

@@ -200,7 +200,7 @@ def build_time_model(c: Any, low_dtype: str = "fp16", ran_low: np.ndarray | None
     in is the observed one (``precision_observed``, from the profile's dtypes), else its first output
     dtype, else ``ran_low`` (the measured run's plan)."""
     from .graph import normalize_dtype
-    from .ingest.common import shape_ints
+    from .graph import shape_ints
     from .oplists import aux_outputs
     from .semantics import NodeKind
     g = c.graph

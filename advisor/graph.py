@@ -178,3 +178,23 @@ class no_gc:
                 gc.freeze()
                 gc.unfreeze()
             gc.enable()
+
+
+def shape_ints(shape: Any) -> list[int]:
+    """A shape as a list of ints, from a list or from the ``"d0,d1"`` cell kernel_details.csv and GE dumps
+    write (an unreadable dim is -1; ``""`` is a scalar)."""
+    if shape is None:
+        return []
+    if isinstance(shape, str):
+        s = shape.strip().strip("[]()").replace(" ", "")
+        if not s:
+            return []
+        out = []
+        for d in s.split(","):
+            if d:
+                try:
+                    out.append(int(d))
+                except ValueError:
+                    out.append(-1)
+        return out
+    return [int(d) for d in shape]

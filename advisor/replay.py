@@ -217,8 +217,8 @@ class ReplayResult:
 
     def final_metrics(self, steps: Iterable[int] | None = None, tolerance: Any = None) -> list[dict]:
         """Per step what the verdict is judged on (model outputs, loss, every gradient), computed exactly
-        as compare computes it for a measured run (``compare.attribution.judged_steps``)."""
-        from .compare.attribution import judged_steps
+        as compare computes it for a measured run (``compare.judge.judged_steps``)."""
+        from .compare.judge import judged_steps
         st = sorted(self.targets) if steps is None else [s for s in steps if s in self.targets]
         return judged_steps(self.targets, self.goldens, st, tolerance)[0]
 

@@ -33,17 +33,23 @@ class Workload:
         return self.loss_fn is not None
 
 
+TF_MODULE_PREFIXES = ("tensorflow", "keras", "tf_keras")
+INSTALL_HINT = ("this is a TensorFlow/Keras workload: install the TensorFlow extra with "
+                "`pip install 'advisor[tf]'` (tensorflow-cpu) and run the same command again")
+
+
 def is_tf_model(obj: Any) -> bool:
-    """TensorFlow/Keras object (a user subclass of keras.Model included: decided on the class
-    hierarchy, without importing TensorFlow)."""
-    try:
-        from .tf import is_tf_object
-    except ImportError:
-        is_tf_object = None
-    if is_tf_object is not None:
-        return bool(is_tf_object(obj))
-    return any((getattr(c, "__module__", "") or "").startswith(("tensorflow", "keras", "tf_keras"))
-               for c in type(obj).__mro__)
+    """TensorFlow/Keras object (Keras models/layers, tf.Module, tf.function, a user subclass of keras.Model):
+    decided on the class hierarchy's modules, without importing TensorFlow."""
+    return any((getattr(c, "__module__", "") or "").startswith(TF_MODULE_PREFIXES) for c in type(obj).__mro__)
+
+
+def is_missing_tf_error(exc: BaseException) -> bool:
+    """True when ``exc`` is an ImportError for TensorFlow or Keras (a TF workload without the extra)."""
+    if not isinstance(exc, ImportError):
+        return False
+    name = getattr(exc, "name", None) or ""
+    return name.split(".")[0] in TF_MODULE_PREFIXES
 
 
 def normalize(result: Any, source: str = "", name: str | None = None) -> Workload:
@@ -159,8 +165,6 @@ def load_target(target: str) -> Workload:
 
 
 def tf_install_hint() -> str:
-    from .tf import INSTALL_HINT  # advisor.tf never imports TensorFlow itself
-
     return INSTALL_HINT
 
 
@@ -180,8 +184,6 @@ def _first_line(text: str, limit: int = 300) -> str:
 
 def _user_error(where: Any, e: BaseException, message: str) -> InputError:
     """One-line error for a failure in the user's code; a missing TensorFlow gets the install hint."""
-    from .tf import is_missing_tf_error
-
     return InputError(where, tf_install_hint() if is_missing_tf_error(e) else message)
 
 

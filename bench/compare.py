@@ -24,10 +24,10 @@ def main() -> None:
     print(f"tensor_metrics: {a.numel:,} elements in {dt:.3f} s = {a.numel / dt / 1e6:.1f} M elements/s")
     if a.run:
         from advisor.compare import attribute
-        from advisor.compare.run import from_run_dir
+        from advisor.analysis import analyze
         t0 = time.perf_counter()
-        r = from_run_dir(a.run)
-        att = attribute(r)
+        r = analyze(a.run)
+        att = r.attribution()
         dt = time.perf_counter() - t0
         print(f"attribute({a.run}): {len(att.ops)} ops x {len(att.final)} steps in {dt:.2f} s")
 

@@ -1,7 +1,7 @@
 """Attribution rules on a hand-built graph with in-memory dumps (no emulator needed)."""
 import json
 import math
-from types import SimpleNamespace
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -9,6 +9,8 @@ import torch
 
 from advisor import graph as G
 from advisor import mixlist as mx
+from advisor.analysis import analyze
+from advisor.ingest.run import Run
 from advisor.compare import attribute, Tolerance
 from advisor.compare.dumps import DumpView
 from advisor.oplists import load_lists
@@ -65,14 +67,14 @@ def _dumps(ln_low: bool):
 def _run(mixlist=None, local=True, ln_low=True):
     t, g, loc = _dumps(ln_low)
     meta = {"mode": "mixed_float16", "soc": "ascend910b"}
-    return SimpleNamespace(graph=_build(), target_dump={0: t}, golden_dump={0: g}, meta=meta,
-                           local_errors=loc if local else None,
-                           mixlist=mx.parse_obj(mixlist, "t") if mixlist else None)
+    return analyze(Run(path=Path("."), graph=_build(), kernels=pd.DataFrame(), target_dump={0: t}, golden_dump={0: g},
+                       meta=meta, local_errors=loc if local else None,
+                       mixlist=mx.parse_obj(mixlist, "t") if mixlist else None))
 
 
 @pytest.mark.parametrize("local", [True, False])
 def test_gray_layernorm_damage_goes_to_producer(local):
-    a = attribute(_run(local=local))
+    a = _run(local=local).attribution()
     ln = a.ops.loc["ln"]
     assert ln["precision"] == "fp16" and ln["rule"] == "gray-inherit"   # from advisor.semantics
     assert ln["in_from"] == "mm" and ln["growth"] > 10
@@ -87,20 +89,21 @@ def test_gray_layernorm_damage_goes_to_producer(local):
 
 @pytest.mark.parametrize("local", [True, False])
 def test_black_layernorm_still_blames_the_low_producer(local):
-    a = attribute(_run({"black-list": {"to-add": ["LayerNorm"]}}, local=local, ln_low=False))
+    a = _run({"black-list": {"to-add": ["LayerNorm"]}}, local=local, ln_low=False).attribution()
     assert a.ops.loc["ln", "precision"] == "fp32"
     assert a.ops.loc["ln", "blamed_on"] == "mm"
     assert a.types.index[0] == "MatMulV2"
 
 
 def test_white_layernorm_is_blamed_itself_and_producer_co_blamed():
-    a = attribute(_run({"white-list": {"to-add": ["LayerNorm"]}}))
+    a = _run({"white-list": {"to-add": ["LayerNorm"]}}).attribution()
     ln = a.ops.loc["ln"]
     assert ln["rule"] == "white" and ln["blamed_on"] == "ln" and ln["co_blamed"] == "mm"
     assert set(a.types.index[:2]) == {"MatMulV2", "LayerNorm"}
 
 
 def test_tolerance_is_applied_to_final_outputs():
-    a = attribute(_run(), tolerance=Tolerance(min_cosine=0.0, max_rel_l2=10.0))
+    an = _run()
+    a = attribute(an.run, tolerance=Tolerance(min_cosine=0.0, max_rel_l2=10.0), plan=an.plan)
     assert a.verdict.ok
     assert a.tolerance.max_rel_l2 == 10.0

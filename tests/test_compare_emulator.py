@@ -9,7 +9,7 @@ capture_mod = pytest.importorskip("advisor.emulator.capture")
 
 from advisor import mixlist as mx  # noqa: E402
 from advisor.compare import attribute  # noqa: E402
-from advisor.compare.run import from_run_dir  # noqa: E402
+from advisor.analysis import analyze  # noqa: E402
 from advisor.cli import main  # noqa: E402
 
 pytestmark = pytest.mark.slow
@@ -21,10 +21,10 @@ def _capture(tmp_path, name, workload, mixlist=None):
 
 
 def _attr(run_dir, local=True):
-    r = from_run_dir(run_dir)
+    r = analyze(run_dir)
     if not local:
-        r.local_errors = None          # as on a real NPU run: no local re-execution
-    return attribute(r)
+        r.run.local_errors = None      # as on a real NPU run: no local re-execution
+    return r.attribution()
 
 
 # ---------------------------------------------------------------------- planted hazards
@@ -145,8 +145,8 @@ def test_cli_on_run_dir_exit_codes(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "Exp" in out and "OUTSIDE TOLERANCE" in out
     # the run directory and its two dump folders give the same final metrics
-    from advisor.compare.run import from_dumps
-    a, b = attribute(from_run_dir(bad)), attribute(from_dumps(bad / "dump" / "mixed", bad / "dump" / "fp32"))
+    from advisor.ingest.run import run_from_dumps
+    a, b = analyze(bad).attribution(), attribute(run_from_dumps(bad / "dump" / "mixed", bad / "dump" / "fp32"))
     assert [f["output"]["rel_l2"] for f in a.final] == [f["output"]["rel_l2"] for f in b.final]
 
 

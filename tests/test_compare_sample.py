@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from advisor.cli import main
-from advisor.compare.attribution import compare_dumps
-from advisor.compare.run import from_dumps
+from advisor.compare.judge import compare_dumps
+from advisor.ingest.run import run_from_dumps
 from advisor.compare import attribute
 
 SAMPLE = Path(__file__).resolve().parent / "fixtures" / "real" / "msprobe_dump_pair_cpu"
@@ -74,7 +74,7 @@ def test_all_tensor_pairs_including_backward_match_torch():
 
 
 def test_dump_only_dataflow_is_inferred():
-    a = attribute(from_dumps(SAMPLE / "pair_bf16", SAMPLE / "pair_fp32"))
+    a = attribute(run_from_dumps(SAMPLE / "pair_bf16", SAMPLE / "pair_fp32"))
     assert a.ops.loc["Functional.layer_norm.0.forward", "in_from"] == "Functional.linear.0.forward"
     assert a.ops.loc["Torch.softmax.0.forward", "in_from"] == "Tensor.__mul__.0.forward"
     # received error of layer_norm = produced error of linear
@@ -93,7 +93,7 @@ def _stats_only_copy(tmp_path: Path, which: str) -> Path:
 
 def test_statistics_only_dumps_get_the_labelled_subset(tmp_path):
     t, g = _stats_only_copy(tmp_path, "pair_bf16"), _stats_only_copy(tmp_path, "pair_fp32")
-    a = attribute(from_dumps(t, g))
+    a = attribute(run_from_dumps(t, g))
     assert set(a.ops["kind"]) == {"stats"}
     assert a.ops["out_cosine"].isna().all()
     d = json.loads((_rank_dir("pair_bf16") / "dump.json").read_text())["data"]
@@ -127,7 +127,7 @@ def test_bad_inputs_exit_2(tmp_path, capsys):
 
 def test_thresholds_change_the_exit_code(tmp_path):
     t, g = str(SAMPLE / "pair_bf16"), str(SAMPLE / "pair_fp32")
-    a = attribute(from_dumps(t, g))
+    a = attribute(run_from_dumps(t, g))
     fin = a.final[0]["output"]
     # a threshold tighter than the measured final error fails, a looser one passes
     assert main(["compare", "--target", t, "--golden", g, "--max-rel-l2", str(fin["rel_l2"] * 0.5)]) == 1
@@ -155,7 +155,7 @@ def test_old_format_statistics_dump_against_a_perturbed_copy(tmp_path):
     bad = tmp_path / "bad" / "step0" / "rank0"
     bad.mkdir(parents=True)
     (bad / "dump.json").write_text(json.dumps(d))
-    a = attribute(from_dumps(tmp_path / "bad", MSTT / "dump.json"))
+    a = attribute(run_from_dumps(tmp_path / "bad", MSTT / "dump.json"))
     row = a.ops.loc["NPU.npu_rms_norm.0.forward"]
     assert row["kind"] == "stats" and row["out_rel_l2"] == pytest.approx(0.1)
     assert a.first_exceeding == "NPU.npu_rms_norm.0.forward"
@@ -266,7 +266,7 @@ def test_statistics_only_table_shows_statistics_differences_not_empty_cosines(tm
     main(["compare", "--target", str(t), "--golden", str(g)])
     table = capsys.readouterr().out.split("first op exceeding")[0]
     assert "Max rel diff" in table and "Norm rel diff" in table and "cosine" not in table
-    a = attribute(from_dumps(t, g))
+    a = attribute(run_from_dumps(t, g))
     row = a.ops.loc["Torch.softmax.0.forward"]
     d = json.loads((_rank_dir("pair_bf16") / "dump.json").read_text())["data"]["Torch.softmax.0.forward"]["output"][0]
     e = json.loads((_rank_dir("pair_fp32") / "dump.json").read_text())["data"]["Torch.softmax.0.forward"]["output"][0]

@@ -217,9 +217,9 @@ def test_parameters_grad_without_call_index(real, tmp_path):
     (tmp_path / "dump.json").write_text(json.dumps(d))
     e = load_dump(tmp_path).entries["Module.fc2.Linear.parameters_grad"]
     assert sorted(r.key for r in e.parameter_grads) == ["parameter_grad.bias", "parameter_grad.weight"]
-    from advisor.compare.dumps import read_dump
+    from advisor.compare.dumps import as_steps
     from advisor.compare.training import grad_records
-    assert sorted(grad_records(read_dump(tmp_path / "dump.json"))) == ["fc1.bias", "fc1.weight", "fc2.bias",
+    assert sorted(grad_records(as_steps(tmp_path / "dump.json")[0])) == ["fc1.bias", "fc1.weight", "fc2.bias",
                                                                        "fc2.weight"]
 
 

@@ -12,7 +12,7 @@ capture_mod = pytest.importorskip("advisor.emulator.capture")
 
 from advisor.cli import main  # noqa: E402
 from advisor.compare.attribution import attribute  # noqa: E402
-from advisor.compare.run import from_run_dir  # noqa: E402
+from advisor.analysis import analyze  # noqa: E402
 from advisor.recommend import recommend, write_outputs  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
@@ -38,12 +38,12 @@ def runs(tmp_path_factory):
 
 def _recapture_ok(name: str, mixlist: Path, out: Path) -> bool:
     d = capture_mod.capture(_target(name), out, mixlist=str(mixlist))
-    return attribute(from_run_dir(d)).verdict.ok
+    return analyze(d).attribution().verdict.ok
 
 
 def test_mlp_exp_one_cheap_edit_and_recapture_meets_tolerance(runs, tmp_path):
     run = runs("mlp_exp")
-    assert not attribute(from_run_dir(run)).verdict.ok          # the hazard is real
+    assert not analyze(run).attribution().verdict.ok          # the hazard is real
     rec = recommend(run)
     assert rec.status == "recommended" and rec.ok
     assert [str(e.edit) for e in rec.edits] == ["black-list to-add Exp"]

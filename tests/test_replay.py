@@ -13,8 +13,8 @@ import torch
 
 from advisor import mixlist as mx
 from advisor import semantics
-from advisor.compare.attribution import judged_steps
-from advisor.compare.dumps import load_dump_steps
+from advisor.compare.judge import judged_steps
+from advisor.compare.dumps import as_steps
 from advisor.emulator import capture
 from advisor.ingest import load_run
 from advisor.oplists import load_lists
@@ -122,8 +122,8 @@ def test_entry_names_resolve_to_callables():
 def test_real_msprobe_fp32_dump_replays_and_reproduces_the_real_bf16_dump():
     """msprobe 26.2.0 tensor dumps (CPU): replaying the FP32 dump with every op in bf16 gives, op by op,
     exactly what CPU autocast bf16 dumped (linear, layer_norm, mul, softmax)."""
-    gold = load_dump_steps(REAL_PAIR / "pair_fp32")
-    targ = load_dump_steps(REAL_PAIR / "pair_bf16")
+    gold = as_steps(REAL_PAIR / "pair_fp32")
+    targ = as_steps(REAL_PAIR / "pair_bf16")
     rec = Recording.from_golden(gold, None, "pair_fp32")
     g = graph_from_recording(rec)
     types = {a["type"] for _, a in g.nodes(data=True) if a["role"] == "op"}

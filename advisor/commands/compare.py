@@ -3,8 +3,7 @@ Exit 0 within tolerance, 1 outside, 2 bad input."""
 from __future__ import annotations
 
 import io
-import json
-import math
+from pathlib import Path
 from typing import List, Optional
 
 import typer
@@ -13,101 +12,7 @@ from typer.core import TyperCommand
 from ..compare.cli_options import (AllowNonfiniteOption, MaxLossRelOption, MaxRelL2Option, MinCosineOption,
                                    MinGradCosineOption, MsprobeRuleOption)
 from ..errors import AdvisorError, InputError
-
-def _fmt(x, spec: str = ".4g") -> str:
-    if x is None:
-        return "-"
-    try:
-        v = float(x)
-    except (TypeError, ValueError):
-        return str(x)
-    if math.isnan(v):
-        return "-"
-    if math.isinf(v):
-        return "inf" if v > 0 else "-inf"
-    return format(v, spec)
-
-
-def render(att, top: int = 15, console=None) -> None:
-    """Print the worst ops, the first op over tolerance, the culprit ranking, training signals and
-    the verdict with rich."""
-    from rich.console import Console
-    from rich.table import Table
-    con = console or Console()
-    ops = att.ops
-    if ops is not None and not ops.empty:
-        d = ops.copy()
-        d["_k"] = (~d["out_finite"]).astype(int)
-        d = d.sort_values(["_k", "out_rel_l2"], ascending=False, kind="stable").head(top)
-        stats = bool((ops["kind"] == "stats").all())
-        t = Table(title=f"worst ops (top {len(d)} of {len(ops)} by output error vs FP32)"
-                  + (": statistics-only dumps, relative differences |t-g|/|g| of Max/Min/Mean/Norm" if stats else ""))
-        figs = ("Max rel diff", "Min rel diff", "Mean rel diff", "Norm rel diff") if stats else \
-            ("cosine", "rel L2", "max abs")
-        for c in ("op", "type", "prec", *figs, "in rel L2", "growth", "introduced", "blamed on"):
-            t.add_column(c, overflow="fold")
-        for n, r in d.iterrows():
-            if stats:
-                vals = [_fmt(r[c]) for c in ("out_max_rel_diff", "out_min_rel_diff", "out_mean_rel_diff", "out_rel_l2")]
-            else:
-                vals = [_fmt(r["out_cosine"], ".6f"), _fmt(r["out_rel_l2"]),
-                        _fmt(r["out_max_abs"]) if r["out_finite"] else "non-finite"]
-            t.add_row(str(n), str(r["type"]), str(r["precision"]), *vals, _fmt(r["in_rel_l2"]),
-                      _fmt(r["growth"], ".3g") if r["in_rel_l2"] > 0 else "-", _fmt(r["introduced"]),
-                      "itself" if r["blamed_on"] == str(n) else str(r["blamed_on"]))
-        con.print(t)
-    else:
-        con.print("no aligned op entries with float outputs")
-    con.print(f"first op exceeding tolerance (topological order): {att.first_exceeding or 'none'}")
-    if att.types is not None and not att.types.empty:
-        t = Table(title="culprit op types (error introduced by their precision decision)")
-        for c in ("rank", "type", "worst introduced", "sum", "instances", "worst instance", "seen at"):
-            t.add_column(c, overflow="fold")
-        for i, (typ, r) in enumerate(att.types.iterrows(), 1):
-            t.add_row(str(i), str(typ), _fmt(r["introduced_max"]), _fmt(r["introduced_sum"]), str(r["instances"]),
-                      str(r["worst_instance"]), str(r["worst_observed_at"]))
-        con.print(t)
-    tr = att.training
-    if tr:
-        uf = tr["underflow_ratio"]
-        ufs = f"{100 * uf:.3f} % of elements" if isinstance(uf, float) and math.isfinite(uf) else "n/a (statistics only)"
-        con.print(f"gradients: underflow {ufs} (rule: <= {100 * tr['max_underflow']:g} %), "
-                  f"overflowing elements {tr['overflow_elems']}")
-        if tr.get("all_zero_in_target"):
-            con.print(f"gradients entirely zero in the target but not in FP32: {', '.join(tr['all_zero_in_target'])}")
-        ls = tr.get("loss_scale")
-        if ls:
-            if ls.get("dynamic"):
-                con.print(f"loss scale: dynamic loss scaling recommended ({ls.get('reason')})")
-            else:
-                con.print(f"loss scale: static {ls['static']} (2^{ls['log2']}); predicted underflow "
-                          f"{100 * ls['predicted_underflow']:.3f} %")
-    for f in att.final:
-        o = f.get("output") or {}
-        extra = ""
-        if f.get("loss"):
-            extra = f", loss rel diff {_fmt(f['loss'].get('rel_diff'))}"
-        if o.get("kind") == "stats":
-            figs = f"statistics only: Norm rel diff {_fmt(o.get('norm_rel_diff'))}"
-        else:
-            figs = f"cosine {_fmt(o.get('cosine'), '.6f')}, rel L2 {_fmt(o.get('rel_l2'))}, max abs {_fmt(o.get('max_abs'))}"
-        con.print(f"step {f['step']} final ({f['source']}): {figs}, finite {o.get('finite')}{extra}")
-    um = att.unmatched or {}
-    for label, key in (("only in the target dump", "target_only"), ("only in the golden dump", "golden_only")):
-        lst = um.get(key) or []
-        if lst:
-            more = f" (+{len(lst) - 5} more)" if len(lst) > 5 else ""
-            con.print(f"{len(lst)} entries {label}: {', '.join(lst[:5])}{more}")
-    for note in att.notes:
-        con.print(f"note: {note}", soft_wrap=True, markup=False)
-    v = att.verdict
-    if v.ok:
-        con.print(f"[green]WITHIN TOLERANCE[/green] ({att.tolerance.describe()})")
-    else:
-        con.print(f"[red]OUTSIDE TOLERANCE[/red] ({att.tolerance.describe()})")
-        for r in v.reasons[:10]:
-            con.print(f"  - {r}")
-
+from .common import tolerance
 
 class _CompareCommand(TyperCommand):
     """``--json`` is a flag (JSON on stdout) like on every command; ``--json FILE`` -- its meaning before
@@ -158,33 +63,37 @@ def register(app: typer.Typer) -> None:
         Exit 0 within tolerance, 1 outside, 2 bad input."""
         from rich.console import Console
 
+        from ..analysis import analyze
+        from ..report.terminal import print_comparison
         from ..compare.attribution import attribute
         from ..compare.msprobe_table import msprobe_table, write_csv, write_xlsx
-        from ..compare.run import from_dumps, from_run_dir
-        from ..compare.tolerance import tolerance_from_options
-        from ..fsutil import atomic_write_json, atomic_write_text
+        from ..fsutil import atomic_write_json, atomic_write_text, json_text
+        from ..ingest.run import load_run, run_from_dumps
         if "legacy_json" in ctx.meta:
             typer.echo(f"advisor: note: --json FILE is deprecated, use --json-out {ctx.meta['legacy_json']} "
                        "(--json alone prints the result on stdout)", err=True)
         try:
-            try:
-                tol = tolerance_from_options(min_cosine, max_rel_l2, allow_nonfinite, max_loss_rel, min_grad_cosine,
-                                             msprobe_rule)
-            except ValueError as e:
-                raise InputError("", str(e)) from None
+            tol = tolerance(min_cosine, max_rel_l2, allow_nonfinite, max_loss_rel, min_grad_cosine, msprobe_rule)
             if run and (target or golden):
                 raise InputError(run, "give either --run or --target/--golden, not both")
             if run:
-                r = from_run_dir(run)
+                p = Path(run)
+                if not p.is_dir():
+                    raise InputError(p, "not a run directory")
+                r = load_run(p)
+                if r.target_dump is None or r.golden_dump is None:
+                    raise InputError(p, "the run has no target/golden precision dumps (dump/mixed, dump/fp32)")
+                # with its op graph: the run's plan says who decided each precision; without: the dumped dtypes
+                src = analyze(r, tolerance=tol, soc=soc, ops_info=ops_info, mode=mode) if r.graph is not None else r
             elif target and golden:
-                r = from_dumps(target, golden)
+                r = src = run_from_dumps(target, golden)
             else:
                 raise InputError("", "give --run RUNDIR, or both --target DUMP and --golden DUMP")
             try:
-                att = attribute(r, tol, steps=step or None, mode=mode, soc=soc, ops_info=ops_info)
+                att = src.attribution(step or None) if src is not r else attribute(r, tol, step or None)
             except ValueError as e:
                 raise InputError(run or target, str(e)) from None
-            render(att, top, Console(stderr=True) if as_json else None)
+            print_comparison(att, top, Console(stderr=True) if as_json else None)
             kept = []
             if csv_out:
                 buf = io.StringIO()
@@ -205,5 +114,5 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"advisor: error: {e}", err=True)
             raise typer.Exit(e.exit_code)
         if as_json:
-            typer.echo(json.dumps(att.to_dict(), indent=2, ensure_ascii=False))
+            typer.echo(json_text(att.to_dict()))
         raise typer.Exit(0 if att.verdict.ok else 1)

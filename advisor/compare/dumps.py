@@ -8,13 +8,9 @@ Tensor records are msprobe's dicts (``dtype``, ``shape``, ``Max``, ``Min``, ``Me
 """
 from __future__ import annotations
 
-import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Mapping
-
-from ..errors import InputError
-from ..fsutil import resolve_inside
 
 
 def is_tensor_record(x: Any) -> bool:
@@ -41,37 +37,27 @@ def flat_tensors(obj: Any, prefix: str = "") -> Iterator[tuple[str, Mapping]]:
 
 @dataclass
 class DumpView:
-    """Entries of one dump (one step, one rank): name -> {input_args, input_kwargs, output, ...}."""
+    """Entries of one dump (one step, one rank): name -> {input_args, input_kwargs, output, ...}; records of
+    the ingest reader carry it under ``_rec`` (its tensor file is read by ingest, never unpickled), in-memory
+    records the tensor itself under ``tensor``."""
 
     entries: dict[str, Mapping]
-    data_dir: Path | None = None        # folder holding the tensor files
     source: str = ""                    # path shown in messages
-    loader: Any = None                  # optional callable(record) -> tensor (ingest's reader)
-    _cache: dict = field(default_factory=dict, repr=False)
 
     def has_tensors(self, rec: Mapping) -> bool:
         if "_rec" in rec:
             return getattr(rec["_rec"], "path", None) is not None
-        return "tensor" in rec or (bool(rec.get("data_name")) and (self.data_dir is not None or self.loader))
+        return "tensor" in rec
 
     def tensor(self, rec: Mapping):
         """The tensor of a record, or None for statistics-only records."""
         if "tensor" in rec:
             return rec["tensor"]
-        if "_rec" in rec:
-            r = rec["_rec"]
-            if getattr(r, "path", None) is None:
-                return None
-            from ..ingest.msprobe import load_tensor
-            return load_tensor(r)   # not cached: a run's tensors may not fit in memory together
-        name = rec.get("data_name")
-        if not name:
+        r = rec.get("_rec")
+        if r is None or r.path is None:
             return None
-        if self.loader is not None:
-            return self.loader(rec)
-        if self.data_dir is None:
-            return None
-        return _load_tensor_file(self.data_dir, str(name), self.source)
+        from ..ingest.msprobe import load_tensor
+        return load_tensor(r)   # not cached: a run's tensors may not fit in memory together
 
     def outputs(self, entry: str) -> list[tuple[str, Mapping]]:
         e = self.entries.get(entry)
@@ -102,75 +88,8 @@ class DumpView:
             out.extend(flat_tensors(v, str(k)) if not is_tensor_record(v) else [(str(k), v)])
         return out
 
-    def drop_cache(self) -> None:
-        self._cache.clear()
 
-
-def _load_tensor_file(data_dir: Path, name: str, source: str):
-    path = resolve_inside(data_dir, name, "tensor file")
-    if not path.is_file():
-        return None
-    if path.suffix == ".npy":
-        import numpy as np
-        try:
-            return np.load(path, allow_pickle=False)
-        except Exception as e:  # noqa: BLE001 - any unreadable file is bad input
-            raise InputError(path, f"cannot read tensor file ({type(e).__name__}: {e})") from None
-    import torch
-    try:
-        return torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as e:  # noqa: BLE001
-        raise InputError(path, f"cannot read tensor file as a plain tensor ({type(e).__name__})") from None
-
-
-# ---------------------------------------------------------------------- locating dumps
-_STEP_RE = re.compile(r"^step(\d+)$")
-
-
-def find_dump_files(path: str | Path) -> dict[int, Path]:
-    """step -> dump.json for a dump.json file, a rank/proc folder, or a root with step*/rank*|proc*/."""
-    p = Path(path)
-    if not p.exists():
-        raise InputError(p, "no such file or folder")
-    if p.is_file():
-        return {_step_of(p): p}
-    if (p / "dump.json").is_file():
-        return {_step_of(p / "dump.json"): p / "dump.json"}
-    found: dict[int, Path] = {}
-    for f in sorted(p.rglob("dump.json")):
-        s = _step_of(f)
-        if s in found:  # several ranks: keep the lowest rank (rank0) deterministically
-            continue
-        found[s] = f
-    if not found:
-        raise InputError(p, "no msprobe dump.json found under this folder")
-    return found
-
-
-def _step_of(f: Path) -> int:
-    for part in reversed(f.parts):
-        m = _STEP_RE.match(part)
-        if m:
-            return int(m.group(1))
-    return 0
-
-
-def load_dump_steps(path: str | Path) -> dict[int, DumpView]:
-    """All steps of a dump (see ``find_dump_files``) as DumpViews, preferring the ingest reader."""
-    out: dict[int, DumpView] = {}
-    for step, f in find_dump_files(path).items():
-        out[step] = read_dump(f)
-    return out
-
-
-def read_dump(dump_json: str | Path) -> DumpView:
-    """One dump.json as a DumpView, read by ``advisor.ingest.msprobe.load_dump``."""
-    from ..ingest.msprobe import load_dump
-
-    return from_ingest(load_dump(dump_json), dump_json)
-
-
-def from_ingest(d: Any, source: str | Path = "") -> DumpView:
+def from_ingest(d: Any) -> DumpView:
     """Adapt an ``advisor.ingest.msprobe.Dump`` (entries of ``Entry`` with ``TensorRecord`` lists)
     to a DumpView; records become msprobe-style dicts carrying the ingest record under ``_rec``."""
     if isinstance(d, DumpView):
@@ -184,7 +103,7 @@ def from_ingest(d: Any, source: str | Path = "") -> DumpView:
                          "_outputs": [(r.index, conv(r)) for r in e.outputs],
                          "_param_grads": [(r.index, conv(r)) for r in e.parameter_grads],
                          "input_args": e.input_args, "input_kwargs": e.input_kwargs}
-    return DumpView(entries, None, str(getattr(d, "path", source) or source))
+    return DumpView(entries, str(d.path))
 
 
 def as_steps(d: Any) -> dict[int, DumpView]:
@@ -192,7 +111,8 @@ def as_steps(d: Any) -> dict[int, DumpView]:
     if d is None:
         return {}
     if isinstance(d, (str, Path)):
-        return load_dump_steps(d)
+        from ..ingest.msprobe import dump_steps
+        return {s: from_ingest(v) for s, v in dump_steps(d).items()}
     if isinstance(d, DumpView):
         return {0: d}
     if isinstance(d, Mapping) and d and all(isinstance(k, tuple) for k in d):  # ingest load_dump_root

@@ -28,7 +28,7 @@ import pandas as pd
 
 from ..errors import InputError
 from ..fsutil import atomic_write_bytes, atomic_write_text
-from .attribution import Mismatch, is_float_record, pair_metrics, tensor_pairs
+from .judge import Mismatch, is_float_record, pair_metrics, tensor_pairs
 from .dumps import DumpView, as_steps
 from .metrics import msprobe_pass
 

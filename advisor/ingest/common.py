@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
-from ..graph import normalize_dtype
+from ..graph import normalize_dtype, shape_ints  # noqa: F401 - shape_ints re-exported for the readers
 
 # GE DataType enum (graph/types.h) <-> serial names used in GE dumps
 GE_DTYPE_ENUM = {
@@ -65,24 +65,6 @@ def shape_str(shape: Any) -> str:
     if isinstance(shape, str):
         return shape.strip().strip("[]()").replace(" ", "")
     return ",".join(str(int(d)) for d in shape)
-
-
-def shape_ints(shape: Any) -> list[int]:
-    if shape is None:
-        return []
-    if isinstance(shape, str):
-        s = shape.strip().strip("[]()").replace(" ", "")
-        if not s:
-            return []
-        out = []
-        for d in s.split(","):
-            if d:
-                try:
-                    out.append(int(d))
-                except ValueError:
-                    out.append(-1)
-        return out
-    return [int(d) for d in shape]
 
 
 def split_tensors(cell: Any) -> list[str]:

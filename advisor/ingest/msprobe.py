@@ -298,6 +298,18 @@ def load_dump_root(root: str | Path) -> dict[tuple[int, int], Dump]:
     return out
 
 
+def dump_steps(path: str | Path) -> dict[int, Dump]:
+    """step -> Dump of a dump.json, its rank/proc folder, or a root with ``step*/rank*|proc*/``: per step the
+    lowest rank (a step-less dump is step 0)."""
+    p = Path(path)
+    if not p.exists():
+        raise InputError(p, "no such file or folder")
+    out: dict[int, Dump] = {}
+    for (step, rank), d in sorted(load_dump_root(p).items(), key=lambda kv: (kv[0][0], kv[0][1])):
+        out.setdefault(max(step, 0), d)
+    return out
+
+
 def load_torch_tensor(rec: TensorRecord):
     """The tensor of a record as a torch tensor in its own dtype (int/bool/fp16 kept); never unpickles:
     ``.pt`` through ``torch.load(weights_only=True)``, ``.npy`` through ``np.load(allow_pickle=False)``."""

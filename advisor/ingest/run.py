@@ -24,7 +24,7 @@ from .common import shape_ints
 from .discover import Found, discover, pick_ge_dump
 from .ge_dump import read_ge_dump
 from .infer import graph_from_kernels
-from .msprobe import Dump, load_dump_root
+from .msprobe import Dump, dump_steps, load_dump_root
 from .profile import read_kernels, read_op_statistic, read_profiler_info
 
 
@@ -306,6 +306,18 @@ def load_run(path: str | Path, rank: int | None = None, step: int | None = None,
                meta=meta, local_errors=local, sources=sources, mixlist=mix,
                op_statistic=pd.concat(opstats, ignore_index=True) if opstats else None,
                ranks=ranks, steps=steps, rank=graph_rank, step=graph_step, found=found, trace=trace)
+
+
+def run_from_dumps(target: str | Path, golden: str | Path) -> Run:
+    """A Run of two msprobe dumps alone (a dump.json, its rank folder or a root with step*/rank*|proc*/):
+    target and golden per step, no graph, no profile."""
+    t, g = dump_steps(target), dump_steps(golden)
+    if not set(t) & set(g):
+        raise InputError(target, f"target steps {sorted(t)} and golden steps {sorted(g)} do not overlap")
+    empty = pd.DataFrame({c: pd.Series(dtype=object) for c in ("step", "rank", "name", "type", "core", "start_us",
+                                                                 "duration_us", "precision")})
+    return Run(path=Path(target), graph=None, kernels=empty, target_dump=t, golden_dump=g,
+               steps=sorted(set(t) & set(g)))
 
 
 TRACE_MAX_BYTES = 512 << 20  # a bigger trace_view.json is not linked (json parsing would dominate)

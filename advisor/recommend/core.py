@@ -312,8 +312,7 @@ class _Context:
         a = self.a
         culprit_types, culprit_nodes = [], []
         if ops is None and a.has_dumps:
-            from ..compare.attribution import attribute
-            att = attribute(a.run, a.tolerance, steps=self.steps, lists=a.lists, mode=a.mode)
+            att = a.attribution(self.steps)
             ops = att.ops if att.ops is not None and not att.ops.empty else None
             if att.types is not None and not att.types.empty:
                 culprit_types = [str(t) for t in att.types.index]

@@ -87,8 +87,7 @@ def _estimated_sides(an: Analysis, pa: Plan, pb: Plan, da: dict, db: dict) -> tu
     local = an.run.local_errors if isinstance(an.run.local_errors, pd.DataFrame) else None
     ops = None
     if an.has_dumps:
-        from ..compare.attribution import attribute
-        att = attribute(an.run, an.tolerance, lists=an.lists, mode=an.mode)
+        att = an.attribution()
         ops = att.ops if att.ops is not None and not att.ops.empty else None
     if ops is None and local is None:
         return None

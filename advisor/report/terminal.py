@@ -163,3 +163,96 @@ def _f6(x: Any) -> str:
 
 def _pct(x: Any) -> str:
     return "-" if x is None else f"{x:.1%}" if isinstance(x, float) else str(x)
+
+
+def _num(x, spec: str = ".4g") -> str:
+    if x is None:
+        return "-"
+    try:
+        v = float(x)
+    except (TypeError, ValueError):
+        return str(x)
+    if math.isnan(v):
+        return "-"
+    if math.isinf(v):
+        return "inf" if v > 0 else "-inf"
+    return format(v, spec)
+
+
+def print_comparison(att: Any, top: int = 15, console: Console | None = None) -> None:
+    """Print the worst ops, the first op over tolerance, the culprit ranking, training signals and
+    the verdict with rich."""
+    con = console or Console()
+    ops = att.ops
+    if ops is not None and not ops.empty:
+        d = ops.copy()
+        d["_k"] = (~d["out_finite"]).astype(int)
+        d = d.sort_values(["_k", "out_rel_l2"], ascending=False, kind="stable").head(top)
+        stats = bool((ops["kind"] == "stats").all())
+        t = Table(title=f"worst ops (top {len(d)} of {len(ops)} by output error vs FP32)"
+                  + (": statistics-only dumps, relative differences |t-g|/|g| of Max/Min/Mean/Norm" if stats else ""))
+        figs = ("Max rel diff", "Min rel diff", "Mean rel diff", "Norm rel diff") if stats else \
+            ("cosine", "rel L2", "max abs")
+        for c in ("op", "type", "prec", *figs, "in rel L2", "growth", "introduced", "blamed on"):
+            t.add_column(c, overflow="fold")
+        for n, r in d.iterrows():
+            if stats:
+                vals = [_num(r[c]) for c in ("out_max_rel_diff", "out_min_rel_diff", "out_mean_rel_diff", "out_rel_l2")]
+            else:
+                vals = [_num(r["out_cosine"], ".6f"), _num(r["out_rel_l2"]),
+                        _num(r["out_max_abs"]) if r["out_finite"] else "non-finite"]
+            t.add_row(str(n), str(r["type"]), str(r["precision"]), *vals, _num(r["in_rel_l2"]),
+                      _num(r["growth"], ".3g") if r["in_rel_l2"] > 0 else "-", _num(r["introduced"]),
+                      "itself" if r["blamed_on"] == str(n) else str(r["blamed_on"]))
+        con.print(t)
+    else:
+        con.print("no aligned op entries with float outputs")
+    con.print(f"first op exceeding tolerance (topological order): {att.first_exceeding or 'none'}")
+    if att.types is not None and not att.types.empty:
+        t = Table(title="culprit op types (error introduced by their precision decision)")
+        for c in ("rank", "type", "worst introduced", "sum", "instances", "worst instance", "seen at"):
+            t.add_column(c, overflow="fold")
+        for i, (typ, r) in enumerate(att.types.iterrows(), 1):
+            t.add_row(str(i), str(typ), _num(r["introduced_max"]), _num(r["introduced_sum"]), str(r["instances"]),
+                      str(r["worst_instance"]), str(r["worst_observed_at"]))
+        con.print(t)
+    tr = att.training
+    if tr:
+        uf = tr["underflow_ratio"]
+        ufs = f"{100 * uf:.3f} % of elements" if isinstance(uf, float) and math.isfinite(uf) else "n/a (statistics only)"
+        con.print(f"gradients: underflow {ufs} (rule: <= {100 * tr['max_underflow']:g} %), "
+                  f"overflowing elements {tr['overflow_elems']}")
+        if tr.get("all_zero_in_target"):
+            con.print(f"gradients entirely zero in the target but not in FP32: {', '.join(tr['all_zero_in_target'])}")
+        ls = tr.get("loss_scale")
+        if ls:
+            if ls.get("dynamic"):
+                con.print(f"loss scale: dynamic loss scaling recommended ({ls.get('reason')})")
+            else:
+                con.print(f"loss scale: static {ls['static']} (2^{ls['log2']}); predicted underflow "
+                          f"{100 * ls['predicted_underflow']:.3f} %")
+    for f in att.final:
+        o = f.get("output") or {}
+        extra = ""
+        if f.get("loss"):
+            extra = f", loss rel diff {_num(f['loss'].get('rel_diff'))}"
+        if o.get("kind") == "stats":
+            figs = f"statistics only: Norm rel diff {_num(o.get('norm_rel_diff'))}"
+        else:
+            figs = f"cosine {_num(o.get('cosine'), '.6f')}, rel L2 {_num(o.get('rel_l2'))}, max abs {_num(o.get('max_abs'))}"
+        con.print(f"step {f['step']} final ({f['source']}): {figs}, finite {o.get('finite')}{extra}")
+    um = att.unmatched or {}
+    for label, key in (("only in the target dump", "target_only"), ("only in the golden dump", "golden_only")):
+        lst = um.get(key) or []
+        if lst:
+            more = f" (+{len(lst) - 5} more)" if len(lst) > 5 else ""
+            con.print(f"{len(lst)} entries {label}: {', '.join(lst[:5])}{more}")
+    for note in att.notes:
+        con.print(f"note: {note}", soft_wrap=True, markup=False)
+    v = att.verdict
+    if v.ok:
+        con.print(f"[green]WITHIN TOLERANCE[/green] ({att.tolerance.describe()})")
+    else:
+        con.print(f"[red]OUTSIDE TOLERANCE[/red] ({att.tolerance.describe()})")
+        for r in v.reasons[:10]:
+            con.print(f"  - {r}")

@@ -17,28 +17,8 @@ from typing import Any
 
 from ..errors import InputError
 
-INSTALL_HINT = ("this is a TensorFlow/Keras workload: install the TensorFlow extra with "
-                "`pip install 'advisor[tf]'` (tensorflow-cpu) and run the same command again")
-
-_TF_MODULE_PREFIXES = ("tensorflow", "keras", "tf_keras")
-
-
-def is_tf_object(obj: Any) -> bool:
-    """True for Keras models/layers, tf.Module, tf.function and concrete functions (decided from the
-    class's module, without importing TensorFlow)."""
-    for cls in type(obj).__mro__:
-        mod = getattr(cls, "__module__", "") or ""
-        if mod.startswith(_TF_MODULE_PREFIXES):
-            return True
-    return False
-
-
-def is_missing_tf_error(exc: BaseException) -> bool:
-    """True when ``exc`` is an ImportError for TensorFlow or Keras (a TF workload without the extra)."""
-    if not isinstance(exc, ImportError):
-        return False
-    name = getattr(exc, "name", None) or ""
-    return name.split(".")[0] in _TF_MODULE_PREFIXES
+# what a TensorFlow workload is (no TensorFlow import needed) is part of the workload contract
+from ..workload import INSTALL_HINT, TF_MODULE_PREFIXES, is_missing_tf_error, is_tf_model as is_tf_object  # noqa: E402
 
 
 def require_tf(path: object = None):

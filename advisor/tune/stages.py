@@ -66,12 +66,7 @@ class Stages:
 
     def write_comparison(self, run: Any, out_dir: Path, steps: Sequence[int] | None = None) -> None:
         """The iteration's comparison: compare's attribution on the calibration steps as JSON."""
-        from ..compare.attribution import attribute
-        try:
-            att = attribute(run.run, self.tolerance, steps=list(steps) if steps is not None else None,
-                            lists=run.lists, mode=run.mode)
-        except ValueError as e:
-            raise InputError(run.path, f"attribution failed: {e}") from None
+        att = run.attribution(list(steps) if steps is not None else None)
         atomic_write_json(Path(out_dir) / "comparison.json",
                           {"steps": list(steps) if steps is not None else "all", **att.to_dict()})
 
