@@ -46,7 +46,7 @@ class DumpView:
 
     def has_tensors(self, rec: Mapping) -> bool:
         if "_rec" in rec:
-            return getattr(rec["_rec"], "path", None) is not None
+            return rec["_rec"].path is not None
         return "tensor" in rec
 
     def tensor(self, rec: Mapping):

@@ -81,7 +81,7 @@ def recommend_loss_scale(golden_abs: np.ndarray, low_dtype: str = "fp16", max_un
 def training_signals(ts: Mapping[int, DumpView], gs: Mapping[int, DumpView], steps: list[int],
                      tol: Any = None, low_dtype: str | None = None) -> dict | None:
     """Gradient signals of all steps, or None when no gradients were dumped."""
-    max_uf = getattr(tol, "max_grad_underflow", 0.01) if tol is not None else 0.01
+    max_uf = tol.max_grad_underflow if tol is not None else 0.01
     params: dict[str, dict] = {}
     golden_abs: list[np.ndarray] = []
     per_step_cos: dict[int, tuple[float, str]] = {}

@@ -18,8 +18,9 @@ from ..oplists import DEFAULT_SOC
 from ..progress import Progress
 from ..rundir import (RunWriter, StagedRunDir, capture_settings, check_run_out, scalar_record, tensor_record,
                       worst_local)
-from ..workload import Workload, describe_user_error, load_target, normalize, tf_install_hint
-from .engine import _AUX_FP32_OUTPUTS, _FLOAT_DT, EmuMode, StepRecord, _Ref, dtype_name, eager_math_attention
+from ..workload import Workload, describe_user_error, is_tf_model, load_target, normalize, tf_install_hint
+from ..oplists import AUX_FP32_OUTPUTS
+from .engine import FLOAT_DTYPES, ArgRef, EmuMode, StepRecord, dtype_name, eager_math_attention
 from .local import local_error
 from .stats import batched_stats
 
@@ -145,7 +146,7 @@ def _static_ptrs(params: dict, round_cache: dict) -> set:
 
 def _exec_dtype(t: torch.Tensor, prec: str, low_ok: bool) -> str:
     """dtype of a tensor as the op executed it."""
-    if t.dtype in _FLOAT_DT and prec in ("fp16", "bf16", "fp32") and low_ok:
+    if t.dtype in FLOAT_DTYPES and prec in ("fp16", "bf16", "fp32") and low_ok:
         return prec
     return dtype_name(t.dtype)
 
@@ -201,10 +202,10 @@ class _DumpBuilder:
             prec = self.precs[i]
             name = f"{op.name}.forward"
             in_sl, out_sl = plan_rows[i]
-            aux = _AUX_FP32_OUTPUTS.get(op.packet, ())
+            aux = AUX_FP32_OUTPUTS.get(op.packet, ())
 
             def conv(x, _tin=tin, _in_sl=in_sl, _name=name, _prec=prec, _rgs=rgs):
-                if isinstance(x, _Ref):
+                if isinstance(x, ArgRef):
                     t = _tin[x.i]
                     return trec(t, _in_sl[x.i], _exec_dtype(t, _prec, True), f"{_name}.input.{x.i}.pt",
                                 _rgs[x.i] if x.i < len(_rgs) else None)
@@ -249,7 +250,7 @@ def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semanti
     or ends the process is not guarded here (``advisor capture`` runs it in a child process)."""
     check_run_out(out)
     wl, target = _load_workload(target_or_workload, batches)
-    if not isinstance(wl.model, torch.nn.Module) and not callable(wl.model) or _is_tf(wl.model):
+    if not isinstance(wl.model, torch.nn.Module) and not callable(wl.model) or is_tf_model(wl.model):
         return _delegate_tf(wl, out, mode=mode, mixlist=mixlist, soc=soc, ops_info=ops_info, seed=seed,
                             dump=dump, target=target, local=local, progress=progress)
     low, ml, lists, notes = capture_settings(mode, dump, mixlist, soc, ops_info)
@@ -317,7 +318,7 @@ def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semanti
                 for r, prec in zip(fp.ops, precs):
                     if not r.kernel:
                         continue
-                    aux = _AUX_FP32_OUTPUTS.get(r.packet, ())
+                    aux = AUX_FP32_OUTPUTS.get(r.packet, ())
                     low_ok = prec in ("fp16", "bf16", "fp32")
                     ind = [prec if (d in ("fp32", "fp64", "fp16", "bf16") and low_ok) else d for d in r.in_dtypes]
                     outd = [prec if (d in ("fp32", "fp64", "fp16", "bf16") and low_ok and j not in aux) else d
@@ -364,16 +365,11 @@ def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semanti
     return stage.out
 
 
-def _is_tf(model) -> bool:
-    from ..workload import is_tf_model
-    return is_tf_model(model)
-
-
 def _delegate_tf(wl: Workload, out, **kw) -> Path:
     try:
         from ..tf.capture import capture_tf  # type: ignore[import-not-found]
     except ImportError:
-        if _is_tf(wl.model):
+        if is_tf_model(wl.model):
             raise InputError(kw.get("target"), tf_install_hint()) from None
         raise InputError(kw.get("target"), f"model must be a torch.nn.Module, not {type(wl.model).__name__}") from None
     return capture_tf(wl, out, **kw)

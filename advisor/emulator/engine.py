@@ -27,11 +27,11 @@ from torch.utils._pytree import tree_flatten
 
 from .. import graph as G
 from ..errors import AdvisorError
-from ..oplists import AUX_FP32_OUTPUTS as _AUX_FP32_OUTPUTS
+from ..oplists import AUX_FP32_OUTPUTS
 from . import opmap
 
 LOW_TORCH = {"fp16": torch.float16, "bf16": torch.bfloat16}
-_FLOAT_DT = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
+FLOAT_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 _DT_NAME = {torch.float32: "fp32", torch.float64: "fp64", torch.float16: "fp16", torch.bfloat16: "bf16"}
 _BN_TRAINING_ARG = ("native_batch_norm", "_native_batch_norm_legit")
 _ALLOC = frozenset({"empty", "empty_like", "new_empty", "new_empty_strided", "empty_strided"})
@@ -40,9 +40,6 @@ _SKIP = {"_local_scalar_dense", "sym_size", "sym_numel", "sym_stride", "sym_stor
          "_has_compatible_shallow_copy_type", "is_nonzero", "equal", "set_", "record_stream", "_version"}
 
 
-# public names of the rules above (the replay engine and local error execute ops the same way)
-FLOAT_DTYPES = _FLOAT_DT
-AUX_FP32_OUTPUTS = _AUX_FP32_OUTPUTS
 
 
 def mutated_positions(func) -> tuple:
@@ -51,31 +48,32 @@ def mutated_positions(func) -> tuple:
 
 
 def execute_op(func, args: tuple, kwargs: dict, prec: str, *, kernel: bool = True, aux: tuple = (),
-               mutated: tuple = (), exact: Collection[int] = ()) -> list:
+               mutated: tuple = (), exact: Collection[int] = (), round_outputs: bool = True) -> list:
     """Run one op the way the engine runs it at precision ``prec`` and return its output tensors
     (flattened).  A kernel in fp16/bf16 takes its float inputs rounded to the low dtype, computes in
     fp32 (= the cube unit's fp32 accumulation) and rounds its float outputs to the low dtype, except
     the statistics outputs ``aux`` (e.g. LayerNorm's mean/rstd), which stay fp32.  fp32 ops and ops
     without a kernel (views) run on their inputs unchanged.  Inputs are never modified: arguments
     the op writes in place (``mutated`` positions) are cloned first.  ``exact``: ids of input tensors
-    already exactly representable in the low dtype (rounding them again would change nothing)."""
+    already exactly representable in the low dtype (rounding them again would change nothing).
+    ``round_outputs=False``: the op in fp32 on inputs rounded to low (local error's ``inrnd``)."""
     low_t = LOW_TORCH.get(prec) if kernel else None
     if mutated:
         args = tuple(a.detach().clone() if i in mutated and isinstance(a, torch.Tensor) else a
                      for i, a in enumerate(args))
 
     def rnd(x):
-        if isinstance(x, torch.Tensor) and x.dtype in _FLOAT_DT and x.dtype != low_t and id(x) not in exact:
+        if isinstance(x, torch.Tensor) and x.dtype in FLOAT_DTYPES and x.dtype != low_t and id(x) not in exact:
             return x.to(low_t).to(x.dtype)
         return x
     if low_t is not None:
-        args = tuple(a if i in mutated else _map_tree(rnd, a) for i, a in enumerate(args))
-        kwargs = {k: _map_tree(rnd, v) for k, v in kwargs.items()}
+        args = tuple(a if i in mutated else map_tree(rnd, a) for i, a in enumerate(args))
+        kwargs = {k: map_tree(rnd, v) for k, v in kwargs.items()}
     with torch.no_grad():
         out = func(*args, **kwargs)
     tout = [x for x in tree_flatten(out)[0] if isinstance(x, torch.Tensor)]
-    if low_t is not None:
-        tout = [t.to(low_t).to(t.dtype) if t.dtype in _FLOAT_DT and t.dtype != low_t and j not in aux else t
+    if low_t is not None and round_outputs:
+        tout = [t.to(low_t).to(t.dtype) if t.dtype in FLOAT_DTYPES and t.dtype != low_t and j not in aux else t
                 for j, t in enumerate(tout)]
     return tout
 
@@ -122,7 +120,7 @@ class StepRecord:
     bwd_start: int = -1                                 # index of the first op of loss.backward() (-1: none)
 
 
-class _Ref:
+class ArgRef:
     """Placeholder for the i-th tensor of an entry in the stored argument structure."""
 
     __slots__ = ("i",)
@@ -213,7 +211,7 @@ class EmuMode(TorchDispatchMode):
             mut_ids = {id(args[i]) for i in mutates if i < len(args) and isinstance(args[i], torch.Tensor)}
 
             def rnd(x):
-                if isinstance(x, torch.Tensor) and x.dtype in _FLOAT_DT and x.dtype != low_t and id(x) not in mut_ids:
+                if isinstance(x, torch.Tensor) and x.dtype in FLOAT_DTYPES and x.dtype != low_t and id(x) not in mut_ids:
                     r = self.rounded.get(id(x))
                     if r is not None and r[1] == prec and r[0] is x:
                         return x
@@ -230,14 +228,14 @@ class EmuMode(TorchDispatchMode):
                     rounded_inputs[id(x)] = y
                     return y
                 return x
-            run_args = tuple(_map_tree(rnd, a) for a in args)
-            run_kwargs = {k: _map_tree(rnd, v) for k, v in kwargs.items()}
+            run_args = tuple(map_tree(rnd, a) for a in args)
+            run_kwargs = {k: map_tree(rnd, v) for k, v in kwargs.items()}
         if self.keep_local_inputs and not replay:
             # keep the exact inputs (clone what the op overwrites) for local error
             def snap(x):
                 return x.detach().clone() if isinstance(x, torch.Tensor) else x
-            self.rec.local_inputs.append((tuple(_map_tree(snap, a) for a in args),
-                                          {k: _map_tree(snap, v) for k, v in kwargs.items()}))
+            self.rec.local_inputs.append((tuple(map_tree(snap, a) for a in args),
+                                          {k: map_tree(snap, v) for k, v in kwargs.items()}))
         if self.keep_entries and mutates:
             self._snapshot_mutated(args, mutates)
             # this op's own record of what it overwrites: the value before the op
@@ -248,9 +246,9 @@ class EmuMode(TorchDispatchMode):
         flat_out, _ = tree_flatten(out)
         tout = [x for x in flat_out if isinstance(x, torch.Tensor)]
         if replay and low_t is not None and kernel:
-            aux = _AUX_FP32_OUTPUTS.get(packet, ())
+            aux = AUX_FP32_OUTPUTS.get(packet, ())
             for j, t in enumerate(tout):
-                if t.dtype in _FLOAT_DT and t.dtype != low_t and j not in aux:
+                if t.dtype in FLOAT_DTYPES and t.dtype != low_t and j not in aux:
                     with torch.no_grad():
                         t.copy_(t.to(low_t))
                     self.rounded[id(t)] = (t, prec)
@@ -273,13 +271,13 @@ class EmuMode(TorchDispatchMode):
             k = self.counters.get(f"{packet}.{overload}", 0)
             self.counters[f"{packet}.{overload}"] = k + 1
             name = f"Aten.{packet}.{overload}.{k}"
-            is_float = any(t.dtype in _FLOAT_DT for t in tin + tout)
+            is_float = any(t.dtype in FLOAT_DTYPES for t in tin + tout)
             rec = OpRecord(idx, name, func, packet, overload, typ, kernel, mapped, is_float,
                            in_shapes=[list(t.shape) for t in tin], in_dtypes=[dtype_name(t.dtype) for t in tin],
                            out_shapes=[list(t.shape) for t in tout], out_dtypes=[dtype_name(t.dtype) for t in tout],
                            nondeterministic=torch.Tag.nondeterministic_seeded in func.tags, mutates=mutates)
             if self.g is not None:
-                origin = next((dtype_name(t.dtype) for t in tout if t.dtype in _FLOAT_DT), "fp32")
+                origin = next((dtype_name(t.dtype) for t in tout if t.dtype in FLOAT_DTYPES), "fp32")
                 attrs = dict(kernel=kernel, float=is_float, origin_dtype=origin, aten=f"aten.{packet}.{overload}",
                              order=idx, dump=name, in_shapes=rec.in_shapes, out_shapes=rec.out_shapes,
                              in_dtypes=rec.in_dtypes, out_dtypes=rec.out_dtypes, mapped=mapped)
@@ -296,7 +294,7 @@ class EmuMode(TorchDispatchMode):
                         srcs.append((p[1], p[2]))
                 G.add_op(self.g, name, typ, role="op", **attrs)
                 for pos, (t, (src, src_out)) in enumerate(zip(tin, srcs)):
-                    G.connect(self.g, src, name, src_out, pos, float=t.dtype in _FLOAT_DT)
+                    G.connect(self.g, src, name, src_out, pos, float=t.dtype in FLOAT_DTYPES)
         self.rec.ops.append(rec)
         self.rec.exec_prec.append(prec)
         for j, t in enumerate(tout):
@@ -321,20 +319,20 @@ class EmuMode(TorchDispatchMode):
                     outs[k] = t.detach().clone()
 
 
-def _map_tree(fn, x):
+def map_tree(fn, x):
     if isinstance(x, (list, tuple)):
-        return type(x)(_map_tree(fn, y) for y in x)
+        return type(x)(map_tree(fn, y) for y in x)
     return fn(x)
 
 
 def _entry(args, kwargs, rounded: dict, tout: list) -> tuple:
-    """(structure of input_args/input_kwargs with _Ref placeholders, input tensors as executed, outputs)."""
+    """(structure of input_args/input_kwargs with ArgRef placeholders, input tensors as executed, outputs)."""
     tensors: list = []
 
     def conv(x):
         if isinstance(x, torch.Tensor):
             tensors.append(rounded.get(id(x), x))
-            return _Ref(len(tensors) - 1)
+            return ArgRef(len(tensors) - 1)
         if isinstance(x, (list, tuple)):
             return [conv(y) for y in x]
         return x

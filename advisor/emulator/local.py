@@ -12,14 +12,14 @@ from typing import Any
 
 import torch
 
-from .engine import _FLOAT_DT, LOW_TORCH, _map_tree
+from .engine import FLOAT_DTYPES, LOW_TORCH, execute_op, mutated_positions
 
 _TDT = {"fp16": torch.float16, "bf16": torch.bfloat16, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
 
 def _first_float(out: Any) -> torch.Tensor | None:
     if isinstance(out, torch.Tensor):
-        return out if out.dtype in _FLOAT_DT else None
+        return out if out.dtype in FLOAT_DTYPES else None
     if isinstance(out, (list, tuple)):
         for o in out:
             r = _first_float(o)
@@ -48,21 +48,12 @@ def _metrics(a: torch.Tensor, b: torch.Tensor) -> tuple[float, float, float, int
     return rel, cos, mx, nonfinite
 
 
-def _run(func, args, kwargs, low: torch.dtype | None, round_out: bool):
-    def prep(x):
-        if isinstance(x, torch.Tensor):
-            x = x.detach().clone()
-            if low is not None and x.dtype in _FLOAT_DT and x.dtype != low:
-                x = x.to(low).to(x.dtype)
-        return x
-    a = tuple(_map_tree(prep, x) for x in args)
-    kw = {k: _map_tree(prep, v) for k, v in kwargs.items()}
-    with torch.no_grad():
-        out = func(*a, **kw)
-    o = _first_float(out)
-    if o is not None and round_out and low is not None and o.dtype != low:
-        o = o.to(low).to(o.dtype)
-    return o
+def _run(op_record: Any, args: tuple, kwargs: dict, low: str | None, round_out: bool) -> torch.Tensor | None:
+    """The op's first float output, run by the one executor (engine.execute_op) in ``low`` (None: fp32)."""
+    func = op_record.func
+    mutated = mutated_positions(func) if hasattr(func, "_schema") else ()
+    outs = execute_op(func, args, kwargs, low or "fp32", kernel=True, mutated=mutated, round_outputs=round_out)
+    return _first_float(outs)
 
 
 def local_error(op_record: Any, fp32_inputs: tuple, low_dtype: str | torch.dtype,
@@ -72,14 +63,13 @@ def local_error(op_record: Any, fp32_inputs: tuple, low_dtype: str | torch.dtype
     low = low_dtype if isinstance(low_dtype, torch.dtype) else _TDT[str(low_dtype)]
     low_name = "bf16" if low == torch.bfloat16 else "fp16"
     args, kwargs = fp32_inputs
-    func = op_record.func
-    ref = fp32_output if fp32_output is not None else _run(func, args, kwargs, None, False)
-    row = {"name": getattr(op_record, "name", str(func)), "type": getattr(op_record, "type", ""),
+    ref = fp32_output if fp32_output is not None else _run(op_record, args, kwargs, None, False)
+    row = {"name": getattr(op_record, "name", str(op_record.func)), "type": getattr(op_record, "type", ""),
            "low_dtype": low_name}
     if ref is None:
         return row
-    lo = _run(func, args, kwargs, low, True)
-    rn = _run(func, args, kwargs, low, False)
+    lo = _run(op_record, args, kwargs, low_name, True)
+    rn = _run(op_record, args, kwargs, low_name, False)
     r = _metrics(lo, ref)
     row.update(local_rel_l2=r[0], local_cosine=r[1], local_max_abs=r[2], local_nonfinite=r[3])
     r = _metrics(rn, ref)

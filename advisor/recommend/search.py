@@ -54,6 +54,7 @@ class Searcher:
         self.base_plan = c.plan(base_lists, mode)
         self.cache: dict[frozenset, Evaluated] = {}
         self.evaluations = 0
+        self._base_contrib: np.ndarray | None = None
         self.base = self.evaluate(frozenset())
 
     def proposable(self, op_type: str) -> bool:
@@ -78,7 +79,7 @@ class Searcher:
         return ev
 
     def base_contributions(self) -> np.ndarray:
-        if getattr(self, "_base_contrib", None) is None:
+        if self._base_contrib is None:
             self._base_contrib = self.model.contributions(self.base_plan)
         return self._base_contrib
 

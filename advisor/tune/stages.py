@@ -30,7 +30,7 @@ class Proposal:
 
     @property
     def status(self) -> str | None:
-        return getattr(self.raw, "status", None) if self.raw is not None else None
+        return self.raw.status if self.raw is not None else None
 
 
 def normalise_prediction(p: dict) -> dict:
