@@ -96,9 +96,9 @@ def _loguniform(rng, lo: float, hi: float) -> float:
 
 
 # weighted choices (a hand-written norm brings five or six op types, the LayerNorm one: what the oracle enumerates)
-BLOCK_NORMS = ("layernorm", "layernorm", "hand_ln", "rms_pow")
-PRE_NORMS = ("layernorm", "layernorm", "none", "none", "hand_ln", "rms_pow")
-N_BLOCKS = (0, 0, 1, 1, 1, 2, 2)
+BLOCK_NORMS = ("layernorm", "layernorm", "layernorm", "hand_ln", "rms_pow")
+PRE_NORMS = ("layernorm", "layernorm", "none", "none", "none", "hand_ln", "rms_pow")
+N_BLOCKS = (0, 0, 1, 1, 1, 2)
 
 
 def _benign(rng, kinds=B.BENIGN, norms=BLOCK_NORMS) -> dict:
@@ -117,7 +117,7 @@ def _host(rng, stems=("dense", "dense", "embed", "conv"), n_blocks=N_BLOCKS,
           pools=("mean", "last", "sum", "tokens"), kinds=B.BENIGN, norms=BLOCK_NORMS) -> dict:
     stem = rng.choice(stems)
     h = {"stem": stem, "d": rng.choice([16, 24, 32]), "batch": rng.choice([2, 4, 8]),
-         "batches": rng.choice([3, 4]), "d_out": rng.choice([4, 8])}
+         "batches": rng.choice([3, 3, 4]), "d_out": rng.choice([4, 8])}
     if stem == "conv":
         h["side"] = rng.choice([4, 8])
         h["seq"] = (h["side"] // 2) ** 2

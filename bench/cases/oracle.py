@@ -129,7 +129,7 @@ def oracle_case(case: Case, cache: CaptureCache, work: Path, max_size: int = MAX
     fewest = minimal_by(sets, len)
     out = {"case": case.name, "seed": case.seed, "kind": case.kind, "family": case.family,
            "fingerprint": case.fingerprint, "description": case.description,
-           "candidate_types": types, "base_passes": bool(base["ok"]),
+           "candidate_types": sorted(types), "base_passes": bool(base["ok"]),
            "base": {"share": base["share"], "worst": base["worst"], "reasons": base["reasons"]},
            "passing": [fmt(s) for s in sets], "best_share": [fmt(s) for s in best],
            "fewest_edits": [fmt(s) for s in fewest], "captures": len(judged), "new_captures": new,
@@ -179,14 +179,14 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--max-size", type=int, default=MAX_SIZE, help="largest black-list subset judged")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (the machine is shared)")
     a = ap.parse_args(argv)
-    import torch
-    torch.set_num_threads(a.threads)
     from advisor.errors import InputError
     try:
         cache = CaptureCache(a.cache or a.out.with_name(a.out.stem + ".cache.json"))
     except InputError as e:
         print(f"oracle: error: {e}", file=sys.stderr)
         return 2
+    import torch
+    torch.set_num_threads(a.threads)
     cases = select(a.set, a.cases)
     t0 = time.perf_counter()
     records = []

@@ -40,14 +40,18 @@ def low_precision_share(run_dir: str | Path) -> float | None:
     return float(dur[k["precision"].isin(LOW)].sum()) / total
 
 
-def candidate_types(run_dir: str | Path, soc: str = "ascend910b", ops_info: str | None = None) -> list[str]:
+def candidate_types(run_dir: str | Path, soc: str = "ascend910b", ops_info: str | None = None,
+                    limit: int | None = None) -> list[str]:
     """The float op types present in the run (at least one kernel with a float precision) that are not
-    already on the black list of the chip's default lists, sorted by name."""
+    already on the black list of the chip's default lists, the most kernel time first (ties by name);
+    ``limit``: only that many of them."""
     from advisor.oplists import load_lists
     lists = load_lists(soc, ops_info)
     k = kernel_frame(run_dir)
-    types = set(k.loc[k["precision"].isin(FLOAT), "type"].astype(str))
-    return sorted(t for t in types if lists.list_of(t) != "black")
+    k = k[k["precision"].isin(FLOAT)]
+    time = k.assign(type=k["type"].astype(str)).groupby("type")["duration_us"].sum()
+    types = sorted((t for t in time.index if lists.list_of(t) != "black"), key=lambda t: (-float(time[t]), t))
+    return types[:limit] if limit is not None else types
 
 
 def judge_run(run_dir: str | Path, tolerance=None) -> dict:
