@@ -186,3 +186,24 @@ def test_committed_oracle_matches_the_generator(set_name):
             assert all((best["share"] or 0) >= (p["share"] or 0) for p in r["passing"])
         for few in r["fewest_edits"]:
             assert few in r["passing"] and len(few["edits"]) == min(len(p) for p in passing)
+
+
+def test_markdown_summary_counts(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(O, "capture_and_judge", fake_capture([]))
+    cache = O.CaptureCache(None)
+    records = [O.oracle_case(make_case(s), cache, tmp_path) for s in (0, 1, 3)]     # hazard, control, training
+    records[1]["base_passes"], records[1]["best_share"] = True, [{"edits": [], "share": 1.0}]
+    data = {"set": "dev", "max_size": 3, "summary": O.summarize(records), "cases": records}
+    md = O.markdown_summary(data)
+    assert "| cases | 1 | 1 | 1 | 3 |" in md
+    assert "| base passes (no edit needed) | 0 | 1 | 0 | 1 |" in md
+    assert "| best-share set of 2 edits | 1 | 0 | 1 | 2 |" in md           # Mul+Sigmoid beats Exp on share
+    assert "| best-share set has more edits than the fewest-edit set | 1 | 0 | 1 | 2 |" in md
+    assert md.count("| hazard-exp_gate-s0 | fails | Mul+Sigmoid 80.0% | Exp 70.0%; MatMulV2 10.0% |") == 1
+    path = tmp_path / "o.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    assert O.main(["--summary", str(path)]) == 0 and capsys.readouterr().out.strip() == md
+    path.write_text('{"cases": {}}', encoding="utf-8")
+    assert O.main(["--summary", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and str(path) in err

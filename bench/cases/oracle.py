@@ -14,6 +14,7 @@ each capture, so an interrupted run resumes where it stopped.
     python -m bench.cases.oracle --set dev --out bench/cases/oracle_dev.json
     python -m bench.cases.oracle --set holdout --out bench/cases/oracle_holdout.json
     python -m bench.cases.oracle --set dev --cases hazard-exp_gate-s0 12 --out /tmp/o.json
+    python -m bench.cases.oracle --summary bench/cases/oracle_dev.json        # markdown for docs/benchmarks.md
 
 Captures use ``dump="stats"`` (outputs, loss and gradients still carry tensors) and no local-error pass.
 """
@@ -158,6 +159,51 @@ def summarize(records: list[dict]) -> dict:
             "seconds": round(sum(r["seconds"] for r in records), 1)}
 
 
+def _sets_text(sets: list[dict]) -> str:
+    return "; ".join(f"{'+'.join(x['edits']) or '(none)'} {100 * (x['share'] or 0):.1f}%" for x in sets) or "none"
+
+
+def markdown_summary(data: dict) -> str:
+    """docs/benchmarks.md's summary of an oracle JSON: counts by kind, base-passing cases, distribution of
+    best-share set sizes, and one row per case (with an empty column for advisor's results)."""
+    recs, kinds = data["cases"], ("hazard", "control", "training")
+
+    def col(f) -> list[int]:
+        return [sum(1 for r in recs if r["kind"] == k and f(r)) for k in kinds] + [sum(1 for r in recs if f(r))]
+
+    def size(r, key: str = "best_share") -> int | None:
+        return len(r[key][0]["edits"]) if r[key] else None
+
+    rows = [("cases", col(lambda r: True)), ("base passes (no edit needed)", col(lambda r: r["base_passes"]))]
+    for k in (1, 2, 3):
+        rows.append((f"best-share set of {k} edit{'s' if k > 1 else ''}", col(lambda r, k=k: size(r) == k)))
+    rows.append(("no passing set within 3 edits", col(lambda r: size(r) is None)))
+    rows.append(("best-share set has more edits than the fewest-edit set",
+                 col(lambda r: size(r) is not None and size(r) > size(r, "fewest_edits"))))
+    out = [f"| {data['set']} set ({len(recs)} cases) | hazard | control | training | all |", "|---|---|---|---|---|"]
+    out += [f"| {label} | {' | '.join(str(x) for x in v)} |" for label, v in rows]
+    sm = data["summary"]
+    out += ["", f"Captures: {sm['captures']} (max subset size {data['max_size']}); oracle wall time "
+            f"{sm.get('wall_seconds', sm['seconds']) / 60:.0f} min.", "",
+            "| case | base | best-share set (low-prec share) | fewest-edit set(s) | passing sets | captures "
+            "| advisor |",
+            "|---|---|---|---|---|---|---|"]
+    for r in recs:
+        out.append(f"| {r['case']} | {'passes' if r['base_passes'] else 'fails'} | {_sets_text(r['best_share'])} | "
+                   f"{_sets_text(r['fewest_edits'])} | {len(r['passing'])} | {r['captures']} | — |")
+    return "\n".join(out)
+
+
+def read_oracle(path: Path) -> dict:
+    from advisor.errors import InputError
+    from advisor.fsutil import read_user_json
+    d = read_user_json(path, "an oracle JSON")
+    if not isinstance(d, dict) or not isinstance(d.get("cases"), list) or not isinstance(d.get("summary"), dict) \
+            or not all(isinstance(r, dict) for r in d["cases"]):
+        raise InputError(path, 'expected {"set": ..., "summary": {...}, "cases": [...]} (an oracle JSON)')
+    return d
+
+
 def select(set_name: str, wanted: list[str] | None) -> list[Case]:
     cases = [make_case(s) for s in SETS[set_name]]
     if not wanted:
@@ -172,14 +218,24 @@ def select(set_name: str, wanted: list[str] | None) -> list[Case]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.cases.oracle", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--set", choices=sorted(SETS), required=True)
+    ap.add_argument("--set", choices=sorted(SETS))
     ap.add_argument("--cases", nargs="*", help="only these cases (names or seeds)")
-    ap.add_argument("--out", type=Path, required=True, help="the oracle JSON to write")
+    ap.add_argument("--out", type=Path, help="the oracle JSON to write")
+    ap.add_argument("--summary", type=Path, help="print the markdown summary of this oracle JSON and exit")
     ap.add_argument("--cache", type=Path, help="capture cache (default: <out>.cache.json)")
     ap.add_argument("--max-size", type=int, default=MAX_SIZE, help="largest black-list subset judged")
     ap.add_argument("--threads", type=int, default=1, help="torch threads (the machine is shared)")
     a = ap.parse_args(argv)
     from advisor.errors import InputError
+    if a.summary is not None:
+        try:
+            print(markdown_summary(read_oracle(a.summary)))
+        except InputError as e:
+            print(f"oracle: error: {e}", file=sys.stderr)
+            return 2
+        return 0
+    if a.set is None or a.out is None:
+        ap.error("--set and --out are required (or --summary FILE)")
     try:
         cache = CaptureCache(a.cache or a.out.with_name(a.out.stem + ".cache.json"))
     except InputError as e:

@@ -276,7 +276,7 @@ SITUATIONS = {s.name: s for s in (
               base="fails", passes=(("Sigmoid",),), over_fix=(("Sigmoid",), ("MatMulV2",))),
     Situation("prefix_sum_overflow", "f. prefix sum overflows: Cumsum suffices, Cumsum + Range is not minimal",
               base="fails", passes=(("Cumsum",),), over_fix=(("Cumsum",), ("Cumsum", "Range"))),
-    Situation("l2norm_gate", "f. L2-normalised sigmoid gate: MatMulV2 alone passes at share 0, Mul + Sigmoid keeps more",
+    Situation("l2norm_gate", "f. L2-normalised sigmoid gate: MatMulV2 passes at share 0, Mul + Sigmoid keeps more",
               base="fails", passes=(("MatMulV2",), ("Mul", "Sigmoid")), fails=(("Mul",), ("Sigmoid",)),
               over_fix=(("Mul", "Sigmoid"), ("MatMulV2",))),
 )}
