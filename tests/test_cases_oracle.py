@@ -146,8 +146,13 @@ def test_oracle_case_records_best_share_fewest_edits_and_resumes(tmp_path, monke
     assert calls == [] and again["new_captures"] == 0
     assert {k: v for k, v in again.items() if k not in ("new_captures", "seconds")} == \
         {k: v for k, v in rec.items() if k not in ("new_captures", "seconds")}
-    # another spec (fingerprint) for the same name is a cache miss, never a stale hit
+    # another spec (fingerprint) for the same name is a cache miss, never a stale hit; stale entries are dropped
     assert O.CaptureCache.key(case, frozenset({"Exp"})).startswith(f"{case.name}@{case.fingerprint}|")
+    cache = O.CaptureCache(cache_file)
+    cache.results[f"{case.name}@000000000000|Exp"] = {"ok": True}
+    cache.results["other-case@000000000000|Exp"] = {"ok": True}
+    assert cache.drop_stale([case]) == 1
+    assert "other-case@000000000000|Exp" in O.CaptureCache(cache_file).results
 
 
 @pytest.mark.parametrize("content, problem", [

@@ -21,6 +21,7 @@ Captures use ``dump="stats"`` (outputs, loss and gradients still carry tensors) 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import shutil
 import sys
@@ -79,9 +80,22 @@ class CaptureCache:
 
     def put(self, case: Case, edits, record: dict) -> None:
         self.results[self.key(case, edits)] = record
+        self.save()
+
+    def save(self) -> None:
         if self.path is not None:
             from advisor.fsutil import atomic_write_json
             atomic_write_json(self.path, {"meta": self.meta, "results": self.results}, indent=None)
+
+    def drop_stale(self, cases: list[Case]) -> int:
+        """Forget the results of earlier specs of these cases (same name, other fingerprint)."""
+        current = {c.name: f"{c.name}@{c.fingerprint}|" for c in cases}
+        stale = [k for k in self.results if k.split("@")[0] in current and not k.startswith(current[k.split("@")[0]])]
+        for k in stale:
+            del self.results[k]
+        if stale:
+            self.save()
+        return len(stale)
 
 
 def capture_and_judge(case: Case, edits, work: Path) -> dict:
@@ -99,6 +113,9 @@ def capture_and_judge(case: Case, edits, work: Path) -> dict:
             rec["types"] = candidate_types(d, SOC)
     finally:
         shutil.rmtree(d, ignore_errors=True)
+        # the workload's model (a 90 MB MiniLM copy) sits in reference cycles after a capture; the cyclic
+        # collector counts objects, not bytes, and would let hundreds of them pile up
+        gc.collect()
     rec["seconds"] = round(time.perf_counter() - t0, 3)
     return rec
 
@@ -254,6 +271,9 @@ def main(argv: list[str] | None = None) -> int:
         for i, c in enumerate(cases):
             log(f"({i + 1}/{len(cases)}) {c.name}")
             records.append(oracle_case(c, cache, Path(tmp), a.max_size, log))
+    dropped = cache.drop_stale(cases)
+    if dropped:
+        log(f"dropped {dropped} cached results of earlier versions of these cases")
     summary = summarize(records)
     summary["wall_seconds"] = round(time.perf_counter() - t0, 1)
     from advisor.fsutil import atomic_write_json
