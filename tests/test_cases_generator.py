@@ -82,7 +82,8 @@ def test_split_sizes_kinds_and_disjoint():
     assert {"dense", "embed", "conv"} <= {h["stem"] for h in hosts}
     hz = [s["hazard"] for s in specs if "hazard" in s]
     assert {"barely", "far"} <= {h["strength"] for h in hz}
-    assert any(h.get("late") for h in hz)
+    late = [c for c in dev if c.spec.get("hazard", {}).get("late")]
+    assert len(late) >= 2 and all(G.is_late(c.seed) for c in late)      # hazards only in the held-out batch
     assert {0, "head"} <= {h["pos"] for h in hz} and any(isinstance(h["pos"], int) and h["pos"] > 0 for h in hz)
 
 

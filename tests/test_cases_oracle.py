@@ -139,6 +139,7 @@ def test_oracle_case_records_best_share_fewest_edits_and_resumes(tmp_path, monke
     assert [p["edits"] for p in rec["best_share"]] == [["Mul", "Sigmoid"]]  # share 0.8 > 0.7 (Exp) > 0.1
     assert [p["edits"] for p in rec["fewest_edits"]] == [["Exp"], ["MatMulV2"]]
     assert rec["captures"] == rec["new_captures"] == len(calls) == len(set(calls))
+    assert rec["capture_seconds"] == 0.0
     assert not any(frozenset(p["edits"]) < c for p in rec["passing"] for c in calls)
     # resume: the same run from the cache file captures nothing
     calls.clear()

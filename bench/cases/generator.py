@@ -65,12 +65,25 @@ class Case:
         return hashlib.sha256(json.dumps(self.spec, sort_keys=True).encode()).hexdigest()[:12]
 
 
+def hazard_ordinal(seed: int) -> int:
+    """The seed's position among hazard seeds (hazard seeds are 0 and 2 mod 4)."""
+    return 2 * (seed // len(KIND_CYCLE)) + (seed % len(KIND_CYCLE) == 2)
+
+
 def kind_and_family(seed: int) -> tuple[str, str]:
     kind = KIND_CYCLE[seed % len(KIND_CYCLE)]
     cycle = seed // len(KIND_CYCLE)
     if kind == "hazard":
-        return kind, HAZARDS[(2 * cycle + (seed % len(KIND_CYCLE) == 2)) % len(HAZARDS)]
+        return kind, HAZARDS[hazard_ordinal(seed) % len(HAZARDS)]
     return kind, (CONTROLS if kind == "control" else TRAINING)[cycle % len(CONTROLS if kind == "control" else TRAINING)]
+
+
+def is_late(seed: int) -> bool:
+    """Late hazards alternate over the passes through the hazard families: family i of pass r is late when
+    i + r is odd (so about half of the threshold hazards of any seed range show only in the last batch)."""
+    kind, family = kind_and_family(seed)
+    h = hazard_ordinal(seed)
+    return kind == "hazard" and family in LATE_OK and (h % len(HAZARDS) + h // len(HAZARDS)) % 2 == 1
 
 
 def make_case(seed: int) -> Case:
@@ -78,6 +91,8 @@ def make_case(seed: int) -> Case:
     kind, family = kind_and_family(seed)
     rng = random.Random(seed)
     spec = SPECS[family](rng)
+    if is_late(seed):
+        _make_late(spec, rng)
     spec = {"seed": seed, "kind": kind, "family": family, **spec}
     spec = json.loads(json.dumps(spec))          # plain JSON: what the fingerprint and the builder see
     if (spec.get("hazard") or {}).get("late"):
@@ -146,14 +161,6 @@ def _calibrated(family: str, control_margin: tuple[float, float] | None = None, 
         if control_margin is None:
             hz["strength"] = _strength(rng)
             hz["margin"] = rng.uniform(*MARGINS[scale][hz["strength"]])
-            if family in LATE_OK and rng.random() < 0.3:
-                # shows only in the last (held-out) batch: one sample of it is scaled up; needs a
-                # scale-sensitive path from the input (dense stem, no norm before the hazard)
-                host["stem"], hz["pos"], hz["pre"], hz["late"] = "dense", 0, "none", True
-                host.setdefault("d_in", rng.choice([8, 16, 32]))
-                host.pop("side", None)
-                host.pop("vocab", None)
-                host["seq"] = rng.choice([4, 8, 16])
         else:
             hz["strength"] = "safe"
             hz["margin"] = rng.uniform(*control_margin)
@@ -163,6 +170,17 @@ def _calibrated(family: str, control_margin: tuple[float, float] | None = None, 
             hz["k"] = rng.choice([4, 8, 16])
         return {"host": host, "hazard": hz}
     return spec
+
+
+def _make_late(spec: dict, rng) -> None:
+    """The hazard shows only in the last (held-out) batch: one sample of it is scaled up.  That needs a
+    scale-sensitive path from the input: a dense stem and no norm before the hazard, placed first."""
+    host, hz = spec["host"], spec["hazard"]
+    host["stem"], hz["pos"], hz["pre"], hz["late"] = "dense", 0, "none", True
+    host.setdefault("d_in", rng.choice([8, 16, 32]))
+    host.pop("side", None)
+    host.pop("vocab", None)
+    host["seq"] = rng.choice([4, 8, 16])
 
 
 def _bias_norm(rng) -> dict:
