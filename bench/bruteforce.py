@@ -8,19 +8,20 @@ that keeps the largest low-precision time share (advisor's objective).  Prints e
 from __future__ import annotations
 
 import argparse
-import itertools
+import sys
 import tempfile
 import time
 from pathlib import Path
 
-from advisor.emulator import capture
-from advisor.ingest import read_kernels
-from advisor.mixlist import Mixlist
-from advisor.oplists import load_lists
-from advisor.recommend import recommend
-from advisor.tune import Stages
-
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from advisor.emulator import capture  # noqa: E402
+from advisor.mixlist import Mixlist  # noqa: E402
+from advisor.recommend import recommend  # noqa: E402
+from advisor.tune import Stages  # noqa: E402
+from bench.cases.search import candidate_types, search_black_subsets  # noqa: E402
+
 PLANTED = ["mlp_exp", "transformer_hazard", "two_hazards", "layernorm_bias"]
 
 
@@ -28,15 +29,6 @@ def judge(stages: Stages, run_dir: Path) -> tuple[bool, float | None]:
     run = stages.load(run_dir)
     ok = bool(stages.judge(stages.final_metrics(run))["ok"])
     return ok, stages.low_precision_time_share(run)
-
-
-def present_types(run_dir: Path, max_types: int = 8) -> list[str]:
-    k = read_kernels(next(run_dir.glob("profile/**/kernel_details.csv")))
-    k = k[k["precision"].isin(["fp16", "bf16", "fp32"])]
-    lists = load_lists("ascend910b")
-    # the most expensive types first when more than max_types are present
-    t = k.groupby("type")["duration_us"].sum().sort_values(ascending=False)
-    return [x for x in t.index if lists.list_of(x) != "black"][:max_types]
 
 
 def bench_one(name: str, work: Path, stages: Stages) -> dict:
@@ -48,20 +40,25 @@ def bench_one(name: str, work: Path, stages: Stages) -> dict:
     adv_dir = capture(wl, work / name / "advisor", mixlist=rec.mixlist, dump="stats", local=False)
     adv_ok, adv_share = judge(stages, adv_dir)
     t_adv = time.perf_counter() - t0
-    types = present_types(base)
+    types = candidate_types(base, limit=8)      # the 8 most expensive types when more are present
     # every black-list subset, smallest first; supersets of a passing set are skipped (they black-list
     # more, so they can neither need fewer edits nor keep more compute in low precision)
     passing: list[dict] = []
     runs = 0
-    for k in range(1, len(types) + 1):
-        for combo in itertools.combinations(types, k):
-            if any(set(p["edits"]) <= set(combo) for p in passing):
-                continue
-            runs += 1
-            d = capture(wl, work / name / f"bf_{runs}", mixlist=Mixlist(black_add=combo), dump="stats", local=False)
-            ok, share = judge(stages, d)
-            if ok:
-                passing.append({"edits": list(combo), "share": share or 0.0})
+
+    def judge_set(s: frozenset) -> bool:
+        nonlocal runs
+        if not s:
+            return judge(stages, base)[0]
+        runs += 1
+        combo = [t for t in types if t in s]
+        d = capture(wl, work / name / f"bf_{runs}", mixlist=Mixlist(black_add=tuple(combo)), dump="stats", local=False)
+        ok, share = judge(stages, d)
+        if ok:
+            passing.append({"edits": combo, "share": share or 0.0})
+        return ok
+
+    search_black_subsets(types, judge_set)
     fewest = min(passing, key=lambda p: (len(p["edits"]), -p["share"])) if passing else None
     best = max(passing, key=lambda p: (p["share"], -len(p["edits"]))) if passing else None
     return {"example": name, "advisor_edits": adv_types, "advisor_ok": adv_ok, "advisor_share": adv_share,
