@@ -9,8 +9,8 @@ construction, and that is checked by replay anyway.
 
 1. **Candidates.** Op types of low-precision kernels on the paths from each onset — an op whose replayed
    base error exceeds the tolerance while none of its producers' does; every independent hazard has one —
-   to the outputs, plus the producers of those ops (a fix is often upstream of the symptom); when no single
-   op exceeds, every low kernel.
+   to the outputs, plus the producers of those ops and the ops on their decision chains (a fix is often
+   upstream of the symptom); when no single op exceeds, every low kernel.
    For each type: ``black-list to-add``; for a white type also ``white-list to-remove`` (it becomes gray
    and follows its producer).  At most ``max_types`` types, ranked by their worst replayed error.
 2. **Exhaustive** over sets of up to ``max_exhaustive`` edits (one edit per type) in share order, replays
@@ -230,7 +230,18 @@ class ReplaySearch:
                 import networkx as nx
                 path = set(onsets).union(*(nx.descendants(g, n) for n in onsets))
                 producers = {p for n in path for p in g.predecessors(n)}
-                chosen = (path | producers) & kernels
+                # and the decision chains of the producers: the ops whose precision they inherit (a gray Add
+                # follows the Mul before it; moving the Mul moves both)
+                chains = set()
+                for n in producers:
+                    q, k = n, 0
+                    while k < 64:
+                        v = plan.why(q).via
+                        if v is None or v == q:
+                            break
+                        chains.add(v)
+                        q, k = v, k + 1
+                chosen = (path | producers | chains) & kernels
             if not chosen:
                 chosen = set(kernels)
         worst: dict[str, float] = {}

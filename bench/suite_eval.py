@@ -1,0 +1,152 @@
+"""advisor on the generated case suite (bench/cases), checked against the brute-force oracle.
+
+For every case of a set:
+
+* **single-shot recommend**: capture the case with the default lists (tensor dumps, as ``advisor capture`` does
+  for small models), ``recommend`` once, then a FRESH capture with its modify_mixlist, judged like
+  ``advisor compare --run`` judges it (outputs, loss and gradients on every batch).  Recorded: status, edits,
+  passes?, the low-precision share of the fresh capture (``costmodel.kernel_low_share``).
+* **tune** (``--tune``): ``advisor tune`` with the emulator runner and the default budget; recorded: confirmed?,
+  the runs until the first passing run (FP32 reference included), the confirmed list and its measured share.
+* the oracle (``bench/cases/oracle_<set>.json``): the best passing black-list set (size <= 3) and its share; the
+  share gap is oracle best - advisor (points of share); controls (and cases whose base passes) must get no
+  black-list edit.
+
+    python bench/suite_eval.py --set dev [--tune] [--cases NAME ...] [--out FILE.json]
+"""
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def _oracle(set_name: str) -> dict:
+    p = ROOT / "bench" / "cases" / f"oracle_{set_name}.json"
+    if not p.is_file():
+        return {}
+    d = json.loads(p.read_text())
+    return {c["case"]: c for c in d.get("cases", [])}
+
+
+def _judge(run_dir: Path) -> tuple[bool, float | None]:
+    from advisor.analysis import analyze
+    a = analyze(run_dir)
+    return bool(a.verdict().ok), a.measured_low_share
+
+
+def _black(m) -> list[str]:
+    return sorted(m.black_add) if m is not None else []
+
+
+def eval_recommend(case, work: Path) -> dict:
+    from advisor.emulator import capture
+    from advisor.recommend import recommend
+    t0 = time.perf_counter()
+    base = capture(case.workload(), work / "base", dump="tensors", local=False)
+    t1 = time.perf_counter()
+    rec = recommend(base)
+    t2 = time.perf_counter()
+    m = rec.mixlist if not rec.mixlist.is_empty() else None
+    fresh = capture(case.workload(), work / "fresh", mixlist=m, dump="stats", local=False)
+    ok, share = _judge(fresh)
+    out = {"status": rec.status, "black_add": _black(m), "mixlist": (m.to_dict() if m else {}), "passes": ok,
+           "share": share, "predicted": rec.predicted.get("recommended", {}), "search": rec.search,
+           "capture_s": round(t1 - t0, 2), "recommend_s": round(t2 - t1, 2)}
+    shutil.rmtree(work, ignore_errors=True)
+    gc.collect()
+    return out
+
+
+def eval_tune(name: str, set_name: str, work: Path, max_runs: int) -> dict:
+    from advisor.runners import EmulatorRunner
+    from advisor.tune import tune
+    target = f"{ROOT / 'bench' / 'cases' / 'targets.py'}:case_{set_name}_{name}"
+    runner = EmulatorRunner(target=target)
+    try:
+        s = tune(runner, work / "tune", max_runs=max_runs)
+    finally:
+        runner.close()
+    first = next((h for h in s["history"] if h["ok"]), None)
+    out = {"confirmed": s["confirmed"], "runs": s["runs"], "runs_to_pass": first["runs_after"] if first else None,
+           "edits": s["edits"], "share": s["low_precision_time_share"], "minimality": s["minimality"],
+           "predictions": s["predictions"], "stop_reason": s["stop_reason"]}
+    shutil.rmtree(work, ignore_errors=True)
+    gc.collect()
+    return out
+
+
+def main(argv: list[str] | None = None) -> dict:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--set", default="dev", choices=("dev", "holdout"))
+    ap.add_argument("--cases", nargs="*", help="case indexes (NN of case_<set>_NN) to run; default all")
+    ap.add_argument("--tune", action="store_true", help="also run advisor tune on every case")
+    ap.add_argument("--max-runs", type=int, default=6)
+    ap.add_argument("--out", help="write the per-case results as JSON")
+    a = ap.parse_args(argv)
+    from bench.cases.suite import cases
+    oracle = _oracle(a.set)
+    rows = []
+    all_cases = cases(a.set)
+    idx = [int(x) for x in a.cases] if a.cases else range(len(all_cases))
+    for i in idx:
+        case = all_cases[i]
+        with tempfile.TemporaryDirectory() as tmp:
+            r = {"case": case.name, "index": i, "kind": case.kind, "family": case.family}
+            try:
+                r["recommend"] = eval_recommend(case, Path(tmp) / "r")
+                if a.tune:
+                    r["tune"] = eval_tune(f"{i:02d}", a.set, Path(tmp) / "t", a.max_runs)
+            except Exception as e:  # noqa: BLE001 - a benchmark row, not a crash of the whole run
+                r["error"] = f"{type(e).__name__}: {e}"
+        o = oracle.get(case.name)
+        if o is not None:
+            best = max((p["share"] for p in o.get("best_share", [])), default=None)
+            r["oracle"] = {"base_passes": o.get("base_passes"), "best_share": best,
+                           "best": [p["edits"] for p in o.get("best_share", [])]}
+        rows.append(r)
+        rr = r.get("recommend", {})
+        print(f"{case.name:42s} {case.kind:8s} rec {rr.get('status', r.get('error', '?'))[:20]:20s} "
+              f"{','.join(rr.get('black_add', [])) or '-':24s} pass {rr.get('passes')} share "
+              f"{rr.get('share') if rr.get('share') is None else round(rr['share'], 3)} oracle "
+              f"{(r.get('oracle') or {}).get('best_share')}"
+              + (f" | tune {r['tune']['confirmed']} runs {r['tune']['runs_to_pass']}" if "tune" in r else ""),
+              flush=True)
+    summary = summarize(rows)
+    print(json.dumps(summary, indent=2))
+    if a.out:
+        Path(a.out).write_text(json.dumps({"set": a.set, "summary": summary, "cases": rows}, indent=1) + "\n")
+    return summary
+
+
+def summarize(rows: list[dict]) -> dict:
+    """Pass rate, controls with a black-list edit, share gaps to the oracle's best, tune runs-to-pass."""
+    rec = [r for r in rows if "recommend" in r]
+    passes = sum(1 for r in rec if r["recommend"]["passes"])
+    controls = [r for r in rec if r["kind"] == "control" or (r.get("oracle") or {}).get("base_passes")]
+    gaps = []
+    for r in rec:
+        o = r.get("oracle") or {}
+        if o.get("best_share") is not None and r["recommend"]["passes"] and r["recommend"]["share"] is not None:
+            gaps.append(round(100 * (o["best_share"] - r["recommend"]["share"]), 2))
+    tuned = [r for r in rows if "tune" in r]
+    return {"cases": len(rows), "errors": sum(1 for r in rows if "error" in r),
+            "recommend_passes": f"{passes}/{len(rec)}",
+            "controls_or_base_passing_with_black_edit": sum(1 for r in controls if r["recommend"]["black_add"]),
+            "share_gap_points": {"within_1": sum(1 for g in gaps if g <= 1.0), "of": len(gaps),
+                                 "max": max(gaps) if gaps else None},
+            "tune_confirmed": f"{sum(1 for r in tuned if r['tune']['confirmed'])}/{len(tuned)}" if tuned else None,
+            "tune_within_reference_plus_3": (f"{sum(1 for r in tuned if (r['tune']['runs_to_pass'] or 99) <= 4)}"
+                                             f"/{len(tuned)}") if tuned else None}
+
+
+if __name__ == "__main__":
+    main()
