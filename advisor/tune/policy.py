@@ -92,6 +92,14 @@ class Policy:
                 {"low_share": share, "how": "estimated (cost model)"} if share is not None else {})
 
     def after_fail(self, it: Iteration, d: Path) -> tuple[Next | None, str | None]:
+        passing = self.state.passing()
+        if passing:
+            # a list already passes (this run was a trim or a performance try): go on trimming the best one
+            best = max(passing, key=lambda p: ((p.low_precision_time_share or 0.0), -len(p.edits), -p.index))
+            trim = self.measured_trim(best)
+            if trim is not None:
+                return trim, None
+            return None, "confirmed: every smaller list was measured"
         if self.learn:
             combo = self.surrogate.combine(self.stages.tolerance.max_rel_l2)
             if combo is not None and combo not in self.state.tried() and combo not in self.state.excluded_sets():
