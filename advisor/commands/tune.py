@@ -37,6 +37,12 @@ def register(app: typer.Typer) -> None:
              seed: int = typer.Option(0, "--seed", help="Emulator seed."),
              no_learn: bool = typer.Option(False, "--no-learn", help="Do not use the learned edit-effect model."),
              no_perf: bool = typer.Option(False, "--no-perf", help="Do not try performance edits after a pass."),
+             parallel: int = typer.Option(1, "--parallel", help="Run up to K candidate lists at once (each "
+                                                                "emulator run in its own child process; with "
+                                                                "--runner command one per --devices entry)."),
+             devices: Optional[str] = typer.Option(None, "--devices", help="NPUs for --runner command, one per "
+                                                                          "concurrent run: e.g. 0,1,2,3 (each run "
+                                                                          "gets its own ASCEND_RT_VISIBLE_DEVICES)."),
              min_cosine: float = MinCosineOption, max_rel_l2: float = MaxRelL2Option,
              allow_nonfinite: bool = AllowNonfiniteOption, max_loss_rel: float = MaxLossRelOption,
              min_grad_cosine: float = MinGradCosineOption, msprobe_rule: bool = MsprobeRuleOption,
@@ -53,7 +59,11 @@ def register(app: typer.Typer) -> None:
         try:
             if runner == "emulator" and not target:
                 raise InputError("TARGET", "the emulator runner needs a workload, e.g. examples/mlp_exp.py:workload")
-            r = make_runner(runner, target=target, cmd=cmd, timeout=timeout, soc=soc, ops_info=ops_info, seed=seed)
+            devs = [d.strip() for d in devices.split(",") if d.strip()] if devices else None
+            if devs is not None and runner != "command":
+                raise InputError("--devices", "applies to --runner command (the emulator runs on the CPU)")
+            r = make_runner(runner, target=target, cmd=cmd, timeout=timeout, devices=devs, soc=soc,
+                            ops_info=ops_info, seed=seed)
             tol = tolerance(min_cosine, max_rel_l2, allow_nonfinite, max_loss_rel, min_grad_cosine, msprobe_rule)
             base = load(mixlist) if mixlist else None
             check_run_out(out)
@@ -63,7 +73,7 @@ def register(app: typer.Typer) -> None:
             log = StageLog()
             s = do_tune(r, out, mode=mode, max_runs=max_runs, holdout=holdout, resume=resume, tolerance=tol,
                         learn=not no_learn, perf=not no_perf, base_mixlist=base, soc=soc, ops_info=ops_info,
-                        progress=log)
+                        progress=log, parallel=parallel)
             log.done()
         except AdvisorError as e:
             typer.echo(f"advisor: error: {e}", err=True)

@@ -13,7 +13,8 @@ __all__ = ["Runner", "RunResult", "EmulatorRunner", "CommandRunner", "make_runne
            "NO_OUTPUT"]
 
 
-def make_runner(name: str, target=None, cmd: str | None = None, timeout: float | None = None, **emulator_kw) -> Runner:
+def make_runner(name: str, target=None, cmd: str | None = None, timeout: float | None = None,
+                devices: list[str] | None = None, **emulator_kw) -> Runner:
     from ..errors import InputError
     if name == "emulator":
         if target is None:
@@ -22,5 +23,5 @@ def make_runner(name: str, target=None, cmd: str | None = None, timeout: float |
     if name == "command":
         if not cmd:
             raise InputError("--cmd", "--runner command needs --cmd \"python train.py\"")
-        return CommandRunner(cmd, timeout=timeout)
+        return CommandRunner(cmd, timeout=timeout, devices=devices)
     raise InputError("--runner", f"unknown runner {name!r}; choose emulator or command")

@@ -80,6 +80,11 @@ class Runner(ABC):
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release what the runs kept alive (a capture child process); the runner can run again after."""
 
+    def slot(self, index: int) -> "Runner":
+        """A runner for concurrent slot ``index`` (``advisor tune --parallel``): slot 0 is this runner; a runner
+        that cannot run twice at once returns None for the others (the loop then runs one at a time)."""
+        return self if index == 0 else None
+
 
 def timed(fn, *a, **kw) -> tuple[Any, float]:
     t0 = time.monotonic()

@@ -33,6 +33,7 @@ from .proctree import start_tree, stop_tree
 
 ENV_MIXLIST, ENV_MODE, ENV_RUN_DIR = "ADVISOR_MIXLIST", "ADVISOR_MODE", "ADVISOR_RUN_DIR"
 ENV_DUMP_DIR, ENV_PROFILE_DIR, ENV_REFERENCE = "ADVISOR_DUMP_DIR", "ADVISOR_PROFILE_DIR", "ADVISOR_REFERENCE"
+ENV_DEVICES = "ASCEND_RT_VISIBLE_DEVICES"    # the NPUs a run may use (torch_npu / CANN read it)
 
 
 def run_dir_contents(run_dir: Path) -> dict:
@@ -47,7 +48,7 @@ class CommandRunner(Runner):
     name = "command"
 
     def __init__(self, cmd: str | list[str], timeout: float | None = None, cwd: str | os.PathLike | None = None,
-                 env: dict[str, str] | None = None):
+                 env: dict[str, str] | None = None, devices: list[str] | None = None):
         try:
             self.argv = shlex.split(cmd) if isinstance(cmd, str) else list(cmd)
         except ValueError as e:  # "No closing quotation", "No escaped character"
@@ -56,10 +57,23 @@ class CommandRunner(Runner):
         self.timeout = timeout
         self.cwd = Path(cwd) if cwd else None
         self.env = dict(env or {})
+        self.devices = list(devices or [])      # --devices: one per concurrent slot (ASCEND_RT_VISIBLE_DEVICES)
+        if self.devices:
+            self.env.setdefault(ENV_DEVICES, self.devices[0])
 
     def describe(self) -> dict:
         return {"runner": self.name, "cmd": self.cmd, "timeout": self.timeout,
-                "cwd": str(self.cwd) if self.cwd else None}
+                "cwd": str(self.cwd) if self.cwd else None, "devices": self.devices or None}
+
+    def slot(self, index: int) -> "CommandRunner | None":
+        """Slot ``index`` runs the command with its own ``ASCEND_RT_VISIBLE_DEVICES`` (``--devices``); without
+        devices a second slot would share the NPU, so there is none."""
+        if index == 0:
+            return self
+        if index >= len(self.devices):
+            return None
+        return CommandRunner(self.argv, self.timeout, self.cwd, {**self.env, ENV_DEVICES: self.devices[index]},
+                             [self.devices[index]])
 
     def prepare(self, out_dir: Path) -> None:
         if not self.argv:

@@ -63,6 +63,12 @@ class EmulatorRunner(Runner):
         if not found:
             raise InputError(t, f"cannot find module {mod!r}")
 
+    def slot(self, index: int) -> "EmulatorRunner":
+        """Concurrent slots each get their own capture child (CPU runs: they share the machine's cores)."""
+        if index == 0:
+            return self
+        return EmulatorRunner(self.target, self.soc, self.ops_info, self.seed, self.dump, self.batches, self.timeout)
+
     def close(self) -> None:
         if self._worker is not None:
             self._worker.close()

@@ -312,7 +312,13 @@ class _Check:
         out.stop_reason = g(st, "stop_reason", "journal", _str, "a string", optional=True) or ""
         out.started = g(st, "started", "journal", _num, "a number", optional=True) or time.time()
         its = g(st, "iterations", "journal", lambda x: isinstance(x, list) and len(x) > 0, "a non-empty list")
-        out.iterations = [self.iteration(it, i, i == len(its) - 1, out.status == "running") for i, it in enumerate(its)]
+        # the iterations of the batch in flight (--parallel: several) are the journal's last ones
+        def complete(it: Any) -> bool:
+            return isinstance(it, dict) and it.get("done") == list(STEPS)
+        tail = len(its)
+        while tail > 0 and not complete(its[tail - 1]):
+            tail -= 1
+        out.iterations = [self.iteration(it, i, i >= tail, out.status == "running") for i, it in enumerate(its)]
         ref = g(st, "reference", "journal", _opt_dict, "an object or null")
         if ref is not None:
             kind = g(ref, "kind", "reference", lambda x: x in ("embedded", "separate"), "embedded or separate")

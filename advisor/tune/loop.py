@@ -39,6 +39,7 @@ class TuneConfig:
     perf: bool = True                # after a pass, try recommend's performance edits if budget allows
     base_mixlist: Mixlist | None = None
     identity: dict = field(default_factory=dict)   # runner/target description checked on resume
+    parallel: int = 1                # runs at once (--parallel): each slot has its own runner
 
 
 class Tuner:
@@ -52,6 +53,7 @@ class Tuner:
         self.state: TuneState | None = None
         self._runs_cache: dict[int, Any] = {}
         self.surrogate = Surrogate()
+        self._slots: list[Runner] | None = None
 
     # ------------------------------------------------------------------ journal
     @property
@@ -119,30 +121,68 @@ class Tuner:
 
     # ------------------------------------------------------------------ steps
     def run(self) -> dict:
-        """Run (or continue) the loop to the end; returns the summary."""
-        while self.state.status == "running":
-            it = self.state.iterations[-1]
-            if "run" not in it.done:
-                self._step_run(it)
-            elif self._needs_reference(it):
-                self._step_reference()
-            elif "judge" not in it.done:
-                self._step_judge(it)
-            elif "decide" not in it.done:
-                self._step_decide(it)
+        """Run (or continue) the loop to the end; returns the summary.  The iterations not yet run (one, or up
+        to ``parallel`` scheduled together) run first, at once; then each is judged in order; then one decision
+        for all of them schedules the next ones."""
+        try:
+            while self.state.status == "running":
+                its = self.state.iterations
+                todo = [it for it in its if "run" not in it.done]
+                if todo:
+                    self._run_batch(todo)
+                elif any(self._needs_reference(it) for it in its):
+                    self._step_reference()
+                elif any("judge" not in it.done for it in its):
+                    self._step_judge(next(it for it in its if "judge" not in it.done))
+                else:
+                    self._step_decide([it for it in its if "decide" not in it.done])
+        finally:
+            for r in (self._slots or [])[1:]:
+                r.close()
         return self.finish()
+
+    def slots(self) -> list[Runner]:
+        """One runner per concurrent slot (``parallel``), as many as the runner can give (runners.base.slot)."""
+        if self._slots is None:
+            self._slots = [self.runner]
+            for i in range(1, max(1, self.cfg.parallel)):
+                r = self.runner.slot(i)
+                if r is None:
+                    break
+                r.prepare(self.out)
+                self._slots.append(r)
+        return self._slots
+
+    def _run_batch(self, todo: list[Iteration]) -> None:
+        """Run the scheduled iterations, up to one per slot at once; each result is journalled as it arrives."""
+        slots = self.slots()
+        if len(todo) == 1 or len(slots) == 1:
+            for it in todo:
+                self._record_run(it, self._start_run(it, slots[0]))
+            return
+        from concurrent.futures import ThreadPoolExecutor, as_completed
+        with ThreadPoolExecutor(max_workers=min(len(slots), len(todo))) as pool:
+            futures = {}
+            for k, it in enumerate(todo[:len(slots)]):
+                futures[pool.submit(self._start_run, it, slots[k], k)] = it
+            for f in as_completed(futures):
+                self._record_run(futures[f], f.result())
+        if len(todo) > len(slots):
+            self._run_batch(todo[len(slots):])
 
     def _budget_left(self) -> int:
         need_ref = 0 if self.state.reference else 1
         return self.cfg.max_runs - self.state.runs - need_ref
 
-    def _step_run(self, it: Iteration) -> None:
+    def _start_run(self, it: Iteration, runner: Runner, ahead: int = 0) -> RunResult:
         d = self._folder(it.dir)
         d.mkdir(parents=True, exist_ok=True)
         n = len(it.edits)
         what = f"{n} list edit{'s' if n != 1 else ''}" if n else "the starting lists"
-        self.say(f"run {self.state.runs + 1} of at most {self.cfg.max_runs}: {it.dir} ({what})")
-        res = self.runner.run(it.as_mixlist(), self.cfg.mode, d / "run")
+        self.say(f"run {self.state.runs + 1 + ahead} of at most {self.cfg.max_runs}: {it.dir} ({what})")
+        return runner.run(it.as_mixlist(), self.cfg.mode, d / "run")
+
+    def _record_run(self, it: Iteration, res: RunResult) -> None:
         st = self.state
         st.captures += 1
         st.executions += res.executions
@@ -265,31 +305,41 @@ class Tuner:
         atomic_write_json(self._folder(it.dir) / "final_metrics.json",
                           {"steps": per_step, "holdout_steps": sorted(hold), "verdict": it.verdict})
 
-    def _step_decide(self, it: Iteration) -> None:
+    def _step_decide(self, batch: list[Iteration]) -> None:
+        """One decision for the iterations judged since the last one: failures are excluded; the best passing
+        one (else the last) decides what runs next -- up to ``parallel`` lists, within the budget."""
+        for it in batch:
+            if not it.ok:
+                why = "; ".join((it.verdict or {}).get("reasons", [])[:2]) or "failed"
+                self.state.exclude(it.edits, f"measured: {why}", it.index)
+        passing = [it for it in batch if it.ok]
+        it = max(passing, key=lambda p: ((p.low_precision_time_share or 0.0), -len(p.edits))) if passing else batch[-1]
         d = self._folder(it.dir)
-        nxt, stop = None, None
-        if it.ok:
-            nxt, stop = self.policy.after_pass(it, d)
+        nxt: list = []
+        stop = None
+        if not it.ok and it.index == 0 and it.measured is None and not self.state.passing():
+            stop = "the run with the starting list failed; nothing to measure (see iter_00)"
         else:
-            why = "; ".join((it.verdict or {}).get("reasons", [])[:2]) or "failed"
-            self.state.exclude(it.edits, f"measured: {why}", it.index)
-            if it.index == 0 and it.measured is None and not self.state.passing():
-                stop = "the run with the starting list failed; nothing to measure (see iter_00)"
-            else:
-                nxt, stop = self.policy.after_fail(it, d)
-        if nxt is not None and self._budget_left() < 1:
-            it.next_skipped = {"edits": edits_to_json(edits_of(nxt[0])), "reason": nxt[1]}
-            nxt, stop = None, "run budget spent"
-        if nxt is not None:
-            m, reason, pred = nxt
+            nxt, stop = self.policy.next(it, d, max(1, min(len(self.slots()), self.cfg.parallel)))
+        if nxt and self._budget_left() < len(nxt):
+            skipped = nxt[max(self._budget_left(), 0):]
+            nxt = nxt[:max(self._budget_left(), 0)]
+            it.next_skipped = {"edits": edits_to_json(edits_of(skipped[0][0])), "reason": skipped[0][1]}
+            if not nxt:
+                stop = "run budget spent"
+        for m, reason, pred in nxt:
             it.next = {"edits": edits_to_json(edits_of(m)), "reason": reason}
             self.state.new_iteration(m, reason, pred, parent=it.index)
-        else:
+        if not nxt:
             self.state.status = "confirmed" if self.state.passing() else "exhausted"
             self.state.stop_reason = stop or ""
-        atomic_write_json(d / "iteration.json", it.to_dict())
-        it.done.append("decide")
-        self._done(f"{it.dir}:decide")
+        for b in batch:
+            if b is not it:
+                b.notes.append(f"decided together with {it.dir}")
+            atomic_write_json(self._folder(b.dir) / "iteration.json", b.to_dict())
+            b.done.append("decide")
+            self.state.event(f"{b.dir}:decide")
+        self._save()
 
     # ------------------------------------------------------------------ outputs
     def best(self) -> Iteration | None:
@@ -389,9 +439,9 @@ def _nanmin(xs: list) -> float | None:
 def tune(runner: Runner, out: str | os.PathLike, mode: str = "mixed_float16", max_runs: int = 6,
          holdout: int | None = None, resume: bool = False, tolerance=None, learn: bool = True,
          base_mixlist: Mixlist | None = None, stages: Stages | None = None, soc: str | None = None,
-         ops_info: str | None = None, perf: bool = True, progress=None) -> dict:
+         ops_info: str | None = None, perf: bool = True, progress=None, parallel: int = 1) -> dict:
     """Run the tuning loop; returns the summary (also written to ``out/summary.json``).
-    ``progress(msg)`` hears each run as it starts and its verdict."""
+    ``progress(msg)`` hears each run as it starts and its verdict; ``parallel``: runs at once."""
     from ..semantics import mode_info, uses_mixlist
     try:
         mode_info(mode)
@@ -403,7 +453,10 @@ def tune(runner: Runner, out: str | os.PathLike, mode: str = "mixed_float16", ma
         raise InputError("--max-runs", "needs at least 2 (the FP32 reference and one mixed run)")
     if holdout is not None and holdout < 0:
         raise InputError("--holdout", "must be >= 0")
+    if parallel < 1:
+        raise InputError("--parallel", "must be >= 1")
     st = stages or Stages(tolerance, soc=soc, ops_info=ops_info, mode=mode)
-    t = Tuner(runner, st, TuneConfig(Path(out), mode, max_runs, holdout, learn, perf, base_mixlist), progress)
+    t = Tuner(runner, st, TuneConfig(Path(out), mode, max_runs, holdout, learn, perf, base_mixlist,
+                                     parallel=parallel), progress)
     t.start(resume=resume)
     return t.run()

@@ -47,6 +47,35 @@ class Policy:
         self.state.widen = True
 
     # ------------------------------------------------------------------ decisions
+    def next(self, it: Iteration, d: Path, k: int = 1) -> tuple[list[Next], str | None]:
+        """Up to ``k`` lists to run next (``--parallel``): the policy's choice first, then the next best ones it
+        would choose were the earlier ones already run (another trim, recommend's next untried candidate)."""
+        first, stop = self.after_pass(it, d) if it.ok else self.after_fail(it, d)
+        if first is None:
+            return [], stop
+        out = [first]
+        while len(out) < k:
+            extra = self.another(it, d, [edits_of(n[0]) for n in out])
+            if extra is None:
+                break
+            out.append(extra)
+        return out, None
+
+    def another(self, it: Iteration, d: Path, taken: list) -> Next | None:
+        """One more list to run beside ``taken`` (scheduled, not yet run)."""
+        passing = self.state.passing()
+        if passing:
+            best = max(passing, key=lambda p: ((p.low_precision_time_share or 0.0), -len(p.edits), -p.index))
+            return self.measured_trim(best, also=taken)
+        src = it if it.measured else self.measured_ancestor(it)
+        if src is None:
+            return None
+        prop = self.propose(src, d, also=taken)
+        if prop is None:
+            return None
+        return prop.mixlist, "fix: recommended on the measurements of " + src.dir + " (next candidate)", \
+            {**prop.predicted, "ok": prop.ok}
+
     def after_pass(self, it: Iteration, d: Path) -> tuple[Next | None, str | None]:
         tol = self.stages.tolerance
         edits = it.edits
@@ -71,13 +100,13 @@ class Policy:
             return None, "confirmed: no proposal with more low-precision time"
         return (prop.mixlist, "performance edits on a passing list", {**prop.predicted, "ok": prop.ok}), None
 
-    def measured_trim(self, it: Iteration) -> Next | None:
+    def measured_trim(self, it: Iteration, also: list | None = None) -> Next | None:
         """The passing list minus one edit not yet measured, the edit costing the most low-precision time
         first; None when every such subset was measured (the list is then 1-minimal by measurement)."""
         if not it.edits:
             return None
         run = self.load(it)
-        tried, excluded = self.state.tried(), self.state.excluded_sets()
+        tried, excluded = self.state.tried() | set(also or []), self.state.excluded_sets()
         options = []
         for e in sorted(it.edits):
             rest = it.edits - {e}
@@ -127,7 +156,7 @@ class Policy:
             p = cand.parent
         return None
 
-    def propose(self, src: Iteration, d: Path, want_perf: bool = False) -> Proposal | None:
+    def propose(self, src: Iteration, d: Path, want_perf: bool = False, also: list | None = None) -> Proposal | None:
         """Recommend on ``src``'s run (starting from the list it used), never a list already run or excluded.
         A proposal the surrogate predicts to fail is excluded without a run and recommend is asked again with
         its new edit types excluded -- at most MAX_SCREEN times."""
@@ -139,11 +168,12 @@ class Policy:
         if self.learn:
             exclude_types |= self.surrogate.useless_types(self.stages.tolerance.max_rel_l2) - {e[2] for e in base_edits}
         log: list[dict] = [{"learned_exclude": sorted(exclude_types)}] if exclude_types else []
-        avoid = [mixlist_from_edits(e) for e in self.state.tried() | set(self.state.excluded_sets())]
+        avoid_sets = self.state.tried() | set(self.state.excluded_sets()) | set(also or [])
+        avoid = [mixlist_from_edits(e) for e in avoid_sets]
         out = None
         for attempt in range(MAX_SCREEN + 1):
             rec = self.stages.recommend(run, base, sorted(exclude_types), steps, avoid=avoid, widen=self.state.widen)
-            if attempt == 0:
+            if attempt == 0 and not also:
                 self.stages.write_recommendation(rec, d / "recommendation")
             prop = (Proposal(rec.perf_mixlist, rec.perf_predicted or rec.predicted, rec.ok, rec.raw)
                     if want_perf and rec.perf_mixlist is not None else rec)
@@ -152,7 +182,7 @@ class Policy:
                 break
             new_types = {e[2] for e in (prop.edits - base_edits) or (base_edits - prop.edits)}
             screened = self.surrogate.screen(prop.edits, self.stages.tolerance.max_rel_l2) if self.learn else (True, None)
-            if prop.edits in self.state.tried() or prop.edits in self.state.excluded_sets():
+            if prop.edits in avoid_sets:
                 log.append({"attempt": attempt, "edits": edits_to_json(prop.edits), "result": "already tried"})
             elif not screened[0]:
                 self.state.exclude(prop.edits, f"surrogate: measured effects of these edits predict rel_l2 "
