@@ -117,3 +117,27 @@ def test_sigkill_with_two_runs_in_flight_then_resume(tmp_path):
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["edits"]["black-list"]["to-add"] == ["Sigmoid"]
     assert not math.isnan(summary["runs"])
+
+
+class ReplayedStages(FakeStages):
+    """Proposals predicted to pass by replay (recommend's exact evidence)."""
+
+    def _proposal(self, edits):
+        p = super()._proposal(edits)
+        p.predicted = {**p.predicted, "how": "replayed"}
+        return p
+
+
+def test_a_fix_replayed_to_pass_runs_beside_its_own_trim(tmp_path):
+    """The second slot speculates on the fix passing (what replay predicts): the fix minus one edit runs beside
+    it, so trimming needs no extra batch and no run is spent on a fallback candidate."""
+    world = World({"Sigmoid": (0.5, None), "Exp": (0.5, None)})
+    runs = {}
+    for k in (1, 2):
+        s = tune(SlotRunner(world), tmp_path / f"p{k}", stages=ReplayedStages([{"Exp", "Sigmoid"}, {"Add"}]),
+                 max_runs=8, parallel=k)
+        runs[k] = s
+        assert s["confirmed"] and s["edits"]["black-list"]["to-add"] == ["Exp", "Sigmoid"]
+    hist = runs[2]["history"]
+    assert "of the fix scheduled beside it" in hist[2]["reason"]
+    assert runs[2]["runs"] == runs[1]["runs"]               # same runs, one batch fewer

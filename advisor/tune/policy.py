@@ -55,14 +55,18 @@ class Policy:
             return [], stop
         out = [first]
         while len(out) < k:
-            extra = self.another(it, d, [edits_of(n[0]) for n in out])
+            extra = self.another(it, d, out)
             if extra is None:
                 break
             out.append(extra)
         return out, None
 
-    def another(self, it: Iteration, d: Path, taken: list) -> Next | None:
-        """One more list to run beside ``taken`` (scheduled, not yet run)."""
+    def another(self, it: Iteration, d: Path, scheduled: list[Next]) -> Next | None:
+        """One more list to run beside ``scheduled`` (chosen, not yet run).  With a passing list: its next
+        measured trim.  Otherwise, when a scheduled fix is *replayed* to pass, the run it needs next if it
+        does pass -- the fix minus one edit (speculative trimming); else recommend's next untried candidate,
+        the run needed if the fix fails."""
+        taken = [edits_of(n[0]) for n in scheduled]
         passing = self.state.passing()
         if passing:
             best = max(passing, key=lambda p: ((p.low_precision_time_share or 0.0), -len(p.edits), -p.index))
@@ -70,6 +74,12 @@ class Policy:
         src = it if it.measured else self.measured_ancestor(it)
         if src is None:
             return None
+        for m, _reason, pred in scheduled:
+            edits = edits_of(m)
+            if pred.get("ok") and str(pred.get("how") or "") == "replayed" and len(edits) >= 2:
+                trim = self.trim_of(edits, self.load(src), taken, label="of the fix scheduled beside it")
+                if trim is not None:
+                    return trim
         prop = self.propose(src, d, also=taken)
         if prop is None:
             return None
@@ -105,11 +115,15 @@ class Policy:
         first; None when every such subset was measured (the list is then 1-minimal by measurement)."""
         if not it.edits:
             return None
-        run = self.load(it)
-        tried, excluded = self.state.tried() | set(also or []), self.state.excluded_sets()
+        return self.trim_of(it.edits, self.load(it), also or [])
+
+    def trim_of(self, edits: frozenset, run: Any, also: list, label: str = "") -> Next | None:
+        """``edits`` minus one edit, not run, scheduled or excluded: the one whose removal gives back the most
+        low-precision time (cost model on ``run``)."""
+        tried, excluded = self.state.tried() | set(also), self.state.excluded_sets()
         options = []
-        for e in sorted(it.edits):
-            rest = it.edits - {e}
+        for e in sorted(edits):
+            rest = edits - {e}
             if rest in tried or rest in excluded:
                 continue
             share = self.stages.predicted_share(run, mixlist_from_edits(rest))
@@ -117,7 +131,7 @@ class Policy:
         if not options:
             return None
         _, key, e, rest, share = min(options)
-        return (mixlist_from_edits(rest), f"trim: measure whether {key} is needed",
+        return (mixlist_from_edits(rest), f"trim: measure whether {key} is needed" + (f" ({label})" if label else ""),
                 {"low_share": share, "how": "estimated (cost model)"} if share is not None else {})
 
     def after_fail(self, it: Iteration, d: Path) -> tuple[Next | None, str | None]:
