@@ -41,18 +41,12 @@ from ..graph import normalize_dtype
 FP16_MAX = 65504.0
 BF16_MAX = 3.3895313892515355e38
 FP16_TINY = 6.103515625e-05            # smallest normal fp16
-FP16_SUBNORMAL_MIN = 5.960464477539063e-08
 BF16_TINY = 1.1754943508222875e-38     # smallest normal bf16 (= fp32)
 MSPROBE_EPS = float(np.finfo(np.float32).eps)   # eps replacing a zero golden in relative errors
 
 LOW_MAX = {"fp16": FP16_MAX, "bf16": BF16_MAX}
 LOW_TINY = {"fp16": FP16_TINY, "bf16": BF16_TINY}
 
-TENSOR_FIELDS = ("kind", "numel", "cosine", "rel_l2", "sqnr_db", "euc_dist", "max_abs", "max_rel", "one_thousandth",
-                 "five_thousandth", "target_nan", "target_inf", "golden_nonfinite", "saturated",
-                 "overflow_risk", "underflow", "subnormal", "finite")
-STATS_FIELDS = ("kind", "max_rel_diff", "min_rel_diff", "mean_rel_diff", "norm_rel_diff", "target_nonfinite",
-                "golden_nonfinite", "saturated", "overflow_risk", "finite")
 
 
 def to_numpy(x: Any) -> np.ndarray:

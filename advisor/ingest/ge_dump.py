@@ -6,7 +6,6 @@ The exact subset written and read is documented in docs/formats.md ("GE graph du
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +31,6 @@ _MAX_SLOTS = 1 << 16
 _ADV = "_advisor."  # prefix of advisor's own round-trip attributes (ignored by GE tools)
 _WRITTEN = {"type", "name", "role", "kernel", "decides", "float", "dtype", "cast_to", "origin_dtype",
             "in_shapes", "out_shapes", "in_dtypes", "out_dtypes", "order", "stream", "precision", "why"}
-DUMP_NAME = re.compile(r"^ge_onnx_(\d+)_graph_(\d+)_(.+)\.pbtxt$|^ge_proto_(\d+)_graph_(\d+)_?(.*)\.txt$")
 
 
 # --------------------------------------------------------------------------------------------

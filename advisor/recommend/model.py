@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Hashable, Iterable
+from typing import Hashable, Iterable
 
 import numpy as np
 import pandas as pd
 
 from ..costmodel import TimeModel
-from ..semantics import LOW, Compiled, NodeKind, Plan, low_mask
+from ..semantics import Compiled, NodeKind, Plan, low_mask
 
 _OP, _CAST, _FOLLOW = int(NodeKind.OP), int(NodeKind.CAST), int(NodeKind.FOLLOW)
 
@@ -353,8 +353,7 @@ class ErrorModel:
                                    f"than {SCALE_MAX:g}x: not scaled (the graph outputs may not be the judged ones)")
 
     # --------------------------------------------------------------
-    def _carry_errors(self, low: np.ndarray, start: int = 0, base: tuple[np.ndarray, np.ndarray] | None = None
-                   ) -> tuple[np.ndarray, np.ndarray]:
+    def _carry_errors(self, low: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         n = len(self.c)
         own = np.where(low, self.own_low, 0.0)
         # per-op terms as Python lists for a tight loop
@@ -366,15 +365,10 @@ class ErrorModel:
         inf_l = self.inrnd_nf.tolist()
         absorbs = self.absorbs.tolist()
         low_l = low.tolist()
-        if base is not None and start > 0:
-            e = base[0].tolist()
-            nf = base[1].tolist()
-        else:
-            e = [0.0] * n
-            nf = [False] * n
-            start = 0
+        e = [0.0] * n
+        nf = [False] * n
         p_idx, p_ptr = self.p_idx, self.p_ptr
-        for i in range(start, n):
+        for i in range(n):
             a, b = p_ptr[i], p_ptr[i + 1]
             if b > a:
                 ps = p_idx[a:b]
