@@ -44,7 +44,6 @@ from typing import Any, Iterable
 import networkx as nx
 
 ROLES = ("op", "data", "const", "variable")
-LOW_DTYPES = ("fp16", "bf16")
 FLOAT_DTYPES = ("fp32", "fp16", "bf16", "fp64")
 
 # dtype spellings seen in kernel_details.csv, msprobe dumps, torch and GE dumps

@@ -458,7 +458,3 @@ def with_targets(base: OpLists, targets: Mapping[str, str]) -> OpLists:
 def compose(base: OpLists, first: Mixlist | None, then: Mixlist) -> Mixlist:
     """One mixlist equivalent to applying ``first`` then ``then`` to ``base``."""
     return between(base, apply(effective(base, first), then).lists)
-
-
-def describe_changes(changes: Mapping[str, tuple[str, str]]) -> list[str]:
-    return [f"{t}: {a}\u2192{b}" for t, (a, b) in changes.items()]

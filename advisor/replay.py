@@ -386,7 +386,9 @@ class Recording:
     # ------------------------------------------------------------------ replay
     def replay(self, precision: Mapping[Hashable, str], steps: Iterable[int] | None = None) -> ReplayResult:
         """Re-execute under ``precision`` (node -> "fp16"/"bf16"/"fp32"/"n/a"; nodes not in the map
-        run fp32) on ``steps`` (default: all)."""
+        run fp32) on ``steps`` (default: all).  Long because: one loop over every recorded op of every
+        step, run once per plan the search tries; its per-op state (new outputs, dirty and exact sets)
+        stays in locals instead of being passed to helpers on every op."""
         from .emulator.engine import execute_op
         t0 = time.perf_counter()
         want = self.steps if steps is None else [s for s in steps if s in self.programs]

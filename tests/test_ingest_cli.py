@@ -12,8 +12,8 @@ from typer.testing import CliRunner
 
 from advisor.cli import app
 from advisor.errors import InputError
-from advisor.ingest.profile import (read_kernel_details, read_op_statistic, read_op_summary, read_profiler_info,
-                                    read_trace_view)
+from advisor.ingest.profile import read_kernel_details, read_op_statistic, read_op_summary, read_profiler_info
+from advisor.ingest.trace import read_trace_view
 
 HERE = Path(__file__).resolve().parent
 FIX = HERE / "fixtures" / "ingest"

@@ -13,8 +13,9 @@ from advisor import graph as G
 from advisor.ingest.discover import discover
 from advisor.ingest.infer import graph_from_kernels
 from advisor.ingest.profile import (KERNEL_COLUMNS, read_kernel_details, read_op_statistic, read_op_summary,
-                                    read_profiler_info, read_trace_view)
+                                    read_profiler_info)
 from advisor.ingest.run import load_run
+from advisor.ingest.trace import read_trace_view
 
 HERE = Path(__file__).resolve().parent
 FIX = HERE / "fixtures" / "ingest"

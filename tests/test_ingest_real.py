@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from advisor.cli import app
 from advisor.ingest import load_dump, load_dump_root, load_run, overflow, read_ge_dump, read_kernel_details
-from advisor.ingest.profile import kernel_links, read_trace_view
+from advisor.ingest.trace import kernel_links, read_trace_view
 
 
 def _run(args):

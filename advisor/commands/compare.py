@@ -2,8 +2,6 @@
 Exit 0 within tolerance, 1 outside, 2 bad input."""
 from __future__ import annotations
 
-import io
-from pathlib import Path
 from typing import List, Optional
 
 import typer
@@ -63,12 +61,9 @@ def register(app: typer.Typer) -> None:
         Exit 0 within tolerance, 1 outside, 2 bad input."""
         from rich.console import Console
 
-        from ..analysis import analyze
+        from ..comparison import dumps_attribution, run_attribution, write_outputs
+        from ..fsutil import json_text
         from ..report.terminal import print_comparison
-        from ..compare.attribution import attribute
-        from ..compare.msprobe_table import msprobe_table, write_csv, write_xlsx
-        from ..fsutil import atomic_write_json, atomic_write_text, json_text
-        from ..ingest.run import load_run, run_from_dumps
         if "legacy_json" in ctx.meta:
             typer.echo(f"advisor: note: --json FILE is deprecated, use --json-out {ctx.meta['legacy_json']} "
                        "(--json alone prints the result on stdout)", err=True)
@@ -77,36 +72,14 @@ def register(app: typer.Typer) -> None:
             if run and (target or golden):
                 raise InputError(run, "give either --run or --target/--golden, not both")
             if run:
-                p = Path(run)
-                if not p.is_dir():
-                    raise InputError(p, "not a run directory")
-                r = load_run(p)
-                if r.target_dump is None or r.golden_dump is None:
-                    raise InputError(p, "the run has no target/golden precision dumps (dump/mixed, dump/fp32)")
-                # with its op graph: the run's plan says who decided each precision; without: the dumped dtypes
-                src = analyze(r, tolerance=tol, soc=soc, ops_info=ops_info, mode=mode) if r.graph is not None else r
+                att, r = run_attribution(run, tol, soc=soc, ops_info=ops_info, mode=mode, steps=step or None)
             elif target and golden:
-                r = src = run_from_dumps(target, golden)
+                att, r = dumps_attribution(target, golden, tol, step or None)
             else:
                 raise InputError("", "give --run RUNDIR, or both --target DUMP and --golden DUMP")
-            try:
-                att = src.attribution(step or None) if src is not r else attribute(r, tol, step or None)
-            except ValueError as e:
-                raise InputError(run or target, str(e)) from None
             print_comparison(att, top, Console(stderr=True) if as_json else None)
-            kept = []
-            if csv_out:
-                buf = io.StringIO()
-                att.ops.to_csv(buf, index=True, index_label="node")
-                kept.append((csv_out, atomic_write_text(csv_out, buf.getvalue(), keep_existing=True)))
-            if json_out:
-                kept.append((json_out, atomic_write_json(json_out, att.to_dict(), keep_existing=True)))
-            if xlsx_out or msprobe_csv:
-                table = msprobe_table(r.target_dump, r.golden_dump, sorted(set(step)) if step else None)
-                if msprobe_csv:
-                    kept.append((msprobe_csv, write_csv(table, msprobe_csv)))
-                if xlsx_out:
-                    kept.append((xlsx_out, write_xlsx(table, xlsx_out)))
+            kept = write_outputs(att, r, csv_out=csv_out, json_out=json_out, xlsx_out=xlsx_out,
+                                 msprobe_csv=msprobe_csv, steps=step)
             for path, bak in kept:
                 if bak:
                     typer.echo(f"kept the previous {path} as {bak}", err=True)

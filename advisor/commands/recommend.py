@@ -7,7 +7,7 @@ from typing import List, Optional
 
 import typer
 
-from ..errors import AdvisorError, InputError
+from ..errors import AdvisorError
 from ..fsutil import check_out_dir
 from .common import human_report, tolerance
 

@@ -43,10 +43,6 @@ class Attribution:
     unmatched: dict = field(default_factory=dict)      # {"target_only": [...], "golden_only": [...]}
     notes: list[str] = field(default_factory=list)
 
-    @property
-    def culprits(self) -> list[str]:
-        return list(self.types.index)
-
     def to_dict(self) -> dict:
         from ..fsutil import json_safe
         return json_safe({

@@ -123,12 +123,3 @@ def as_steps(d: Any) -> dict[int, DumpView]:
     if isinstance(d, Mapping) and d and all(isinstance(k, int) for k in d):
         return {int(k): as_steps(v)[0] if not isinstance(v, DumpView) else v for k, v in d.items()}
     return {0: from_ingest(d)}
-
-
-def align_names(target: DumpView, golden: DumpView) -> tuple[list[str], list[str], list[str]]:
-    """(entries in both in target order, only in target, only in golden)."""
-    g = golden.entries
-    both = [n for n in target.entries if n in g]
-    only_t = [n for n in target.entries if n not in g]
-    only_g = [n for n in g if n not in target.entries]
-    return both, only_t, only_g

@@ -41,18 +41,12 @@ from ..graph import normalize_dtype
 FP16_MAX = 65504.0
 BF16_MAX = 3.3895313892515355e38
 FP16_TINY = 6.103515625e-05            # smallest normal fp16
-FP16_SUBNORMAL_MIN = 5.960464477539063e-08
 BF16_TINY = 1.1754943508222875e-38     # smallest normal bf16 (= fp32)
 MSPROBE_EPS = float(np.finfo(np.float32).eps)   # eps replacing a zero golden in relative errors
 
 LOW_MAX = {"fp16": FP16_MAX, "bf16": BF16_MAX}
 LOW_TINY = {"fp16": FP16_TINY, "bf16": BF16_TINY}
 
-TENSOR_FIELDS = ("kind", "numel", "cosine", "rel_l2", "sqnr_db", "euc_dist", "max_abs", "max_rel", "one_thousandth",
-                 "five_thousandth", "target_nan", "target_inf", "golden_nonfinite", "saturated",
-                 "overflow_risk", "underflow", "subnormal", "finite")
-STATS_FIELDS = ("kind", "max_rel_diff", "min_rel_diff", "mean_rel_diff", "norm_rel_diff", "target_nonfinite",
-                "golden_nonfinite", "saturated", "overflow_risk", "finite")
 
 
 def to_numpy(x: Any) -> np.ndarray:
@@ -95,6 +89,11 @@ def dtype_of(x: Any) -> str:
 CHUNK = 1 << 18     # elements per pass: chunks stay in cache, every metric is one sweep over memory
 
 
+_EMPTY = dict(cosine=1.0, cosine_finite=1.0, rel_l2=0.0, sqnr_db=math.inf, euc_dist=0.0, max_abs=0.0, max_rel=0.0,
+              one_thousandth=1.0, five_thousandth=1.0, target_nan=0, target_inf=0, golden_nonfinite=0,
+              saturated=0, overflow_risk=0.0, underflow=0.0, subnormal=0.0, finite=True)
+
+
 def tensor_metrics(target: Any, golden: Any, low_dtype: str | None = None) -> dict:
     """All tensor metrics of one pair (see module docstring).  ``low_dtype`` is the target's dtype
     as dumped (``fp16``/``bf16``/``fp32``; any spelling); taken from the target when omitted.
@@ -108,89 +107,119 @@ def tensor_metrics(target: Any, golden: Any, low_dtype: str | None = None) -> di
     n = int(t_all.size)
     out: dict[str, Any] = {"kind": "tensor", "numel": n, "low_dtype": low}
     if n == 0:
-        out.update(cosine=1.0, cosine_finite=1.0, rel_l2=0.0, sqnr_db=math.inf, euc_dist=0.0, max_abs=0.0, max_rel=0.0,
-                   one_thousandth=1.0, five_thousandth=1.0, target_nan=0, target_inf=0, golden_nonfinite=0,
-                   saturated=0, overflow_risk=0.0, underflow=0.0, subnormal=0.0, finite=True)
+        out.update(_EMPTY)
         return out
-    lim = LOW_MAX.get(low)
-    tiny = LOW_TINY.get(low)
-    dot = nt2 = ng2 = nd2 = 0.0
-    max_abs = max_rel = 0.0
-    c1 = c5 = n_gf = t_nan = t_inf = g_only = sat = over = nnz = under = sub = 0
+    sums = _Sums(low)
     for s in range(0, n, CHUNK):
-        t = t_all[s:s + CHUNK].astype(np.float64)
-        g = g_all[s:s + CHUNK].astype(np.float64)
+        sums.add(t_all[s:s + CHUNK].astype(np.float64), g_all[s:s + CHUNK].astype(np.float64))
+    out.update(sums.metrics(n))
+    return out
+
+
+class _Sums:
+    """Running sums of one tensor pair over its chunks; ``metrics`` turns them into the metric values."""
+
+    __slots__ = ("low", "lim", "tiny", "dot", "nt2", "ng2", "nd2", "max_abs", "max_rel", "c1", "c5", "n_gf",
+                 "t_nan", "t_inf", "g_only", "sat", "over", "nnz", "under", "sub")
+
+    def __init__(self, low: str):
+        self.low = low
+        self.lim = LOW_MAX.get(low)
+        self.tiny = LOW_TINY.get(low)
+        self.dot = self.nt2 = self.ng2 = self.nd2 = 0.0
+        self.max_abs = self.max_rel = 0.0
+        self.c1 = self.c5 = self.n_gf = self.t_nan = self.t_inf = self.g_only = 0
+        self.sat = self.over = self.nnz = self.under = self.sub = 0
+
+    def add(self, t: np.ndarray, g: np.ndarray) -> None:
+        """One chunk (float64 copies, overwritten): non-finite counts, then the sums over the
+        elements finite in both, then the range counts over the golden's finite elements."""
         tf = np.isfinite(t)
         gf = np.isfinite(g)
         if tf.all() and gf.all():
             tb, gb = t, g
-            n_gf += t.size
+            self.n_gf += t.size
         else:
             both = tf & gf
             gnf = ~tf & gf
-            t_nan += int(np.count_nonzero(np.isnan(t) & gf))
-            t_inf += int(np.count_nonzero(np.isinf(t) & gf))
-            g_only += int(np.count_nonzero(gnf))
-            n_gf += int(np.count_nonzero(gf))
+            self.t_nan += int(np.count_nonzero(np.isnan(t) & gf))
+            self.t_inf += int(np.count_nonzero(np.isinf(t) & gf))
+            self.g_only += int(np.count_nonzero(gnf))
+            self.n_gf += int(np.count_nonzero(gf))
             tb, gb = t[both], g[both]
             g = g[gf]
             t = t[gf]
+        self._add_differences(tb, gb)
+        self._add_ranges(t, g)
+
+    def _add_differences(self, tb: np.ndarray, gb: np.ndarray) -> None:
+        """Dot products, norms, the largest absolute and relative differences and the relative error
+        thresholds over elements finite in both."""
         d = tb - gb
-        dot += float(np.vdot(tb, gb))
-        nt2 += float(np.vdot(tb, tb))
-        ng2 += float(np.vdot(gb, gb))
-        nd2 += float(np.vdot(d, d))
+        self.dot += float(np.vdot(tb, gb))
+        self.nt2 += float(np.vdot(tb, tb))
+        self.ng2 += float(np.vdot(gb, gb))
+        self.nd2 += float(np.vdot(d, d))
         np.abs(d, out=d)
         if d.size:
-            max_abs = max(max_abs, float(d.max()))
+            self.max_abs = max(self.max_abs, float(d.max()))
         ag = np.abs(gb)
         zero = ag == 0.0
         ag[zero] = MSPROBE_EPS
         np.divide(d, ag, out=d)          # d is now the relative error
         if d.size:
-            max_rel = max(max_rel, float(d.max()))
-        c1 += int(np.count_nonzero(d < 0.001))
-        c5 += int(np.count_nonzero(d < 0.005))
-        if low == "fp16":
-            sat += int(np.count_nonzero(np.abs(t) == FP16_MAX))
-        ga = np.abs(g)                   # golden finite elements (t aligned to them)
-        if lim is not None:
-            over += int(np.count_nonzero(ga > lim))
+            self.max_rel = max(self.max_rel, float(d.max()))
+        self.c1 += int(np.count_nonzero(d < 0.001))
+        self.c5 += int(np.count_nonzero(d < 0.005))
+
+    def _add_ranges(self, t: np.ndarray, g: np.ndarray) -> None:
+        """Saturation, overflow risk, underflow and subnormal counts over the golden's finite
+        elements (``t`` aligned to them)."""
+        if self.low == "fp16":
+            self.sat += int(np.count_nonzero(np.abs(t) == FP16_MAX))
+        ga = np.abs(g)
+        if self.lim is not None:
+            self.over += int(np.count_nonzero(ga > self.lim))
         nzm = ga != 0.0
-        nnz += int(np.count_nonzero(nzm))
-        under += int(np.count_nonzero(nzm & (t == 0.0)))
-        if tiny:
-            sub += int(np.count_nonzero(nzm & (ga < tiny)))
-    out["target_nan"], out["target_inf"], out["golden_nonfinite"] = t_nan, t_inf, n - n_gf
-    nt, ng, nd = math.sqrt(nt2), math.sqrt(ng2), math.sqrt(nd2)
-    if nt == 0.0 and ng == 0.0:
-        cos = 1.0
-    elif nt == 0.0 or ng == 0.0:
-        cos = 0.0
-    else:
-        cos = max(-1.0, min(1.0, dot / (nt * ng)))
-    out["cosine_finite"] = cos          # over the elements finite in both
-    out["cosine"] = math.nan if g_only else cos
-    if g_only:
-        rel = math.inf
-    elif ng == 0.0:
-        rel = 0.0 if nd == 0.0 else math.inf
-    else:
-        rel = nd / ng
-    out["rel_l2"] = rel
-    out["sqnr_db"] = math.inf if rel == 0.0 else (-math.inf if math.isinf(rel) else -20.0 * math.log10(rel))
-    out["euc_dist"] = math.inf if g_only else nd
-    out["max_abs"] = math.inf if g_only else max_abs
-    out["max_rel"] = math.inf if g_only else max_rel
-    denom = max(n_gf, 1)
-    out["one_thousandth"] = c1 / denom
-    out["five_thousandth"] = c5 / denom
-    out["saturated"] = sat
-    out["overflow_risk"] = over / denom if lim is not None else 0.0
-    out["underflow"] = under / nnz if nnz else 0.0
-    out["subnormal"] = sub / nnz if (tiny and nnz) else 0.0
-    out["finite"] = not g_only
-    return out
+        self.nnz += int(np.count_nonzero(nzm))
+        self.under += int(np.count_nonzero(nzm & (t == 0.0)))
+        if self.tiny:
+            self.sub += int(np.count_nonzero(nzm & (ga < self.tiny)))
+
+    def metrics(self, n: int) -> dict:
+        """The metric values of ``n`` elements from the sums (key order as ``tensor_metrics`` returns)."""
+        out: dict[str, Any] = {}
+        g_only = self.g_only
+        out["target_nan"], out["target_inf"], out["golden_nonfinite"] = self.t_nan, self.t_inf, n - self.n_gf
+        nt, ng, nd = math.sqrt(self.nt2), math.sqrt(self.ng2), math.sqrt(self.nd2)
+        if nt == 0.0 and ng == 0.0:
+            cos = 1.0
+        elif nt == 0.0 or ng == 0.0:
+            cos = 0.0
+        else:
+            cos = max(-1.0, min(1.0, self.dot / (nt * ng)))
+        out["cosine_finite"] = cos          # over the elements finite in both
+        out["cosine"] = math.nan if g_only else cos
+        if g_only:
+            rel = math.inf
+        elif ng == 0.0:
+            rel = 0.0 if nd == 0.0 else math.inf
+        else:
+            rel = nd / ng
+        out["rel_l2"] = rel
+        out["sqnr_db"] = math.inf if rel == 0.0 else (-math.inf if math.isinf(rel) else -20.0 * math.log10(rel))
+        out["euc_dist"] = math.inf if g_only else nd
+        out["max_abs"] = math.inf if g_only else self.max_abs
+        out["max_rel"] = math.inf if g_only else self.max_rel
+        denom = max(self.n_gf, 1)
+        out["one_thousandth"] = self.c1 / denom
+        out["five_thousandth"] = self.c5 / denom
+        out["saturated"] = self.sat
+        out["overflow_risk"] = self.over / denom if self.lim is not None else 0.0
+        out["underflow"] = self.under / self.nnz if self.nnz else 0.0
+        out["subnormal"] = self.sub / self.nnz if (self.tiny and self.nnz) else 0.0
+        out["finite"] = not g_only
+        return out
 
 
 def _f(rec: Mapping, key: str) -> float | None:

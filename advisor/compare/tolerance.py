@@ -53,10 +53,6 @@ class Tolerance:
         return rel_l2 <= self.max_rel_l2 and (1.0 - 0.5 * rel_l2 ** 2) >= self.min_cosine
 
     # ------------------------------------------------------------------ per-tensor test
-    def tensor_ok(self, m: Mapping) -> bool:
-        """One tensor's metrics (tensor or stats kind) within the activation thresholds."""
-        return not self.tensor_reasons(m)
-
     def tensor_reasons(self, m: Mapping, label: str = "") -> list[str]:
         pre = f"{label}: " if label else ""
         out = []

@@ -82,13 +82,27 @@ def training_signals(ts: Mapping[int, DumpView], gs: Mapping[int, DumpView], ste
                      tol: Any = None, low_dtype: str | None = None) -> dict | None:
     """Gradient signals of all steps, or None when no gradients were dumped."""
     max_uf = tol.max_grad_underflow if tol is not None else 0.01
-    params: dict[str, dict] = {}
-    golden_abs: list[np.ndarray] = []
-    per_step_cos: dict[int, tuple[float, str]] = {}
-    seen_low = None
-    total = 0
+    tally = _GradTally()
     for s in steps:
-        t, g = ts[s], gs[s]
+        tally.add_step(s, ts[s], gs[s])
+    if not tally.params:
+        return None
+    return tally.summary(max_uf, low_dtype)
+
+
+class _GradTally:
+    """Per-parameter gradient signals accumulated over the steps (``training_signals``)."""
+
+    def __init__(self) -> None:
+        self.params: dict[str, dict] = {}
+        self.golden_abs: list[np.ndarray] = []
+        self.per_step_cos: dict[int, tuple[float, str]] = {}
+        self.seen_low: str | None = None
+        self.total = 0
+
+    def add_step(self, s: int, t: DumpView, g: DumpView) -> None:
+        """Every parameter gradient dumped in both runs of step ``s``: tensors where both sides
+        have them, else what the statistics show."""
         golden = grad_records(g)
         for name, rt in grad_records(t).items():
             rg = golden.get(name)
@@ -96,67 +110,79 @@ def training_signals(ts: Mapping[int, DumpView], gs: Mapping[int, DumpView], ste
                 continue
             xt = t.tensor(rt) if t.has_tensors(rt) else None
             xg = g.tensor(rg) if g.has_tensors(rg) else None
-            p = params.setdefault(name, {"param": name, "numel": 0, "underflow_elems": 0, "target_nonfinite": 0,
-                                         "min_cosine": 1.0, "max_rel_l2": 0.0, "tensors": False})
-            d = str(rt.get("dtype", "")).lower()
-            if "bfloat16" in d or "bf16" in d:
-                seen_low = "bf16"
-            elif ("float16" in d or "fp16" in d) and seen_low is None:
-                seen_low = "fp16"
+            p = self.params.setdefault(name, {"param": name, "numel": 0, "underflow_elems": 0, "target_nonfinite": 0,
+                                              "min_cosine": 1.0, "max_rel_l2": 0.0, "tensors": False})
+            self._note_dtype(rt)
             if xt is None or xg is None:
-                # statistics only: a gradient whose Norm is 0 in the target but not in the golden
-                # flushed to zero entirely (its element share cannot be known from statistics)
-                nt, ng = rt.get("Norm"), rg.get("Norm")
-                p["stats_only"] = True
-                try:
-                    if nt is not None and ng is not None and float(nt) == 0.0 and float(ng) > 0.0:
-                        p["all_zero_in_target"] = True
-                        p["min_cosine"] = 0.0          # a zero vector against a non-zero one
-                        per_step_cos[s] = (0.0, name)
-                    if nt is not None and not math.isfinite(float(nt)):
-                        p["target_nonfinite"] += 1
-                except (TypeError, ValueError):
-                    pass
-                continue
-            at, ag = to_numpy(xt).reshape(-1), to_numpy(xg).reshape(-1)
-            if at.size != ag.size:
-                continue
-            p["tensors"] = True
-            p["numel"] += int(at.size)
-            total += int(at.size)
-            p["underflow_elems"] += int(np.count_nonzero((at == 0) & (ag != 0) & np.isfinite(ag)))
-            p["target_nonfinite"] += int(np.count_nonzero(~np.isfinite(at) & np.isfinite(ag)))
-            m = tensor_metrics(at, ag, "fp32")
-            p["min_cosine"] = min(p["min_cosine"], m["cosine"])
-            p["max_rel_l2"] = max(p["max_rel_l2"], m["rel_l2"])
-            golden_abs.append(np.abs(ag))
-            c = per_step_cos.get(s)
-            if c is None or m["cosine"] < c[0]:
-                per_step_cos[s] = (m["cosine"], name)
-    if not params:
-        return None
-    low = low_dtype or seen_low or "fp16"
-    rows = []
-    uf_total = 0
-    for p in params.values():
-        p["underflow_ratio"] = p["underflow_elems"] / p["numel"] if p["numel"] else math.nan
-        p["underflow_exceeds"] = bool(p["numel"] and p["underflow_ratio"] > max_uf)
-        uf_total += p["underflow_elems"]
-        rows.append(p)
-    rows.sort(key=lambda r: -(r["underflow_ratio"] if r["numel"] else -1))
-    overall = uf_total / total if total else math.nan
-    overflow = sum(p["target_nonfinite"] for p in rows)
-    all_zero = [p["param"] for p in rows if p.get("all_zero_in_target")]
-    out: dict[str, Any] = {"params": rows, "underflow_ratio": overall, "overflow_elems": overflow,
-                           "max_underflow": max_uf, "low_dtype": low,
-                           "grad_min_cosine_per_step": per_step_cos,
-                           "underflow_exceeds": bool(total and overall > max_uf) or bool(all_zero),
-                           "all_zero_in_target": all_zero, "overflow": overflow > 0}
-    if golden_abs:
-        rec = recommend_loss_scale(np.concatenate(golden_abs), low, max_uf, total)
-        if overflow > 0 and not out["underflow_exceeds"]:
-            rec = {**rec, "dynamic": True,
-                   "reason": "target gradients overflow (inf/nan): use dynamic loss scaling (it halves the scale "
-                             "and skips the step) or a smaller static scale"}
-        out["loss_scale"] = rec
-    return out
+                self._add_stats(p, s, name, rt, rg)
+            else:
+                self._add_tensors(p, s, name, to_numpy(xt).reshape(-1), to_numpy(xg).reshape(-1))
+
+    def _note_dtype(self, rt: Mapping) -> None:
+        """The low dtype the target's gradients show (bf16 wins over fp16)."""
+        d = str(rt.get("dtype", "")).lower()
+        if "bfloat16" in d or "bf16" in d:
+            self.seen_low = "bf16"
+        elif ("float16" in d or "fp16" in d) and self.seen_low is None:
+            self.seen_low = "fp16"
+
+    def _add_stats(self, p: dict, s: int, name: str, rt: Mapping, rg: Mapping) -> None:
+        """Statistics only: a gradient whose Norm is 0 in the target but not in the golden flushed to
+        zero entirely (its element share cannot be known from statistics)."""
+        nt, ng = rt.get("Norm"), rg.get("Norm")
+        p["stats_only"] = True
+        try:
+            if nt is not None and ng is not None and float(nt) == 0.0 and float(ng) > 0.0:
+                p["all_zero_in_target"] = True
+                p["min_cosine"] = 0.0          # a zero vector against a non-zero one
+                self.per_step_cos[s] = (0.0, name)
+            if nt is not None and not math.isfinite(float(nt)):
+                p["target_nonfinite"] += 1
+        except (TypeError, ValueError):
+            pass
+
+    def _add_tensors(self, p: dict, s: int, name: str, at: np.ndarray, ag: np.ndarray) -> None:
+        """Tensors on both sides: underflowed and non-finite elements, cosine and relative L2."""
+        if at.size != ag.size:
+            return
+        p["tensors"] = True
+        p["numel"] += int(at.size)
+        self.total += int(at.size)
+        p["underflow_elems"] += int(np.count_nonzero((at == 0) & (ag != 0) & np.isfinite(ag)))
+        p["target_nonfinite"] += int(np.count_nonzero(~np.isfinite(at) & np.isfinite(ag)))
+        m = tensor_metrics(at, ag, "fp32")
+        p["min_cosine"] = min(p["min_cosine"], m["cosine"])
+        p["max_rel_l2"] = max(p["max_rel_l2"], m["rel_l2"])
+        self.golden_abs.append(np.abs(ag))
+        c = self.per_step_cos.get(s)
+        if c is None or m["cosine"] < c[0]:
+            self.per_step_cos[s] = (m["cosine"], name)
+
+    def summary(self, max_uf: float, low_dtype: str | None) -> dict:
+        """The parameters worst underflow first, the overall ratios and verdicts, the loss-scale advice."""
+        total = self.total
+        low = low_dtype or self.seen_low or "fp16"
+        rows = []
+        uf_total = 0
+        for p in self.params.values():
+            p["underflow_ratio"] = p["underflow_elems"] / p["numel"] if p["numel"] else math.nan
+            p["underflow_exceeds"] = bool(p["numel"] and p["underflow_ratio"] > max_uf)
+            uf_total += p["underflow_elems"]
+            rows.append(p)
+        rows.sort(key=lambda r: -(r["underflow_ratio"] if r["numel"] else -1))
+        overall = uf_total / total if total else math.nan
+        overflow = sum(p["target_nonfinite"] for p in rows)
+        all_zero = [p["param"] for p in rows if p.get("all_zero_in_target")]
+        out: dict[str, Any] = {"params": rows, "underflow_ratio": overall, "overflow_elems": overflow,
+                               "max_underflow": max_uf, "low_dtype": low,
+                               "grad_min_cosine_per_step": self.per_step_cos,
+                               "underflow_exceeds": bool(total and overall > max_uf) or bool(all_zero),
+                               "all_zero_in_target": all_zero, "overflow": overflow > 0}
+        if self.golden_abs:
+            rec = recommend_loss_scale(np.concatenate(self.golden_abs), low, max_uf, total)
+            if overflow > 0 and not out["underflow_exceeds"]:
+                rec = {**rec, "dynamic": True,
+                       "reason": "target gradients overflow (inf/nan): use dynamic loss scaling (it halves the scale "
+                                 "and skips the step) or a smaller static scale"}
+            out["loss_scale"] = rec
+        return out

@@ -6,7 +6,6 @@ import os
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import torch
 from torch.utils._pytree import tree_flatten
 
@@ -258,7 +257,6 @@ def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semanti
     notes += unwrap_notes
     n_params = sum(p.numel() for p in model.parameters()) if isinstance(model, torch.nn.Module) else 0
     dump = dump or ("tensors" if n_params <= SMALL_MODEL_PARAMS else "stats")
-    low_for_local = low or "fp16"
     with StagedRunDir(out, progress) as stage:
         out_dir = stage.path
         writer = RunWriter(out_dir, {"name": wl.name, "target": target, "mode": mode, "soc": soc,
@@ -267,102 +265,138 @@ def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semanti
                                      "framework": "pytorch", "emulated": True}, final_dir=stage.out)
         if ml is not None:
             writer.write_mixlist(ml.to_json())
-        params = param_names(model)
-        state0 = _snapshot(model)
-        kernels: list[dict] = []
-        unmapped: dict[str, str] = {}
-        ref_sig = None
-        ref_plan: list[str] | None = None
-        g0 = plan0 = None
-        local_rows: dict[str, dict] = {}
-        round_cache: dict = {}
-        stats_cache: dict = {}
+        steps = _Steps(model, wl, target, lists, mode, seed, notes, writer, files=dump == "tensors", local=local,
+                       low_for_local=low or "fp16")
         try:
             for step, batch in enumerate(wl.batches):
-                g = G.new_graph(framework="pytorch", step=step)
-                try:
-                    fp = run_step(model, batch, wl.loss_fn, graph=g, params=params, seed=seed, step=step,
-                                  keep_local=local)
-                except AdvisorError:
-                    raise
-                except (Exception, SystemExit) as e:  # user model code failed (or tried to end the process)
-                    raise InputError(target, f"the model failed in the FP32 run (step {step}): "
-                                             f"{describe_user_error(e)}") from None
-                if step == 0:
-                    _check_traced(fp, target)
-                _restore(model, state0)
-                sig = [r.func for r in fp.ops]
-                if ref_sig is not None and sig == ref_sig:
-                    precs = ref_plan
-                else:
-                    p = semantics.plan(g, lists, mode)
-                    precs = [p[r.name] for r in fp.ops]
-                    if step == 0:
-                        g0, plan0 = g, p
-                        ref_sig, ref_plan = sig, precs
-                    else:
-                        notes.append(f"step {step} has a different op sequence than step 0: planned separately")
-                for r in fp.ops:
-                    if not r.mapped:
-                        unmapped[f"aten.{r.packet}.{r.overload}"] = r.type
-                try:
-                    mx = run_step(model, batch, wl.loss_fn, params=params, plan=precs, reference=fp.ops, seed=seed,
-                                  step=step, cache=round_cache)
-                except AdvisorError:
-                    raise
-                except (Exception, SystemExit) as e:
-                    raise InputError(target, f"the model failed in the mixed run (step {step}): "
-                                             f"{describe_user_error(e)}") from None
-                _restore(model, state0)
-                # kernels (the mixed run is the profiled target run)
-                for r, prec in zip(fp.ops, precs):
-                    if not r.kernel:
-                        continue
-                    aux = AUX_FP32_OUTPUTS.get(r.packet, ())
-                    low_ok = prec in ("fp16", "bf16", "fp32")
-                    ind = [prec if (d in ("fp32", "fp64", "fp16", "bf16") and low_ok) else d for d in r.in_dtypes]
-                    outd = [prec if (d in ("fp32", "fp64", "fp16", "bf16") and low_ok and j not in aux) else d
-                            for j, d in enumerate(r.out_dtypes)]
-                    flops = costmodel.estimate_flops(r.type, r.in_shapes, r.out_shapes)
-                    nbytes = costmodel.estimate_bytes(r.in_shapes, r.out_shapes, ind, outd)
-                    kernels.append({"step": step, "name": r.name, "type": r.type, "core": costmodel.core_type(r.type),
-                                    "duration_us": costmodel.op_time_us(r.type, flops, nbytes, prec),
-                                    "in_shapes": r.in_shapes, "in_dtypes": ind, "out_shapes": r.out_shapes,
-                                    "out_dtypes": outd, "framework_op": f"aten::{r.packet}",
-                                    "phase": "bwd" if 0 <= fp.bwd_start <= r.index else "fwd"})
-                # dumps
-                files = dump == "tensors"
-                for which, rec, pr in (("fp32", fp, ["fp32" if r.is_float else "n/a" for r in fp.ops]),
-                                       ("mixed", mx, precs)):
-                    static = _static_ptrs(params, round_cache)
-                    data, fl = _DumpBuilder(rec, pr, fp.ops, files, stats_cache=stats_cache, static_ptrs=static).build()
-                    writer.write_dump(which, step, data, fl or None, task="tensor" if files else "statistics")
-                if local:  # every step: a hazard may show only in some batches; rows keep the worst
-                    for r, inp in zip(fp.ops, fp.local_inputs):
-                        if not (r.kernel and r.is_float) or r.nondeterministic:
-                            continue
-                        try:
-                            row = local_error(r, inp, low_for_local)
-                        except Exception:  # an op that cannot be re-run in isolation: no row
-                            continue
-                        local_rows[row["name"]] = worst_local(local_rows.get(row["name"]), row)
-                del fp, mx
+                steps.run(step, batch)
         finally:
-            _restore(model, state0)
-        writer.write_profile(kernels)
+            _restore(model, steps.state0)
+        writer.write_profile(steps.kernels)
         graph_path = None
-        if g0 is not None:
-            semantics.annotate(g0, plan0)
-            graph_path = writer.write_graph(g0, plan0, notes)
+        if steps.g0 is not None:
+            semantics.annotate(steps.g0, steps.plan0)
+            graph_path = writer.write_graph(steps.g0, steps.plan0, notes)
         if local:
-            writer.write_local_error(local_rows.values())
+            writer.write_local_error(steps.local_rows.values())
         notes += stage.backup_notes()
         writer.write_run_json(steps=len(wl.batches), training=wl.loss_fn is not None, dump=dump,
                               low_dtype=low, lists_source=lists.source,
-                              unmapped_ops=sorted(unmapped), notes=notes,
+                              unmapped_ops=sorted(steps.unmapped), notes=notes,
                               graph=str(graph_path.relative_to(out_dir)) if graph_path else None,
-                              n_ops=len(g0) if g0 is not None else 0, options=wl.options or {})
+                              n_ops=len(steps.g0) if steps.g0 is not None else 0, options=wl.options or {})
     return stage.out
+
+
+class _Steps:
+    """The steps of one capture: per batch the FP32 run, the plan, the mixed run, then its kernel
+    rows, dumps and local errors; what the run directory's profile, graph and run.json need is kept
+    (``kernels``, ``g0``/``plan0`` of step 0, ``unmapped``, ``local_rows``)."""
+
+    def __init__(self, model, wl: Workload, target: Any, lists, mode: str, seed: int, notes: list[str],
+                 writer: RunWriter, *, files: bool, local: bool, low_for_local: str):
+        self.model, self.wl, self.target, self.lists, self.mode, self.seed = model, wl, target, lists, mode, seed
+        self.notes, self.writer, self.files, self.local, self.low_for_local = notes, writer, files, local, low_for_local
+        self.params = param_names(model)
+        self.state0 = _snapshot(model)
+        self.kernels: list[dict] = []
+        self.unmapped: dict[str, str] = {}
+        self.ref_sig = None
+        self.ref_plan: list[str] | None = None
+        self.g0 = self.plan0 = None
+        self.local_rows: dict[str, dict] = {}
+        self.round_cache: dict = {}
+        self.stats_cache: dict = {}
+
+    def run(self, step: int, batch: tuple) -> None:
+        """One batch: FP32 run, plan, mixed run (the profiled target run), then its outputs."""
+        g = G.new_graph(framework="pytorch", step=step)
+        fp = self._user_run("FP32", step, lambda: run_step(
+            self.model, batch, self.wl.loss_fn, graph=g, params=self.params, seed=self.seed, step=step,
+            keep_local=self.local))
+        if step == 0:
+            _check_traced(fp, self.target)
+        _restore(self.model, self.state0)
+        precs = self._plan(step, g, fp)
+        for r in fp.ops:
+            if not r.mapped:
+                self.unmapped[f"aten.{r.packet}.{r.overload}"] = r.type
+        mx = self._user_run("mixed", step, lambda: run_step(
+            self.model, batch, self.wl.loss_fn, params=self.params, plan=precs, reference=fp.ops, seed=self.seed,
+            step=step, cache=self.round_cache))
+        _restore(self.model, self.state0)
+        self.kernels.extend(_kernel_rows(step, fp, precs))
+        self._write_dumps(step, fp, mx, precs)
+        if self.local:  # every step: a hazard may show only in some batches; rows keep the worst
+            self._local_errors(fp)
+
+    def _user_run(self, which: str, step: int, fn) -> StepRecord:
+        """``fn()`` running the user's model; its failure (or an attempt to end the process) is an
+        InputError naming the run and the step."""
+        try:
+            return fn()
+        except AdvisorError:
+            raise
+        except (Exception, SystemExit) as e:  # user model code failed (or tried to end the process)
+            raise InputError(self.target, f"the model failed in the {which} run (step {step}): "
+                                          f"{describe_user_error(e)}") from None
+
+    def _plan(self, step: int, g, fp: StepRecord) -> list[str]:
+        """The planned precision of every op of the step: step 0's plan when the op sequence is the
+        same, else planned separately (with a note)."""
+        sig = [r.func for r in fp.ops]
+        if self.ref_sig is not None and sig == self.ref_sig:
+            return self.ref_plan
+        p = semantics.plan(g, self.lists, self.mode)
+        precs = [p[r.name] for r in fp.ops]
+        if step == 0:
+            self.g0, self.plan0 = g, p
+            self.ref_sig, self.ref_plan = sig, precs
+        else:
+            self.notes.append(f"step {step} has a different op sequence than step 0: planned separately")
+        return precs
+
+    def _write_dumps(self, step: int, fp: StepRecord, mx: StepRecord, precs: list[str]) -> None:
+        """The FP32 (golden) and mixed (target) msprobe dumps of the step."""
+        for which, rec, pr in (("fp32", fp, ["fp32" if r.is_float else "n/a" for r in fp.ops]),
+                               ("mixed", mx, precs)):
+            static = _static_ptrs(self.params, self.round_cache)
+            data, fl = _DumpBuilder(rec, pr, fp.ops, self.files, stats_cache=self.stats_cache,
+                                    static_ptrs=static).build()
+            self.writer.write_dump(which, step, data, fl or None, task="tensor" if self.files else "statistics")
+
+    def _local_errors(self, fp: StepRecord) -> None:
+        """Every deterministic float kernel re-run alone in the low dtype; rows keep the worst step."""
+        for r, inp in zip(fp.ops, fp.local_inputs):
+            if not (r.kernel and r.is_float) or r.nondeterministic:
+                continue
+            try:
+                row = local_error(r, inp, self.low_for_local)
+            except Exception:  # an op that cannot be re-run in isolation: no row
+                continue
+            self.local_rows[row["name"]] = worst_local(self.local_rows.get(row["name"]), row)
+
+
+def _kernel_rows(step: int, fp: StepRecord, precs: list[str]) -> list[dict]:
+    """kernel_details rows of the mixed (profiled) run: one per kernel op, dtypes as executed and
+    cost-model durations."""
+    rows = []
+    for r, prec in zip(fp.ops, precs):
+        if not r.kernel:
+            continue
+        aux = AUX_FP32_OUTPUTS.get(r.packet, ())
+        low_ok = prec in ("fp16", "bf16", "fp32")
+        ind = [prec if (d in ("fp32", "fp64", "fp16", "bf16") and low_ok) else d for d in r.in_dtypes]
+        outd = [prec if (d in ("fp32", "fp64", "fp16", "bf16") and low_ok and j not in aux) else d
+                for j, d in enumerate(r.out_dtypes)]
+        flops = costmodel.estimate_flops(r.type, r.in_shapes, r.out_shapes)
+        nbytes = costmodel.estimate_bytes(r.in_shapes, r.out_shapes, ind, outd)
+        rows.append({"step": step, "name": r.name, "type": r.type, "core": costmodel.core_type(r.type),
+                     "duration_us": costmodel.op_time_us(r.type, flops, nbytes, prec),
+                     "in_shapes": r.in_shapes, "in_dtypes": ind, "out_shapes": r.out_shapes,
+                     "out_dtypes": outd, "framework_op": f"aten::{r.packet}",
+                     "phase": "bwd" if 0 <= fp.bwd_start <= r.index else "fwd"})
+    return rows
 
 
 def _delegate_tf(wl: Workload, out, **kw) -> Path:
@@ -376,4 +410,3 @@ def _delegate_tf(wl: Workload, out, **kw) -> Path:
 
 
 __all__ = ["capture", "run_step", "trace_workload", "param_names"]
-_ = np  # numpy used by RunWriter consumers

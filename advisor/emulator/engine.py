@@ -181,6 +181,10 @@ class EmuMode(TorchDispatchMode):
 
     # ------------------------------------------------------------------ dispatch
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        """Every aten call of the step: check it against the FP32 reference (mixed run), round its float
+        inputs and outputs to the planned low dtype, keep local-error inputs, and record the op (graph node,
+        edges, dump entry).  Long because: it runs once per aten call on the capture's hot path; split into
+        helpers it pays their call and argument overhead on every op of every step."""
         kwargs = kwargs or {}
         packet = func._schema.name.split("::")[-1]
         if packet in _SKIP:

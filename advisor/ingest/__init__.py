@@ -8,7 +8,7 @@ from typing import Any
 _EXPORTS = {
     "write_ge_onnx": "ge_dump", "render_ge_onnx": "ge_dump", "render_ge_proto": "ge_dump", "read_ge_dump": "ge_dump",
     "read_kernel_details": "profile", "read_op_summary": "profile", "read_op_statistic": "profile",
-    "read_profiler_info": "profile", "read_trace_view": "profile", "read_kernels": "profile",
+    "read_profiler_info": "profile", "read_trace_view": "trace", "read_kernels": "profile",
     "load_dump": "msprobe", "load_dump_root": "msprobe", "align": "msprobe", "load_tensor": "msprobe",
     "saturation": "msprobe", "overflow": "msprobe", "Dump": "msprobe", "Entry": "msprobe", "TensorRecord": "msprobe",
     "Alignment": "msprobe", "kernel_precision": "profile",

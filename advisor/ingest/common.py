@@ -50,10 +50,9 @@ BOOKKEEPING_PREFIXES = ("Hcom", "Hccl", "hcom", "hccl", "Mem", "Notify", "Event"
 BOOKKEEPING_CORES = frozenset({"HCCL", "AI_CPU", "DSA_SQE", "COMMUNICATION", "MEMCPY"})
 
 
-def is_bookkeeping(op_type: str, core: str | None = None) -> bool:
-    """True for ops kept as nodes but excluded from precision decisions (``decides=False``)."""
-    if core and str(core).strip().upper() in BOOKKEEPING_CORES:
-        return True
+def is_bookkeeping(op_type: str) -> bool:
+    """True for op types kept as nodes but excluded from precision decisions (``decides=False``); kernel
+    rows also by their core (``BOOKKEEPING_CORES``, checked in ``infer``)."""
     t = str(op_type)
     return t in BOOKKEEPING_TYPES or t.startswith(BOOKKEEPING_PREFIXES)
 
@@ -65,16 +64,6 @@ def shape_str(shape: Any) -> str:
     if isinstance(shape, str):
         return shape.strip().strip("[]()").replace(" ", "")
     return ",".join(str(int(d)) for d in shape)
-
-
-def split_tensors(cell: Any) -> list[str]:
-    """``"8,16;16,32"`` -> ``["8,16", "16,32"]`` ("" / N/A -> [])."""
-    if cell is None:
-        return []
-    s = str(cell).strip().strip('"')
-    if not s or s.upper() in ("N/A", "NAN", "NONE"):
-        return []
-    return [t.strip() for t in s.split(";")]
 
 
 def numel(shape: Iterable[int]) -> int:

@@ -6,7 +6,6 @@ The exact subset written and read is documented in docs/formats.md ("GE graph du
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +31,6 @@ _MAX_SLOTS = 1 << 16
 _ADV = "_advisor."  # prefix of advisor's own round-trip attributes (ignored by GE tools)
 _WRITTEN = {"type", "name", "role", "kernel", "decides", "float", "dtype", "cast_to", "origin_dtype",
             "in_shapes", "out_shapes", "in_dtypes", "out_dtypes", "order", "stream", "precision", "why"}
-DUMP_NAME = re.compile(r"^ge_onnx_(\d+)_graph_(\d+)_(.+)\.pbtxt$|^ge_proto_(\d+)_graph_(\d+)_?(.*)\.txt$")
 
 
 # --------------------------------------------------------------------------------------------
@@ -42,7 +40,7 @@ def dump_file_name(seq: int = 0, graph_id: int = 0, stage: str = "Build") -> str
     return f"ge_onnx_{seq:05d}_graph_{graph_id}_{stage}.pbtxt"
 
 
-def _node_out_dtypes(g: nx.DiGraph, n: Any, a: dict, prec: dict | None, n_out: int) -> list[str]:
+def _node_out_dtypes(n: Any, a: dict, prec: dict | None, n_out: int) -> list[str]:
     if a.get("out_dtypes"):
         d = [normalize_dtype(x) for x in a["out_dtypes"]]
         return (d + [d[-1]] * n_out)[:max(n_out, len(d))]
@@ -95,7 +93,17 @@ def render_ge_onnx(g: nx.DiGraph, plan: Any = None, graph_name: str = "graph_0")
     prec = dict(plan.precision) if plan is not None else None
     nodes = sorted(g.nodes, key=_order_key(g))
     ids = {n: i for i, n in enumerate(nodes)}
-    # number of outputs per node: highest used output port + 1, or the described outputs
+    out_dt = _output_dtypes(g, nodes, prec)
+    lines = ["ir_version: 3", 'producer_name: "GE"', "graph {", f"  name: {quote(graph_name)}"]
+    for n in nodes:
+        _node_lines(lines, g, n, ids[n], out_dt)
+    lines.append("}")
+    return "\n".join(lines) + "\n"
+
+
+def _output_dtypes(g: nx.DiGraph, nodes: list, prec: dict | None) -> dict[Any, list[str]]:
+    """Each node's output dtypes; its number of outputs is the highest used output port + 1, or the
+    described outputs."""
     n_out: dict[Any, int] = {}
     for u, v, d in g.edges(data=True):
         for o, _ in d.get("ports", [(0, 0)]):
@@ -104,88 +112,104 @@ def render_ge_onnx(g: nx.DiGraph, plan: Any = None, graph_name: str = "graph_0")
     for n in nodes:
         a = g.nodes[n]
         k = max(n_out.get(n, 1), len(a.get("out_dtypes") or ()), len(a.get("out_shapes") or ()))
-        out_dt[n] = _node_out_dtypes(g, n, a, prec, k)
-    lines = ["ir_version: 3", 'producer_name: "GE"', "graph {", f"  name: {quote(graph_name)}"]
-    for n in nodes:
-        a = g.nodes[n]
-        name = str(a.get("name", n))
-        role = a.get("role", "op")
-        typ = ROLE_TYPES.get(role, a.get("type", "")) if role != "op" else a.get("type", "")
-        if role != "op" and a.get("type") in TYPE_ROLES:
-            typ = a["type"]
-        # inputs indexed by consumer input index ("" for a gap)
-        slots: dict[int, tuple[Any, int, bool]] = {}
-        for u, _, d in g.in_edges(n, data=True):
-            for o, i in d.get("ports", [(0, 0)]):
-                slots[int(i)] = (u, int(o), d.get("float", True))
-        n_in = max([len(a.get("in_dtypes") or ()), len(a.get("in_shapes") or ())] + [i + 1 for i in slots])
-        lines.append("  node {")
-        for i in range(n_in):
-            if i in slots:
-                u, o, _ = slots[i]
-                lines.append(f"    input: {quote(str(g.nodes[u].get('name', u)) + ':' + str(o))}")
-            else:
-                lines.append('    input: ""')
-        lines.append(f"    name: {quote(name)}")
-        lines.append(f"    op_type: {quote('ge:' + str(typ))}")
-        _attr(lines, "id", int(ids[n]))
-        _attr(lines, "stream_id", int(a.get("stream", 0) or 0) if str(a.get("stream", 0)).lstrip("-").isdigit() else 0)
-        _attr(lines, "input_desc_nums", n_in)
-        in_dt = [normalize_dtype(x) for x in (a.get("in_dtypes") or [])]
-        in_sh = list(a.get("in_shapes") or [])
-        for i in range(n_in):
-            if i < len(in_dt):
-                dt = in_dt[i]
-                src_origin = "fp32" if is_float_dtype(dt) else dt
-            elif i in slots:
-                u, o, fl = slots[i]
-                pd = out_dt.get(u, ["fp32"])
-                dt = pd[o] if o < len(pd) else pd[-1]
-                if not fl and is_float_dtype(dt):
-                    dt = "int64"
-                ua = g.nodes[u]
-                src_origin = normalize_dtype(ua.get("origin_dtype", "fp32")) if is_float_dtype(dt) else dt
-            else:
-                dt, src_origin = "n/a", "n/a"
-            _attr(lines, f"input_desc_dtype:{i}", to_ge_dtype(dt))
-            _attr(lines, f"input_desc_origin_dtype:{i}", to_ge_dtype(src_origin))
-            if i < len(in_sh):
-                _attr(lines, f"input_desc_shape:{i}", shape_ints(in_sh[i]))
-            _attr(lines, f"input_desc_layout:{i}", "ND")
-        outs = out_dt[n]
-        out_sh = list(a.get("out_shapes") or [])
-        origin = normalize_dtype(a.get("origin_dtype", "fp32"))
-        _attr(lines, "output_desc_nums", len(outs))
-        for i, dt in enumerate(outs):
-            _attr(lines, f"output_desc_dtype:{i}", to_ge_dtype(dt))
-            if role != "op":
-                odt = dt
-            else:
-                odt = origin if is_float_dtype(dt) or a.get("float", True) else dt
-            _attr(lines, f"output_desc_origin_dtype:{i}", to_ge_dtype(odt))
-            if i < len(out_sh):
-                _attr(lines, f"output_desc_shape:{i}", shape_ints(out_sh[i]))
-            _attr(lines, f"output_desc_layout:{i}", "ND")
-        if typ == "Cast" and a.get("cast_to"):
-            _attr(lines, "dst_type", GE_DTYPE_VALUE.get(to_ge_dtype(a["cast_to"]), 28))
-        if a.get("kernel", True) is False:
-            _attr(lines, "_no_task", True)
-        if a.get("decides", True) is False:
-            _attr(lines, _ADV + "decides", False)
-        if a.get("float", True) is False:
-            _attr(lines, _ADV + "float", False)
-        if "order" in a and isinstance(a["order"], int):
-            _attr(lines, _ADV + "order", int(a["order"]))
-        if "stream" in a and not str(a["stream"]).lstrip("-").isdigit():
-            _attr(lines, _ADV + "stream", str(a["stream"]))
-        for k, v in a.items():
-            if k in _WRITTEN or v is None:
-                continue
-            if isinstance(v, (bool, int, float, str)):
-                _attr(lines, _ADV + k, v if not isinstance(v, bool) else ("true" if v else "false"))
-        lines.append("  }")
-    lines.append("}")
-    return "\n".join(lines) + "\n"
+        out_dt[n] = _node_out_dtypes(n, a, prec, k)
+    return out_dt
+
+
+def _node_lines(lines: list[str], g: nx.DiGraph, n: Any, node_id: int, out_dt: dict[Any, list[str]]) -> None:
+    """One ``node { ... }`` block: inputs, name, type, id and stream, the input and output
+    descriptions, then the GE and advisor attributes."""
+    a = g.nodes[n]
+    role = a.get("role", "op")
+    typ = ROLE_TYPES.get(role, a.get("type", "")) if role != "op" else a.get("type", "")
+    if role != "op" and a.get("type") in TYPE_ROLES:
+        typ = a["type"]
+    # inputs indexed by consumer input index ("" for a gap)
+    slots: dict[int, tuple[Any, int, bool]] = {}
+    for u, _, d in g.in_edges(n, data=True):
+        for o, i in d.get("ports", [(0, 0)]):
+            slots[int(i)] = (u, int(o), d.get("float", True))
+    n_in = max([len(a.get("in_dtypes") or ()), len(a.get("in_shapes") or ())] + [i + 1 for i in slots])
+    lines.append("  node {")
+    for i in range(n_in):
+        if i in slots:
+            u, o, _ = slots[i]
+            lines.append(f"    input: {quote(str(g.nodes[u].get('name', u)) + ':' + str(o))}")
+        else:
+            lines.append('    input: ""')
+    lines.append(f"    name: {quote(str(a.get('name', n)))}")
+    lines.append(f"    op_type: {quote('ge:' + str(typ))}")
+    _attr(lines, "id", int(node_id))
+    _attr(lines, "stream_id", int(a.get("stream", 0) or 0) if str(a.get("stream", 0)).lstrip("-").isdigit() else 0)
+    _input_descs(lines, g, a, n_in, slots, out_dt)
+    _output_descs(lines, a, role, out_dt[n])
+    _node_attrs(lines, a, typ)
+    lines.append("  }")
+
+
+def _input_descs(lines: list[str], g: nx.DiGraph, a: dict, n_in: int, slots: dict[int, tuple[Any, int, bool]],
+                 out_dt: dict[Any, list[str]]) -> None:
+    """``input_desc_*`` attributes: the node's own input dtypes, else its producer's output dtype."""
+    _attr(lines, "input_desc_nums", n_in)
+    in_dt = [normalize_dtype(x) for x in (a.get("in_dtypes") or [])]
+    in_sh = list(a.get("in_shapes") or [])
+    for i in range(n_in):
+        if i < len(in_dt):
+            dt = in_dt[i]
+            src_origin = "fp32" if is_float_dtype(dt) else dt
+        elif i in slots:
+            u, o, fl = slots[i]
+            pd = out_dt.get(u, ["fp32"])
+            dt = pd[o] if o < len(pd) else pd[-1]
+            if not fl and is_float_dtype(dt):
+                dt = "int64"
+            ua = g.nodes[u]
+            src_origin = normalize_dtype(ua.get("origin_dtype", "fp32")) if is_float_dtype(dt) else dt
+        else:
+            dt, src_origin = "n/a", "n/a"
+        _attr(lines, f"input_desc_dtype:{i}", to_ge_dtype(dt))
+        _attr(lines, f"input_desc_origin_dtype:{i}", to_ge_dtype(src_origin))
+        if i < len(in_sh):
+            _attr(lines, f"input_desc_shape:{i}", shape_ints(in_sh[i]))
+        _attr(lines, f"input_desc_layout:{i}", "ND")
+
+
+def _output_descs(lines: list[str], a: dict, role: str, outs: list[str]) -> None:
+    """``output_desc_*`` attributes: dtype as built, origin dtype, shape, layout."""
+    out_sh = list(a.get("out_shapes") or [])
+    origin = normalize_dtype(a.get("origin_dtype", "fp32"))
+    _attr(lines, "output_desc_nums", len(outs))
+    for i, dt in enumerate(outs):
+        _attr(lines, f"output_desc_dtype:{i}", to_ge_dtype(dt))
+        if role != "op":
+            odt = dt
+        else:
+            odt = origin if is_float_dtype(dt) or a.get("float", True) else dt
+        _attr(lines, f"output_desc_origin_dtype:{i}", to_ge_dtype(odt))
+        if i < len(out_sh):
+            _attr(lines, f"output_desc_shape:{i}", shape_ints(out_sh[i]))
+        _attr(lines, f"output_desc_layout:{i}", "ND")
+
+
+def _node_attrs(lines: list[str], a: dict, typ: Any) -> None:
+    """GE's own attributes (``dst_type`` of a Cast, ``_no_task``) and advisor's round-trip ones."""
+    if typ == "Cast" and a.get("cast_to"):
+        _attr(lines, "dst_type", GE_DTYPE_VALUE.get(to_ge_dtype(a["cast_to"]), 28))
+    if a.get("kernel", True) is False:
+        _attr(lines, "_no_task", True)
+    if a.get("decides", True) is False:
+        _attr(lines, _ADV + "decides", False)
+    if a.get("float", True) is False:
+        _attr(lines, _ADV + "float", False)
+    if "order" in a and isinstance(a["order"], int):
+        _attr(lines, _ADV + "order", int(a["order"]))
+    if "stream" in a and not str(a["stream"]).lstrip("-").isdigit():
+        _attr(lines, _ADV + "stream", str(a["stream"]))
+    for k, v in a.items():
+        if k in _WRITTEN or v is None:
+            continue
+        if isinstance(v, (bool, int, float, str)):
+            _attr(lines, _ADV + k, v if not isinstance(v, bool) else ("true" if v else "false"))
 
 
 def write_ge_onnx(g: nx.DiGraph, path: str | os.PathLike, plan: Any = None) -> Path:
@@ -348,95 +372,119 @@ def nodes_to_graph(nodes: list[dict], path: object = None) -> nx.DiGraph:
     node_rows = []
     names = set()
     for nd in nodes:
-        name, at = nd["name"], nd["attrs"]
+        name = nd["name"]
         if not name:
             raise InputError(path, "a node has no name")
         names.add(name)
-        typ = nd["type"]
-        role = TYPE_ROLES.get(typ, "op")
-        n_in = int(at.get("input_desc_nums", 0) or 0)
-        n_out = int(at.get("output_desc_nums", 0) or 0)
-        n_in = max(n_in, 1 + max([int(k.rsplit(":", 1)[1]) for k in at if k.startswith("input_desc_dtype:")], default=-1))
-        n_out = max(n_out, 1 + max([int(k.rsplit(":", 1)[1]) for k in at if k.startswith("output_desc_dtype:")], default=-1))
-        if n_in > _MAX_SLOTS or n_out > _MAX_SLOTS or n_in < 0 or n_out < 0:
-            raise InputError(path, f"node {name!r} declares {max(n_in, n_out)} tensor slots; not a plausible GE dump")
-        in_dt = [from_ge_dtype(at.get(f"input_desc_dtype:{i}", "DT_UNDEFINED")) for i in range(n_in)]
-        out_dt = [from_ge_dtype(at.get(f"output_desc_dtype:{i}", "DT_UNDEFINED")) for i in range(n_out)]
-        a: dict[str, Any] = {"type": typ, "name": name, "role": role,
-                             "in_dtypes": in_dt, "out_dtypes": out_dt,
-                             }
-        if any(f"input_desc_shape:{i}" in at for i in range(n_in)):
-            a["in_shapes"] = [shape_str(at.get(f"input_desc_shape:{i}")) for i in range(n_in)]
-        if any(f"output_desc_shape:{i}" in at for i in range(n_out)):
-            a["out_shapes"] = [shape_str(at.get(f"output_desc_shape:{i}")) for i in range(n_out)]
-        if "id" in at:
-            a["order"] = int(at["id"])
-        if "stream_id" in at:
-            a["stream"] = int(at["stream_id"])
-        for k, v in at.items():
-            if k.startswith(_ADV):
-                key = k[len(_ADV):]
-                if key in ("decides", "float", "kernel"):
-                    a[key] = _bool_attr(v)
-                elif isinstance(v, str) and v in ("true", "false"):
-                    a[key] = v == "true"
-                else:
-                    a[key] = v
-        if role != "op":
-            a["dtype"] = out_dt[0] if out_dt else "fp32"
-        else:
-            origins = [from_ge_dtype(at[f"output_desc_origin_dtype:{i}"]) for i in range(n_out)
-                       if f"output_desc_origin_dtype:{i}" in at]
-            fo = [o for o in origins if is_float_dtype(o)]
-            if fo:
-                a["origin_dtype"] = fo[0]
-            if "float" not in a and (in_dt or out_dt):
-                known = [d for d in in_dt + out_dt if d not in ("n/a", "undefined")]
-                if known:
-                    a["float"] = any(is_float_dtype(d) for d in known)
-            if typ == "Cast":
-                if "dst_type" in at and isinstance(at["dst_type"], int):
-                    a["cast_to"] = from_ge_dtype(at["dst_type"])
-                elif out_dt and out_dt[0] != "n/a":
-                    a["cast_to"] = out_dt[0]
-            if _bool_attr(at.get("_no_task", False)) or typ in NO_KERNEL_TYPES:
-                a["kernel"] = False
-            if typ in GRAPH_OUTPUT_TYPES or ("decides" not in a and is_bookkeeping(typ)
-                                             and typ not in NO_KERNEL_TYPES):
-                a["decides"] = False
-        node_rows.append((name, a))
+        node_rows.append((name, _graph_node(nd, path)))
     g.add_nodes_from(node_rows)
     edges: dict[tuple[str, str], dict] = {}
     for nd in nodes:
-        dst = nd["name"]
-        in_dt = g.nodes[dst]["in_dtypes"]
-        for i, s in enumerate(nd["inputs"]):
-            if not s:
-                continue
-            src, sep, idx = s.rpartition(":")
-            if not sep:
-                src, idx = s, "0"
-            try:
-                o = int(idx)
-            except ValueError:
-                src, o = s, 0
-            if o < 0:
-                continue  # control edge
-            if src not in names:
-                raise InputError(path, f"node {dst!r} input {s!r} names a node that is not in the dump")
-            dt = in_dt[i] if i < len(in_dt) else "n/a"
-            if dt in ("n/a", "undefined"):
-                po = g.nodes[src]["out_dtypes"]
-                dt = po[o] if o < len(po) else "n/a"
-            fl = is_float_dtype(dt) if dt not in ("n/a", "undefined") else True
-            e = edges.get((src, dst))
-            if e is None:
-                edges[(src, dst)] = {"ports": [(o, i)], "float": fl, "confidence": 1.0}
-            else:
-                e["ports"].append((o, i))
-                e["float"] = e["float"] or fl
+        _add_input_edges(edges, g, nd, names, path)
     g.add_edges_from((u, v, d) for (u, v), d in edges.items())
     return g
+
+
+def _slot_count(at: dict, kind: str, declared: int) -> int:
+    """Tensor slots of one kind (input/output): the declared count or the highest described index + 1."""
+    prefix = f"{kind}_desc_dtype:"
+    return max(declared, 1 + max([int(k.rsplit(":", 1)[1]) for k in at if k.startswith(prefix)], default=-1))
+
+
+def _graph_node(nd: dict, path: object) -> dict[str, Any]:
+    """The op-graph attributes of one parsed dump node: type, role, dtypes and shapes per slot,
+    order and stream, advisor's round-trip attributes, then what an op's dtypes imply."""
+    name, at, typ = nd["name"], nd["attrs"], nd["type"]
+    role = TYPE_ROLES.get(typ, "op")
+    n_in = int(at.get("input_desc_nums", 0) or 0)
+    n_out = int(at.get("output_desc_nums", 0) or 0)
+    n_in, n_out = _slot_count(at, "input", n_in), _slot_count(at, "output", n_out)
+    if n_in > _MAX_SLOTS or n_out > _MAX_SLOTS or n_in < 0 or n_out < 0:
+        raise InputError(path, f"node {name!r} declares {max(n_in, n_out)} tensor slots; not a plausible GE dump")
+    in_dt = [from_ge_dtype(at.get(f"input_desc_dtype:{i}", "DT_UNDEFINED")) for i in range(n_in)]
+    out_dt = [from_ge_dtype(at.get(f"output_desc_dtype:{i}", "DT_UNDEFINED")) for i in range(n_out)]
+    a: dict[str, Any] = {"type": typ, "name": name, "role": role,
+                         "in_dtypes": in_dt, "out_dtypes": out_dt,
+                         }
+    if any(f"input_desc_shape:{i}" in at for i in range(n_in)):
+        a["in_shapes"] = [shape_str(at.get(f"input_desc_shape:{i}")) for i in range(n_in)]
+    if any(f"output_desc_shape:{i}" in at for i in range(n_out)):
+        a["out_shapes"] = [shape_str(at.get(f"output_desc_shape:{i}")) for i in range(n_out)]
+    if "id" in at:
+        a["order"] = int(at["id"])
+    if "stream_id" in at:
+        a["stream"] = int(at["stream_id"])
+    for k, v in at.items():
+        if k.startswith(_ADV):
+            key = k[len(_ADV):]
+            if key in ("decides", "float", "kernel"):
+                a[key] = _bool_attr(v)
+            elif isinstance(v, str) and v in ("true", "false"):
+                a[key] = v == "true"
+            else:
+                a[key] = v
+    if role != "op":
+        a["dtype"] = out_dt[0] if out_dt else "fp32"
+    else:
+        _op_facts(a, at, typ, n_out)
+    return a
+
+
+def _op_facts(a: dict[str, Any], at: dict, typ: str, n_out: int) -> None:
+    """What an op node's dump says beyond its slots: origin dtype, float or not, a Cast's target
+    dtype, no kernel (``_no_task``, no-kernel types), no precision decision (bookkeeping types)."""
+    in_dt, out_dt = a["in_dtypes"], a["out_dtypes"]
+    origins = [from_ge_dtype(at[f"output_desc_origin_dtype:{i}"]) for i in range(n_out)
+               if f"output_desc_origin_dtype:{i}" in at]
+    fo = [o for o in origins if is_float_dtype(o)]
+    if fo:
+        a["origin_dtype"] = fo[0]
+    if "float" not in a and (in_dt or out_dt):
+        known = [d for d in in_dt + out_dt if d not in ("n/a", "undefined")]
+        if known:
+            a["float"] = any(is_float_dtype(d) for d in known)
+    if typ == "Cast":
+        if "dst_type" in at and isinstance(at["dst_type"], int):
+            a["cast_to"] = from_ge_dtype(at["dst_type"])
+        elif out_dt and out_dt[0] != "n/a":
+            a["cast_to"] = out_dt[0]
+    if _bool_attr(at.get("_no_task", False)) or typ in NO_KERNEL_TYPES:
+        a["kernel"] = False
+    if typ in GRAPH_OUTPUT_TYPES or ("decides" not in a and is_bookkeeping(typ)
+                                     and typ not in NO_KERNEL_TYPES):
+        a["decides"] = False
+
+
+def _add_input_edges(edges: dict[tuple[str, str], dict], g: nx.DiGraph, nd: dict, names: set, path: object) -> None:
+    """The dataflow edges into one node from its ``"producer:out_idx"`` inputs (control edges, index
+    < 0, skipped); several ports between the same two nodes share one edge."""
+    dst = nd["name"]
+    in_dt = g.nodes[dst]["in_dtypes"]
+    for i, s in enumerate(nd["inputs"]):
+        if not s:
+            continue
+        src, sep, idx = s.rpartition(":")
+        if not sep:
+            src, idx = s, "0"
+        try:
+            o = int(idx)
+        except ValueError:
+            src, o = s, 0
+        if o < 0:
+            continue  # control edge
+        if src not in names:
+            raise InputError(path, f"node {dst!r} input {s!r} names a node that is not in the dump")
+        dt = in_dt[i] if i < len(in_dt) else "n/a"
+        if dt in ("n/a", "undefined"):
+            po = g.nodes[src]["out_dtypes"]
+            dt = po[o] if o < len(po) else "n/a"
+        fl = is_float_dtype(dt) if dt not in ("n/a", "undefined") else True
+        e = edges.get((src, dst))
+        if e is None:
+            edges[(src, dst)] = {"ports": [(o, i)], "float": fl, "confidence": 1.0}
+        else:
+            e["ports"].append((o, i))
+            e["float"] = e["float"] or fl
 
 
 def read_ge_dump(path: str | os.PathLike) -> nx.DiGraph:

@@ -69,6 +69,11 @@ def graph_from_kernels(kf: pd.DataFrame, step: int | None = None, infer: bool = 
 
 
 def _graph_from_kernels(kf: pd.DataFrame, step: int | None, infer: bool) -> nx.DiGraph:
+    """``graph_from_kernels`` without the gc guard: factorize every column once, build the node dicts
+    (from shared templates) while the edge matching runs on the second core, then fill networkx's
+    dicts directly.  Long because: one pass over up to millions of kernel rows whose intermediate
+    arrays are shared between the steps; split into helpers they would be passed around or rebuilt,
+    and the background edge job must overlap exactly the node-building part."""
     if step is not None:
         kf = kf[kf["step"] == step]
     if not _in_order(kf):

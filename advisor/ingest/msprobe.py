@@ -146,7 +146,6 @@ class _Ctx:
     def __init__(self, dump_json: Path):
         self.dump_json = dump_json
         self.tensor_dir = dump_json.parent / TENSOR_DIR
-        self.has_dir = self.tensor_dir.is_dir()
         self.missing: list[str] = []
 
 
@@ -424,7 +423,3 @@ def overflow(d: Dump) -> pd.DataFrame:
     bad = [any(v is not None and not math.isfinite(v) for v in (r.max, r.min, r.mean, r.norm))
            for e in d.entries.values() for r in e.records()]
     return f[np.array(bad, dtype=bool)]
-
-
-def is_finite_stat(v: float | None) -> bool:
-    return v is not None and math.isfinite(v)

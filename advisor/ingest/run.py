@@ -199,6 +199,29 @@ def load_run(path: str | Path, rank: int | None = None, step: int | None = None,
         raise InputError(p, "no such file or directory")
     found = discover(p)
     sources: dict[str, Any] = {}
+    meta, mix = _read_settings(found, sources)
+    kernels, trace, opstats = _read_profiles(found, sources, say)
+    kernels, ranks, steps = _select_kernels(p, kernels, rank, step)
+    sources["kernels"] = [str(s.kernels) for s in found.profiles if s.kernels is not None]
+    graph_rank = rank if rank is not None else (ranks[0] if ranks else None)
+    gk = kernels if graph_rank is None else kernels[kernels["rank"] == graph_rank]
+    pos = sorted(s for s in pd.unique(gk["step"]) if s >= 0) if len(gk) else []
+    graph_step = step if step is not None else (int(pos[0]) if pos else None)
+    graph, graph_step = _read_graph(found, gk, step, graph_step, sources, say)
+    target, golden = _read_dumps(found, p, rank, step, sources, say)
+    if graph is not None and target:
+        _link_dumps(graph, target)
+    local = read_local_errors(found.local_error) if found.local_error else None
+    if found.local_error:
+        sources["local_errors"] = str(found.local_error)
+    return Run(path=p, graph=graph, kernels=kernels, target_dump=target or None, golden_dump=golden or None,
+               meta=meta, local_errors=local, sources=sources, mixlist=mix,
+               op_statistic=pd.concat(opstats, ignore_index=True) if opstats else None,
+               ranks=ranks, steps=steps, rank=graph_rank, step=graph_step, found=found, trace=trace)
+
+
+def _read_settings(found: Found, sources: dict) -> tuple[dict, Any]:
+    """run.json and the run's mixlist (each noted in ``sources``)."""
     meta = read_run_json(found.run_json) if found.run_json else {}
     if found.run_json:
         sources["meta"] = str(found.run_json)
@@ -207,8 +230,12 @@ def load_run(path: str | Path, rank: int | None = None, step: int | None = None,
         from .. import mixlist as mx
         mix = mx.load(found.mixlist)
         sources["mixlist"] = str(found.mixlist)
+    return meta, mix
 
-    # kernels (with framework ops from trace_view.json where one exists beside them)
+
+def _read_profiles(found: Found, sources: dict, say) -> tuple[pd.DataFrame, dict | None, list[pd.DataFrame]]:
+    """(kernel frame of every profile, the first readable trace, op_statistic frames): kernels with
+    framework ops from trace_view.json where one exists beside them."""
     frames = []
     trace = None
     opstats = []
@@ -236,6 +263,13 @@ def load_run(path: str | Path, rank: int | None = None, step: int | None = None,
     else:
         kernels = pd.DataFrame({c: pd.Series(dtype=object) for c in
                                 ("step", "rank", "name", "type", "core", "start_us", "duration_us", "precision")})
+    return kernels, trace, opstats
+
+
+def _select_kernels(p: Path, kernels: pd.DataFrame, rank: int | None, step: int | None
+                    ) -> tuple[pd.DataFrame, list[int], list[int]]:
+    """(the kernel rows of ``rank``/``step`` when given, the ranks found, the steps of those ranks);
+    a rank or step the profile does not have is an InputError."""
     ranks = sorted(int(x) for x in pd.unique(kernels["rank"])) if len(kernels) else []
     if rank is not None and ranks and rank not in ranks:
         raise InputError(p, f"no profile for rank {rank}; ranks found: {', '.join(map(str, ranks))}")
@@ -246,13 +280,13 @@ def load_run(path: str | Path, rank: int | None = None, step: int | None = None,
         raise InputError(p, f"no kernels for step {step}; steps found: {', '.join(map(str, steps))}")
     if step is not None and len(kernels):
         kernels = kernels[kernels["step"] == step].reset_index(drop=True)
-    sources["kernels"] = [str(s.kernels) for s in found.profiles if s.kernels is not None]
-    graph_rank = rank if rank is not None else (ranks[0] if ranks else None)
-    gk = kernels if graph_rank is None else kernels[kernels["rank"] == graph_rank]
-    pos = sorted(s for s in pd.unique(gk["step"]) if s >= 0) if len(gk) else []
-    graph_step = step if step is not None else (int(pos[0]) if pos else None)
+    return kernels, ranks, steps
 
-    # graph
+
+def _read_graph(found: Found, gk: pd.DataFrame, step: int | None, graph_step: int | None, sources: dict, say
+                ) -> tuple[nx.DiGraph | None, int | None]:
+    """(op graph, the step it stands for): the GE dump's with the kernels' timings joined (one graph
+    for every step), else inferred from the kernels of ``graph_step``; FLOPs annotated."""
     ge = pick_ge_dump(found.ge_dumps)
     graph = None
     if ge is not None:
@@ -271,41 +305,44 @@ def load_run(path: str | Path, rank: int | None = None, step: int | None = None,
     if graph is not None:
         with no_gc():
             annotate_flops(graph)
+    return graph, graph_step
 
-    # dumps
+
+def _read_dumps(found: Found, p: Path, rank: int | None, step: int | None, sources: dict, say
+                ) -> tuple[dict[int, Dump] | None, dict[int, Dump] | None]:
+    """(target, golden) msprobe dumps per step: the first root whose path names fp32/golden/bench
+    is the golden, the first other one the target."""
     target = golden = None
     roots = list(found.dump_roots)
-    if roots:
-        def is_golden(r: Path) -> bool:
-            parts = [x.lower() for x in r.parts[len(p.parts) - (0 if p.is_dir() else 1):]]
-            words = {w for x in parts for w in re.split(r"[_\-.]", x)}
-            return bool(words & {"fp32", "golden", "bench", "benchmark"})
-        gold = [r for r in roots if is_golden(r)]
-        targ = [r for r in roots if not is_golden(r)]
-        if targ:
-            say(f"reading dump {targ[0]}")
-            target = _per_step(load_dump_root(targ[0]), rank, step)
-            sources["target_dump"] = str(targ[0])
-        if gold:
-            say(f"reading dump {gold[0]}")
-            golden = _per_step(load_dump_root(gold[0]), rank, step)
-            sources["golden_dump"] = str(gold[0])
-    if graph is not None and target:
-        names = set()
-        for d in target.values():
-            names.update(d.entries)
-        for n, a in graph.nodes(data=True):
-            nm = a.get("name", n)
-            if f"{nm}.forward" in names or f"{nm}.backward" in names:
-                a["dump"] = nm
+    if not roots:
+        return target, golden
 
-    local = read_local_errors(found.local_error) if found.local_error else None
-    if found.local_error:
-        sources["local_errors"] = str(found.local_error)
-    return Run(path=p, graph=graph, kernels=kernels, target_dump=target or None, golden_dump=golden or None,
-               meta=meta, local_errors=local, sources=sources, mixlist=mix,
-               op_statistic=pd.concat(opstats, ignore_index=True) if opstats else None,
-               ranks=ranks, steps=steps, rank=graph_rank, step=graph_step, found=found, trace=trace)
+    def is_golden(r: Path) -> bool:
+        parts = [x.lower() for x in r.parts[len(p.parts) - (0 if p.is_dir() else 1):]]
+        words = {w for x in parts for w in re.split(r"[_\-.]", x)}
+        return bool(words & {"fp32", "golden", "bench", "benchmark"})
+    gold = [r for r in roots if is_golden(r)]
+    targ = [r for r in roots if not is_golden(r)]
+    if targ:
+        say(f"reading dump {targ[0]}")
+        target = _per_step(load_dump_root(targ[0]), rank, step)
+        sources["target_dump"] = str(targ[0])
+    if gold:
+        say(f"reading dump {gold[0]}")
+        golden = _per_step(load_dump_root(gold[0]), rank, step)
+        sources["golden_dump"] = str(gold[0])
+    return target, golden
+
+
+def _link_dumps(graph: nx.DiGraph, target: dict[int, Dump]) -> None:
+    """``dump`` attribute of every node with a ``<name>.forward``/``.backward`` entry in the target."""
+    names = set()
+    for d in target.values():
+        names.update(d.entries)
+    for n, a in graph.nodes(data=True):
+        nm = a.get("name", n)
+        if f"{nm}.forward" in names or f"{nm}.backward" in names:
+            a["dump"] = nm
 
 
 def run_from_dumps(target: str | Path, golden: str | Path) -> Run:
@@ -326,7 +363,7 @@ TRACE_MAX_BYTES = 512 << 20  # a bigger trace_view.json is not linked (json pars
 def _read_trace(path: Path, sources: dict) -> dict | None:
     """read_trace_view, or None with a note in ``sources`` (the trace is optional enrichment: a
     broken or huge one must not stop the analysis that does not need it)."""
-    from .profile import read_trace_view
+    from .trace import read_trace_view
     try:
         size = path.stat().st_size
     except OSError as e:
@@ -348,7 +385,7 @@ def _read_trace(path: Path, sources: dict) -> dict | None:
 def _attach_trace(frame: pd.DataFrame, tv: dict) -> pd.DataFrame:
     """Kernel rows + framework_op / phase / call_stack of the op that launched them (joined on the
     kernel name and its exact start time)."""
-    from .profile import kernel_links
+    from .trace import kernel_links
     links = kernel_links(tv)
     if links.empty or not len(frame):
         return frame

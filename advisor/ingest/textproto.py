@@ -34,7 +34,9 @@ def _unescape(s: str) -> str:
 
 
 def parse(text: str, path: object = None) -> Message:
-    """Parse protobuf text format into nested dicts of lists."""
+    """Parse protobuf text format into nested dicts of lists.  Long because: one tokenizer loop over
+    the whole dump (GE dumps reach hundreds of MB) whose state (current message, field, list) lives in
+    locals; helper calls per token would cost more than the parsing itself."""
     root: Message = {}
     stack: list[tuple[Message, str]] = []  # (message, closing bracket)
     cur = root

@@ -7,7 +7,6 @@ from typing import Iterable
 from ..mixlist import Mixlist, from_targets, with_targets
 from ..oplists import BLACK, GRAY, WHITE, OpLists
 
-KINDS = ("black-add", "white-add", "black-remove", "white-remove")
 _TARGET = {"black-add": BLACK, "white-add": WHITE, "black-remove": GRAY, "white-remove": GRAY}
 
 
@@ -29,11 +28,6 @@ class Edit:
     @property
     def action(self) -> str:
         return "to-add" if self.kind.endswith("add") else "to-remove"
-
-    @property
-    def towards_fp32(self) -> bool:
-        """black-add / white-remove only ever move ops towards fp32 (a set of them is monotone)."""
-        return self.kind in ("black-add", "white-remove")
 
     def __str__(self) -> str:
         return f"{self.list}-list {self.action} {self.type}"

@@ -23,13 +23,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Hashable, Iterable
+from typing import Hashable, Iterable
 
 import numpy as np
 import pandas as pd
 
 from ..costmodel import TimeModel
-from ..semantics import LOW, Compiled, NodeKind, Plan, low_mask
+from ..semantics import Compiled, NodeKind, Plan, low_mask
 
 _OP, _CAST, _FOLLOW = int(NodeKind.OP), int(NodeKind.CAST), int(NodeKind.FOLLOW)
 
@@ -174,49 +174,87 @@ class Prediction:
         return max(-1.0, 1.0 - 0.5 * self.final_rel_l2 ** 2)
 
 
+def _final_nodes(c: Compiled, finals: Iterable[Hashable] | None, es: np.ndarray, kind: np.ndarray) -> np.ndarray:
+    """Compiled indices of the final outputs: ``finals``, else the graph's ``outputs``, else the sinks
+    among float ops."""
+    n = len(c)
+    idx = c.index
+    if finals is None:
+        finals = c.graph.graph.get("outputs") or None
+    if finals:
+        fi = [idx[f] for f in finals if f in idx]
+    else:
+        fi = []
+    if not fi:  # sinks among float ops
+        has_succ = np.zeros(n, bool)
+        has_succ[es] = True
+        fi = np.flatnonzero(~has_succ & np.isin(kind, (_OP, _CAST, _FOLLOW))).tolist()
+    return np.asarray(sorted(fi), dtype=np.int64)
+
+
 class ErrorModel:
     """Predicts the final error of any plan of the compiled graph from the evidence."""
 
     def __init__(self, c: Compiled, ev: Evidence | None, times: TimeModel, low_dtype: str = "fp16",
                  measured_plan: Plan | None = None, finals: Iterable[Hashable] | None = None,
                  measured_final: float | None = None):
+        """The model's per-node terms (module docstring): own errors and non-finite sources from the
+        local re-executions, gains from them and, for a measured run, from its errors; the per-op
+        calibration and the global scale that reproduce the measured run."""
         self.c, self.ev, self.times, self.low_dtype = c, ev, times, low_dtype
         n = len(c)
         kind = np.asarray(c.kind)
         self.kind = kind
-        g = c.graph
-        idx = c.index
         es, ed = c.float_edges
         order_e = np.argsort(ed, kind="stable")
         self.p_idx = es[order_e].tolist()                      # CSR: producers of i are
         self.p_ptr = np.concatenate([[0], np.cumsum(np.bincount(ed, minlength=n))]).tolist()  # p_idx[ptr[i]:ptr[i+1]]
-        if finals is None:
-            finals = g.graph.get("outputs") or None
-        if finals:
-            fi = [idx[f] for f in finals if f in idx]
-        else:
-            fi = []
-        if not fi:  # sinks among float ops
-            has_succ = np.zeros(n, bool)
-            has_succ[es] = True
-            fi = np.flatnonzero(~has_succ & np.isin(kind, (_OP, _CAST, _FOLLOW))).tolist()
-        self.finals = np.asarray(sorted(fi), dtype=np.int64)
+        self.finals = _final_nodes(c, finals, es, kind)
         self.enabled = ev is not None and ev.usable
         rnd = ROUNDING_REL.get(low_dtype, ROUNDING_REL["fp16"])
-        self.rounding = rnd
         if not self.enabled:
-            self.own_low = np.zeros(n)
-            self.gain = np.ones(n)
-            self.gain_prop = np.ones(n)
-            self.calib = np.ones(n)
-            self.absorbs = np.zeros(n, bool)
-            self.local_nf = np.zeros(n, bool)
-            self.inrnd_nf = np.zeros(n, bool)
-            self.scale = 1.0
-            self.base_pred = None
-            self.measured_final = measured_final
+            self._disable(n, measured_final)
             return
         assert ev is not None
+        is_float_op = (kind == _OP)
+        gain, r_in = self._local_terms(ev, kind, rnd)
+        calib = np.ones(n)
+        lowm = low_mask(measured_plan) if measured_plan is not None else np.zeros(n, bool)
+        if ev.have_measured:
+            gain, amp = self._run_terms(ev, is_float_op, lowm, rnd, gain)
+            own_base = np.where(lowm, self.own_low, 0.0)
+            gain, gain_prop = self._measured_gains(ev, is_float_op, own_base, rnd, gain, r_in, amp)
+            calib = self._calibration(ev, is_float_op, lowm, own_base, gain, gain_prop)
+            self.absorbs = ev.in_nf & ~ev.out_nf
+        else:
+            self.absorbs = np.zeros(n, bool)
+            gain_prop = np.minimum(gain, 1.0)
+        self.gain = gain
+        self.gain_prop = gain_prop
+        self.calib = calib
+        self.scale = 1.0
+        self.scale_note = ""
+        self.base_pred = None
+        self.measured_final = measured_final
+        if measured_plan is not None:
+            self._scale_to_measured(ev, lowm, measured_final)
+
+    def _disable(self, n: int, measured_final: float | None) -> None:
+        """No usable evidence: no own error, unit gains (``evaluate`` then predicts times only)."""
+        self.own_low = np.zeros(n)
+        self.gain = np.ones(n)
+        self.gain_prop = np.ones(n)
+        self.calib = np.ones(n)
+        self.absorbs = np.zeros(n, bool)
+        self.local_nf = np.zeros(n, bool)
+        self.inrnd_nf = np.zeros(n, bool)
+        self.scale = 1.0
+        self.base_pred = None
+        self.measured_final = measured_final
+
+    def _local_terms(self, ev: Evidence, kind: np.ndarray, rnd: float) -> tuple[np.ndarray, np.ndarray]:
+        """Own error in low precision (local re-execution, else one rounding; a Cast to low rounds once),
+        non-finite sources, and (gain, inrnd / rounding error) from the op in fp32 on rounded inputs."""
         is_float_op = (kind == _OP)
         own = np.where(np.isnan(ev.local), rnd, ev.local)
         own = np.where(is_float_op, own, 0.0)
@@ -230,90 +268,92 @@ class ErrorModel:
         r_in = np.where(np.isnan(ev.inrnd), 1.0, ev.inrnd / rnd)
         g_in = np.where(r_in > AMPLIFY, r_in, np.minimum(r_in, 1.0))
         g_in = np.clip(g_in, 0.0, GAIN_MAX)
-        gain = np.where(is_float_op, g_in, 1.0)
-        calib = np.ones(n)
-        lowm = low_mask(measured_plan) if measured_plan is not None else np.zeros(n, bool)
-        if ev.have_measured:
-            # no local re-execution (real NPU run): estimate what a low op introduces from the run
-            no_local = np.isnan(ev.local) & ~ev.local_nf & is_float_op & lowm & np.isfinite(ev.out)
-            blamed = ev.blamed_elsewhere if ev.blamed_elsewhere is not None else np.zeros(n, bool)
-            excess = np.maximum(np.sqrt(np.maximum(ev.out ** 2 - np.nan_to_num(ev.inp) ** 2, 0.0)), rnd)
-            own = np.where(no_local & ~blamed, excess, own)
-            self.own_low = own
-            nf_src = np.isnan(ev.local) & ~ev.local_nf & is_float_op & lowm & ev.out_nf & ~ev.in_nf
-            self.local_nf = self.local_nf | nf_src
-            # an fp32 op turning finite inputs non-finite: its low producers' rounding did it
-            rnd_src = (np.isnan(ev.inrnd) & ~ev.inrnd_nf & is_float_op & ~lowm & ev.out_nf & ~ev.in_nf)
-            self.inrnd_nf = self.inrnd_nf | rnd_src
-            # the attribution blames the producer: the op amplifies what it receives
-            with np.errstate(divide="ignore", invalid="ignore"):
-                g_recv = ev.out / ev.inp
-            amp = no_local & blamed & np.isfinite(g_recv) & (ev.inp > 0)
-            gain = np.where(amp, np.clip(g_recv, 0.0, GAIN_MAX), gain)
-            own = np.where(amp, rnd, own)
-            self.own_low = own
-            own_base = np.where(lowm, own, 0.0)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                g_meas = np.sqrt(np.maximum(ev.out ** 2 - own_base ** 2, 0.0)) / ev.inp
-            determined = (is_float_op & np.isfinite(g_meas) & (ev.inp > 2 * rnd)
-                          & (own_base < 0.87 * ev.out)) & ~amp
-            gain = np.where(determined, np.clip(g_meas, 0.0, GAIN_MAX), gain)
-            # ops without a determined gain (e.g. downstream of a non-finite value) take the median
-            # determined gain of their type when it has one, unless inrnd shows a clear amplification
-            use = np.zeros(n, bool)
-            if determined.any():
-                tcode, tuniq = pd.factorize(pd.Series(c.types, dtype=object))
-                med = pd.Series(np.where(determined, gain, np.nan)).groupby(tcode).median()
-                tmed = med.reindex(range(len(tuniq))).to_numpy()[tcode]
-                use = ~determined & is_float_op & np.isfinite(tmed) & ~(r_in > AMPLIFY) & ~amp
-                gain = np.where(use, tmed, gain)
-            # errors received from an fp32 producer (not a fresh rounding of the op's input) pass with
-            # the measured/type gain, else at most 1: inrnd's amplification is that of input rounding
-            gain_prop = np.where(determined | amp | use, gain, np.minimum(gain, 1.0))
-            es_, ed_ = c.float_edges
-            rounded_in = np.zeros(n, bool)
-            if len(es_):
-                np.logical_or.at(rounded_in, ed_, lowm[es_])
-            g_eff = np.where(rounded_in, gain, gain_prop)
-            # teacher-forced calibration: reproduce each measured output from its measured input
-            pred = np.sqrt(own_base ** 2 + (g_eff * np.nan_to_num(ev.inp)) ** 2)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                cf = ev.out / pred
-            ok = is_float_op & np.isfinite(cf) & (pred > 0) & (ev.out > 0)
-            calib = np.where(ok, np.clip(cf, 0.25, 4.0), 1.0)
-            self.absorbs = ev.in_nf & ~ev.out_nf
-        else:
-            self.absorbs = np.zeros(n, bool)
-            gain_prop = np.minimum(gain, 1.0)
-        self.gain = gain
-        self.gain_prop = gain_prop
-        self.calib = calib
-        self.scale = 1.0
+        return np.where(is_float_op, g_in, 1.0), r_in
+
+    def _run_terms(self, ev: Evidence, is_float_op: np.ndarray, lowm: np.ndarray, rnd: float, gain: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray]:
+        """A measured run without local re-execution (real NPU run): what a low op introduces (its
+        output error beyond its input error), non-finite sources, and the ops the attribution blames
+        on their producer as amplifiers of what they receive.  Returns (gain, amplifier mask)."""
+        own = self.own_low
+        no_local = np.isnan(ev.local) & ~ev.local_nf & is_float_op & lowm & np.isfinite(ev.out)
+        blamed = ev.blamed_elsewhere if ev.blamed_elsewhere is not None else np.zeros(len(own), bool)
+        excess = np.maximum(np.sqrt(np.maximum(ev.out ** 2 - np.nan_to_num(ev.inp) ** 2, 0.0)), rnd)
+        own = np.where(no_local & ~blamed, excess, own)
+        nf_src = np.isnan(ev.local) & ~ev.local_nf & is_float_op & lowm & ev.out_nf & ~ev.in_nf
+        self.local_nf = self.local_nf | nf_src
+        # an fp32 op turning finite inputs non-finite: its low producers' rounding did it
+        rnd_src = (np.isnan(ev.inrnd) & ~ev.inrnd_nf & is_float_op & ~lowm & ev.out_nf & ~ev.in_nf)
+        self.inrnd_nf = self.inrnd_nf | rnd_src
+        # the attribution blames the producer: the op amplifies what it receives
+        with np.errstate(divide="ignore", invalid="ignore"):
+            g_recv = ev.out / ev.inp
+        amp = no_local & blamed & np.isfinite(g_recv) & (ev.inp > 0)
+        gain = np.where(amp, np.clip(g_recv, 0.0, GAIN_MAX), gain)
+        self.own_low = np.where(amp, rnd, own)
+        return gain, amp
+
+    def _measured_gains(self, ev: Evidence, is_float_op: np.ndarray, own_base: np.ndarray, rnd: float,
+                        gain: np.ndarray, r_in: np.ndarray, amp: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(gain, gain for errors received through fp32 producers): measured where the received error
+        is well determined, else the median determined gain of the op's type (unless inrnd shows a
+        clear amplification)."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            g_meas = np.sqrt(np.maximum(ev.out ** 2 - own_base ** 2, 0.0)) / ev.inp
+        determined = (is_float_op & np.isfinite(g_meas) & (ev.inp > 2 * rnd)
+                      & (own_base < 0.87 * ev.out)) & ~amp
+        gain = np.where(determined, np.clip(g_meas, 0.0, GAIN_MAX), gain)
+        # ops without a determined gain (e.g. downstream of a non-finite value) take the median
+        # determined gain of their type when it has one, unless inrnd shows a clear amplification
+        use = np.zeros(len(gain), bool)
+        if determined.any():
+            tcode, tuniq = pd.factorize(pd.Series(self.c.types, dtype=object))
+            med = pd.Series(np.where(determined, gain, np.nan)).groupby(tcode).median()
+            tmed = med.reindex(range(len(tuniq))).to_numpy()[tcode]
+            use = ~determined & is_float_op & np.isfinite(tmed) & ~(r_in > AMPLIFY) & ~amp
+            gain = np.where(use, tmed, gain)
+        # errors received from an fp32 producer (not a fresh rounding of the op's input) pass with
+        # the measured/type gain, else at most 1: inrnd's amplification is that of input rounding
+        return gain, np.where(determined | amp | use, gain, np.minimum(gain, 1.0))
+
+    def _calibration(self, ev: Evidence, is_float_op: np.ndarray, lowm: np.ndarray, own_base: np.ndarray,
+                     gain: np.ndarray, gain_prop: np.ndarray) -> np.ndarray:
+        """Teacher-forced calibration: the factor (clipped to [1/4, 4]) that reproduces each measured
+        output from its measured input."""
+        es_, ed_ = self.c.float_edges
+        rounded_in = np.zeros(len(gain), bool)
+        if len(es_):
+            np.logical_or.at(rounded_in, ed_, lowm[es_])
+        g_eff = np.where(rounded_in, gain, gain_prop)
+        pred = np.sqrt(own_base ** 2 + (g_eff * np.nan_to_num(ev.inp)) ** 2)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            cf = ev.out / pred
+        ok = is_float_op & np.isfinite(cf) & (pred > 0) & (ev.out > 0)
+        return np.where(ok, np.clip(cf, 0.25, 4.0), 1.0)
+
+    def _scale_to_measured(self, ev: Evidence, lowm: np.ndarray, measured_final: float | None) -> None:
+        """The global factor making the model reproduce the measured final error of the run (given, or
+        the worst measured final output), unless the two differ by more than ``SCALE_MAX``."""
+        e, nf = self._carry_errors(lowm)
+        raw = self._final(e)
+        self.base_pred = raw
+        meas = measured_final
+        if meas is None and ev.have_measured and len(self.finals):
+            fo = ev.out[self.finals]
+            if np.isfinite(fo).any():
+                meas = float(np.nanmax(fo))
+        self.measured_final = meas
         self.scale_note = ""
-        self.base_pred = None
-        self.measured_final = measured_final
-        if measured_plan is not None:
-            e, nf = self._carry_errors(lowm)
-            raw = self._final(e)
-            self.base_pred = raw
-            meas = measured_final
-            if meas is None and ev.have_measured and len(self.finals):
-                fo = ev.out[self.finals]
-                if np.isfinite(fo).any():
-                    meas = float(np.nanmax(fo))
-            self.measured_final = meas
-            self.scale_note = ""
-            if meas is not None and math.isfinite(meas) and raw > 0 and math.isfinite(raw) and meas > 0:
-                ratio = meas / raw
-                if 1.0 / SCALE_MAX <= ratio <= SCALE_MAX:
-                    self.scale = float(ratio)
-                else:   # e.g. training graphs whose sinks are gradients, not the judged outputs
-                    self.scale_note = (f"measured final error {meas:.3g} and the model's {raw:.3g} differ by more "
-                                       f"than {SCALE_MAX:g}x: not scaled (the graph outputs may not be the judged ones)")
+        if meas is not None and math.isfinite(meas) and raw > 0 and math.isfinite(raw) and meas > 0:
+            ratio = meas / raw
+            if 1.0 / SCALE_MAX <= ratio <= SCALE_MAX:
+                self.scale = float(ratio)
+            else:   # e.g. training graphs whose sinks are gradients, not the judged outputs
+                self.scale_note = (f"measured final error {meas:.3g} and the model's {raw:.3g} differ by more "
+                                   f"than {SCALE_MAX:g}x: not scaled (the graph outputs may not be the judged ones)")
 
     # --------------------------------------------------------------
-    def _carry_errors(self, low: np.ndarray, start: int = 0, base: tuple[np.ndarray, np.ndarray] | None = None
-                   ) -> tuple[np.ndarray, np.ndarray]:
+    def _carry_errors(self, low: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         n = len(self.c)
         own = np.where(low, self.own_low, 0.0)
         # per-op terms as Python lists for a tight loop
@@ -325,15 +365,10 @@ class ErrorModel:
         inf_l = self.inrnd_nf.tolist()
         absorbs = self.absorbs.tolist()
         low_l = low.tolist()
-        if base is not None and start > 0:
-            e = base[0].tolist()
-            nf = base[1].tolist()
-        else:
-            e = [0.0] * n
-            nf = [False] * n
-            start = 0
+        e = [0.0] * n
+        nf = [False] * n
         p_idx, p_ptr = self.p_idx, self.p_ptr
-        for i in range(start, n):
+        for i in range(n):
             a, b = p_ptr[i], p_ptr[i + 1]
             if b > a:
                 ps = p_idx[a:b]

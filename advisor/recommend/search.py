@@ -16,10 +16,10 @@ from typing import Any, Hashable, Iterable, Sequence
 import numpy as np
 
 from ..oplists import BLACK, WHITE, OpLists, precision_free
-from ..semantics import FP32_BY_LIST, LOW, Compiled, NodeKind, Plan
+from ..semantics import LOW, Compiled, NodeKind, Plan
 from ..semantics import low_mask
 from .edits import Edit, lists_with
-from .model import ErrorModel, Evidence, Prediction
+from .model import ErrorModel, Prediction
 
 REL_TIE = 1e-9
 

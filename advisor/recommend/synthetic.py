@@ -64,8 +64,40 @@ def transformer_like(n_ops: int = 100_000, hazards: int = 1, seed: int = 0, shap
     import networkx as nx
 
     rng = np.random.default_rng(seed)
-    per = len(_BLOCK)
-    blocks = max(1, n_ops // per)
+    nodes, edges, names, types = _blocks(max(1, n_ops // len(_BLOCK)), shape)
+    g = nx.DiGraph()
+    g.add_nodes_from(_weights_first(nodes))
+    g.add_edges_from(edges)
+    n = len(names)
+    local = RND16 * rng.uniform(0.5, 2.0, n)
+    inrnd = RND16 * rng.uniform(0.5, 1.5, n)
+    local_nf = np.zeros(n, dtype=int)
+    t = np.asarray(types, dtype=object)
+    exp_idx = np.flatnonzero(t == "Exp")
+    haz = rng.choice(exp_idx, size=min(hazards, len(exp_idx)), replace=False) if hazards else np.array([], int)
+    local_nf[haz] = 1
+    local[haz] = np.inf
+    # statistics-level measurements of the run: output rel-L2 ~1e-3 everywhere (a stable network),
+    # input rel-L2 = worst producer output, non-finite from the hazards downstream
+    out = 1e-3 * rng.uniform(0.8, 1.2, n)
+    pos = {nm: i for i, nm in enumerate(names)}
+    nf = np.zeros(n, dtype=bool)
+    for h in haz:
+        nf[h] = True
+        for d in nx.descendants(g, names[h]):
+            if d in pos:
+                nf[pos[d]] = True
+    inp, in_nf = _worst_inputs(edges, pos, out, nf)
+    ops = pd.DataFrame({"node": names, "type": types, "local_rel_l2": local, "local_nonfinite": local_nf,
+                        "inrnd_rel_l2": inrnd, "inrnd_nonfinite": 0,
+                        "out_rel_l2": np.where(nf, np.inf, out), "out_nonfinite": nf.astype(int),
+                        "in_rel_l2": np.where(in_nf, np.inf, inp), "in_nonfinite": in_nf.astype(int)})
+    return g, ops, [names[i] for i in haz]
+
+
+def _blocks(blocks: int, shape) -> tuple[list[tuple], list[tuple], list[str], list[str]]:
+    """(nodes, edges, op names, op types) of ``blocks`` repeats of ``_BLOCK`` after the input ``x``,
+    each block fed by the previous one's last op; weights as Variable nodes."""
     nodes: list[tuple] = [("x", {"type": "Data", "role": "data", "name": "x", "out_shapes": [list(shape)]})]
     edges: list[tuple] = []
     names: list[str] = []
@@ -94,8 +126,11 @@ def transformer_like(n_ops: int = 100_000, hazards: int = 1, seed: int = 0, shap
             names.append(name)
             types.append(typ)
         prev = base[-1]
-    # order nodes so that weights come before their consumers
-    g = nx.DiGraph()
+    return nodes, edges, names, types
+
+
+def _weights_first(nodes: list[tuple]) -> list[tuple]:
+    """The nodes in insertion order with each weight right before its consumer."""
     order = []
     pending_w = {}
     for n, a in nodes:
@@ -108,27 +143,13 @@ def transformer_like(n_ops: int = 100_000, hazards: int = 1, seed: int = 0, shap
         if wn in pending_w:
             order.append((wn, pending_w.pop(wn)))
         order.append((n, a))
-    g.add_nodes_from(order)
-    g.add_edges_from(edges)
-    n = len(names)
-    local = RND16 * rng.uniform(0.5, 2.0, n)
-    inrnd = RND16 * rng.uniform(0.5, 1.5, n)
-    local_nf = np.zeros(n, dtype=int)
-    t = np.asarray(types, dtype=object)
-    exp_idx = np.flatnonzero(t == "Exp")
-    haz = rng.choice(exp_idx, size=min(hazards, len(exp_idx)), replace=False) if hazards else np.array([], int)
-    local_nf[haz] = 1
-    local[haz] = np.inf
-    # statistics-level measurements of the run: output rel-L2 ~1e-3 everywhere (a stable network),
-    # input rel-L2 = worst producer output, non-finite from the hazards downstream
-    out = 1e-3 * rng.uniform(0.8, 1.2, n)
-    pos = {nm: i for i, nm in enumerate(names)}
-    nf = np.zeros(n, dtype=bool)
-    for h in haz:
-        nf[h] = True
-        for d in nx.descendants(g, names[h]):
-            if d in pos:
-                nf[pos[d]] = True
+    return order
+
+
+def _worst_inputs(edges: list[tuple], pos: dict[str, int], out: np.ndarray, nf: np.ndarray
+                  ) -> tuple[np.ndarray, np.ndarray]:
+    """Per op: the worst output error among its op producers, and whether any of them is non-finite."""
+    n = len(out)
     src = np.array([pos.get(u, -1) for u, v, _ in edges])
     dst = np.array([pos.get(v, -1) for u, v, _ in edges])
     ok = (src >= 0) & (dst >= 0)
@@ -136,8 +157,4 @@ def transformer_like(n_ops: int = 100_000, hazards: int = 1, seed: int = 0, shap
     np.maximum.at(inp, dst[ok], out[src[ok]])
     in_nf = np.zeros(n, dtype=bool)
     np.logical_or.at(in_nf, dst[ok], nf[src[ok]])
-    ops = pd.DataFrame({"node": names, "type": types, "local_rel_l2": local, "local_nonfinite": local_nf,
-                        "inrnd_rel_l2": inrnd, "inrnd_nonfinite": 0,
-                        "out_rel_l2": np.where(nf, np.inf, out), "out_nonfinite": nf.astype(int),
-                        "in_rel_l2": np.where(in_nf, np.inf, inp), "in_nonfinite": in_nf.astype(int)})
-    return g, ops, [names[i] for i in haz]
+    return inp, in_nf

@@ -22,7 +22,6 @@ import os
 import shlex
 import shutil
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -143,8 +142,3 @@ def _tail(path: Path, n: int = 300) -> str:
         return ""
     last = data.splitlines()[-1] if data else ""
     return f" (stderr: {last})" if last else ""
-
-
-def python_command(script: str | os.PathLike, *args: str) -> list[str]:
-    """argv running ``script`` with this interpreter (handy for tests and examples)."""
-    return [sys.executable, str(script), *args]

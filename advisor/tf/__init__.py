@@ -13,12 +13,10 @@ Importing this package never imports TensorFlow; the submodules that need it imp
 """
 from __future__ import annotations
 
-from typing import Any
-
 from ..errors import InputError
 
 # what a TensorFlow workload is (no TensorFlow import needed) is part of the workload contract
-from ..workload import INSTALL_HINT, TF_MODULE_PREFIXES, is_missing_tf_error, is_tf_model as is_tf_object  # noqa: E402
+from ..workload import INSTALL_HINT, is_missing_tf_error, is_tf_model as is_tf_object  # noqa: E402
 
 
 def require_tf(path: object = None):

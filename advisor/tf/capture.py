@@ -162,12 +162,7 @@ def capture_tf(workload: Any, out: str | os.PathLike, mode: str = semantics.DEFA
     low, ml, lists, notes = capture_settings(mode, dump, mixlist, soc, ops_info)
 
     tf.random.set_seed(seed)
-    try:
-        fr = freeze(wl.model, wl.batches, wl.loss_fn, wl.options or {})
-    except AdvisorError:
-        raise
-    except Exception as e:  # user model code
-        raise InputError(target, f"freezing the TensorFlow model failed: {one_line(e)}") from None
+    fr = _freeze(wl, target)
     fetch_nodes = [split_tensor(t)[0] for t in fr.outputs + ([fr.loss] if fr.loss else []) + [t for _, t in fr.grads]]
     gd = prune(fr.graph_def, fetch_nodes + [split_tensor(t)[0] for t in fr.inputs])
     _fix_seeds(gd, seed)
@@ -192,60 +187,10 @@ def capture_tf(workload: Any, out: str | os.PathLike, mode: str = semantics.DEFA
                                      "framework": "tensorflow", "emulated": True, "versions": vers}, final_dir=stage.out)
         if ml is not None:
             writer.write_mixlist(ml.to_json())
-
-        # every output of every op-graph node, in both runs
-        keys = [(n, k) for n in info.order for k in range(len(info.out_dtypes[n]))
-                if g.nodes[n]["role"] != "const" and info.out_dtypes[n][k] not in ("resource", "variant")]
-        fp32_fetch = [f"{n}:{k}" for n, k in keys]
-        mixed_fetch = [rw.tensor.get((n, k), f"{n}:{k}") for n, k in keys]
-        model_fetch = fr.outputs + ([fr.loss] if fr.loss else []) + [t for _, t in fr.grads]
-
-        def resolve(t: str) -> tuple[str, int]:
-            return info.source(t)
-        model_keys = [resolve(t) for t in model_fetch]
-        consts = {n: _const_value(tf, info.nodes[n]) for n in info.order if g.nodes[n]["role"] == "const"}
-
-        s32 = _Session(tf, gd)
-        smx = _Session(tf, rw.graph_def)
-        kernels: list[dict] = []
-        local_rows: dict[str, dict] = {}
-        try:
-            for step, batch in enumerate(wl.batches):
-                arrays = to_feed(batch)
-                feed = {t: arrays[i] for t, i in zip(fr.inputs, fr.input_indices)}
-                try:
-                    v32 = s32.run(fp32_fetch, feed)
-                except Exception as e:
-                    raise InputError(target, f"the model failed in the FP32 run (step {step}): "
-                                             f"{one_line(e)}") from None
-                try:
-                    vmx = smx.run(mixed_fetch, feed)
-                except Exception as e:
-                    raise InputError(target, f"the model failed in the mixed run (step {step}): "
-                                             f"{one_line(e)}") from None
-                val32 = dict(zip(keys, v32))
-                valmx = dict(zip(keys, vmx))
-                for n, c in consts.items():
-                    val32[(n, 0)] = valmx[(n, 0)] = c
-                kernels.extend(_kernels(g, info, rw, p, valmx, step))
-                for which, vals in (("fp32", val32), ("mixed", valmx)):
-                    data, files = _dump_data(g, info, rw if which == "mixed" else None, vals, fr, model_keys,
-                                             files_on)
-                    writer.write_dump(which, step, data, files or None, task="tensor" if files_on else "statistics")
-                if local:  # every step: a hazard may show only in some batches; rows keep the worst
-                    for row in _local_errors(tf, gd, info, g, low_dtype, feed, val32):
-                        local_rows[row["name"]] = worst_local(local_rows.get(row["name"]), row)
-        finally:
-            s32.close()
-            smx.close()
-            _reset_keras_naming()
-
+        kernels, local_rows = _run_steps(tf, wl, fr, gd, g, info, rw, p, writer, target=target, files_on=files_on,
+                                         local=local, low_dtype=low_dtype)
         writer.write_profile(kernels)
-        for n in g:
-            a = g.nodes[n]
-            if a["role"] == "op" and n in rw.out_dtypes:
-                a["in_dtypes"] = [_enum_canon(tf, e) for e in rw.in_dtypes[n]]
-                a["out_dtypes"] = [_enum_canon(tf, e) for e in rw.out_dtypes[n]]
+        _executed_dtypes(tf, g, rw)
         semantics.annotate(g, p)
         graph_path = writer.write_graph(g, p, notes)
         if local:
@@ -260,6 +205,77 @@ def capture_tf(workload: Any, out: str | os.PathLike, mode: str = semantics.DEFA
                               n_ops=sum(1 for _ in G.op_nodes(g)), options=wl.options or {},
                               tf={"cube_style_types": cube_style, "inputs": fr.inputs})
     return stage.out
+
+
+def _freeze(wl, target: Any) -> Frozen:
+    """The workload frozen to one GraphDef; a failure of the user's model code is an InputError."""
+    try:
+        return freeze(wl.model, wl.batches, wl.loss_fn, wl.options or {})
+    except AdvisorError:
+        raise
+    except Exception as e:  # user model code
+        raise InputError(target, f"freezing the TensorFlow model failed: {one_line(e)}") from None
+
+
+def _run_steps(tf, wl, fr: Frozen, gd, g, info, rw, p, writer: RunWriter, *, target: Any, files_on: bool,
+               local: bool, low_dtype: str) -> tuple[list[dict], dict[str, dict]]:
+    """Every batch through the FP32 and the mixed session, fetching every output of every op-graph
+    node: kernel rows and dumps of each step written, local errors kept (the worst over all steps).
+    Returns (kernel rows, local error rows by node)."""
+    # every output of every op-graph node, in both runs
+    keys = [(n, k) for n in info.order for k in range(len(info.out_dtypes[n]))
+            if g.nodes[n]["role"] != "const" and info.out_dtypes[n][k] not in ("resource", "variant")]
+    fp32_fetch = [f"{n}:{k}" for n, k in keys]
+    mixed_fetch = [rw.tensor.get((n, k), f"{n}:{k}") for n, k in keys]
+    model_fetch = fr.outputs + ([fr.loss] if fr.loss else []) + [t for _, t in fr.grads]
+    model_keys = [info.source(t) for t in model_fetch]
+    consts = {n: _const_value(tf, info.nodes[n]) for n in info.order if g.nodes[n]["role"] == "const"}
+
+    s32 = _Session(tf, gd)
+    smx = _Session(tf, rw.graph_def)
+    kernels: list[dict] = []
+    local_rows: dict[str, dict] = {}
+    try:
+        for step, batch in enumerate(wl.batches):
+            arrays = to_feed(batch)
+            feed = {t: arrays[i] for t, i in zip(fr.inputs, fr.input_indices)}
+            v32 = _user_run(s32, fp32_fetch, feed, target, "FP32", step)
+            vmx = _user_run(smx, mixed_fetch, feed, target, "mixed", step)
+            val32 = dict(zip(keys, v32))
+            valmx = dict(zip(keys, vmx))
+            for n, c in consts.items():
+                val32[(n, 0)] = valmx[(n, 0)] = c
+            kernels.extend(_kernels(g, info, rw, p, valmx, step))
+            for which, vals in (("fp32", val32), ("mixed", valmx)):
+                data, files = _dump_data(g, info, rw if which == "mixed" else None, vals, fr, model_keys,
+                                         files_on)
+                writer.write_dump(which, step, data, files or None, task="tensor" if files_on else "statistics")
+            if local:  # every step: a hazard may show only in some batches; rows keep the worst
+                for row in _local_errors(tf, gd, info, g, low_dtype, feed, val32):
+                    local_rows[row["name"]] = worst_local(local_rows.get(row["name"]), row)
+    finally:
+        s32.close()
+        smx.close()
+        _reset_keras_naming()
+    return kernels, local_rows
+
+
+def _user_run(sess: _Session, fetch: list[str], feed: dict, target: Any, which: str, step: int) -> list:
+    """One session run of the user's model; its failure is an InputError naming the run and step."""
+    try:
+        return sess.run(fetch, feed)
+    except Exception as e:
+        raise InputError(target, f"the model failed in the {which} run (step {step}): "
+                                 f"{one_line(e)}") from None
+
+
+def _executed_dtypes(tf, g, rw) -> None:
+    """In/out dtypes of the rewritten ops as the mixed run executed them, onto the op graph."""
+    for n in g:
+        a = g.nodes[n]
+        if a["role"] == "op" and n in rw.out_dtypes:
+            a["in_dtypes"] = [_enum_canon(tf, e) for e in rw.in_dtypes[n]]
+            a["out_dtypes"] = [_enum_canon(tf, e) for e in rw.out_dtypes[n]]
 
 
 def _enum_canon(tf, e: int) -> str:

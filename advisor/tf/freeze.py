@@ -174,7 +174,7 @@ def freeze(model: Any, batches: Sequence[tuple], loss_fn: Callable | None = None
     n_user = len(used)
     try:
         data = c2c._FunctionConverterDataInEager(func=cf, lower_control_flow=False, aggressive_inlining=True)
-        gd, converted = c2c._replace_variables_by_constants(converter_data=data)
+        gd, _ = c2c._replace_variables_by_constants(converter_data=data)
     except Exception:  # private API moved: the public converter (inference graphs)
         frozen = c2c.convert_variables_to_constants_v2(cf)
         gd = frozen.graph.as_graph_def()

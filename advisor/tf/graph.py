@@ -34,7 +34,6 @@ def split_tensor(name: str) -> tuple[str, int]:
 class TFGraphInfo:
     """What the capture needs besides the op graph."""
 
-    tf_graph: Any                                   # the imported tf.Graph (fp32)
     nodes: dict[str, Any]                           # name -> NodeDef (kept nodes and bypassed ones)
     order: list[str]                                # kept nodes (op-graph nodes), topological
     resolve: dict[tuple[str, int], tuple[str, int]] = field(default_factory=dict)  # bypass resolution
@@ -102,7 +101,7 @@ def build(tf, graph_def, name: str = "model") -> tuple[nx.DiGraph, TFGraphInfo]:
         tf.graph_util.import_graph_def(graph_def, name="")
     nodes = {n.name: n for n in graph_def.node}
     order_all = topo_order(graph_def)
-    info = TFGraphInfo(g_tf, nodes, [])
+    info = TFGraphInfo(nodes, [])
 
     # bypass resolution, in topological order so chains of Identity collapse
     for n in order_all:

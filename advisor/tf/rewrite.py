@@ -30,10 +30,6 @@ LOW_ENUM = {"fp16": DT_HALF, "bf16": DT_BFLOAT16}
 ENUM_NAME = {DT_FLOAT: "fp32", DT_DOUBLE: "fp64", DT_BFLOAT16: "bf16", DT_HALF: "fp16"}
 
 
-def enum_name(tf, e: int) -> str:
-    return ENUM_NAME.get(e) or tf.dtypes.as_dtype(e).name
-
-
 @dataclass
 class Rewritten:
     graph_def: Any

@@ -1,0 +1,47 @@
+"""The structure limits of tools/code_metrics.py (docs/architecture.md "Structure") and no dead code
+(vulture at 80 % confidence) hold for the advisor package."""
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _code_metrics():
+    spec = importlib.util.spec_from_file_location("code_metrics", ROOT / "tools" / "code_metrics.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_code_metrics_limits():
+    cm = _code_metrics()
+    r = cm.analyse()
+    assert r["cycles"] == []
+    assert r["modules_over_600"] == []
+    assert len(r["functions_over_80"]) <= 5, r["functions_over_80"]
+    assert [f["function"] for f in r["functions_over_80"] if not f["reason_given"]] == []
+    assert r["private_imports"] == []
+    assert len(r["getattr_defaults"]) <= 5, r["getattr_defaults"]
+
+
+def test_code_metrics_json_says_ok():
+    out = subprocess.run([sys.executable, str(ROOT / "tools" / "code_metrics.py"), "--json"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=120)
+    d = json.loads(out.stdout)
+    assert out.returncode == 0 and d["ok"], d["counts"]
+    assert d["counts"]["functions_over_80"] <= 5
+
+
+def test_no_dead_code():
+    if importlib.util.find_spec("vulture") is None:
+        pytest.skip("vulture is not installed (pip install -e '.[dev]')")
+    out = subprocess.run([sys.executable, "-m", "vulture", "advisor", "--min-confidence", "80"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip() == "", out.stdout + out.stderr
