@@ -75,6 +75,13 @@ class Analysis:
     def has_dumps(self) -> bool:
         return bool(self.steps)
 
+    @property
+    def loss_scale(self) -> float:
+        """The static loss scale the run's backward used (run.json ``loss_scale``; 1 when not recorded): its
+        dumped parameter gradients are that many times the true ones."""
+        s = (self.run.meta or {}).get("loss_scale")
+        return float(s) if isinstance(s, (int, float)) and not isinstance(s, bool) and s > 0 else 1.0
+
     # ------------------------------------------------------------------ plans
     def lists_with(self, mixlist: mx.Mixlist | None) -> OpLists:
         """Effective lists of a candidate mixlist (relative to the chip defaults, like every mixlist)."""

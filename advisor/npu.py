@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import importlib.util
+import math
 import os
 import sys
 from dataclasses import dataclass, field
@@ -33,6 +34,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 ENV_MIXLIST, ENV_MODE, ENV_RUN_DIR = "ADVISOR_MIXLIST", "ADVISOR_MODE", "ADVISOR_RUN_DIR"
+ENV_LOSS_SCALE = "ADVISOR_LOSS_SCALE"
 DEFAULT_MODE = "mixed_float16"
 
 # precision_mode_v2 values, and advisor/precision_mode (v1) names that have a v2 spelling
@@ -71,6 +73,7 @@ class Settings:
     mixlist: Path | None = None
     run_dir: Path | None = None
     reference: bool = False
+    loss_scale: float | None = None          # ADVISOR_LOSS_SCALE: the static loss scale to train with
 
     @property
     def dump_dir(self) -> Path | None:
@@ -89,7 +92,18 @@ def settings(environ: Mapping[str, str] | None = None) -> Settings:
     if ml is not None and not Path(ml).is_file():
         from .errors import InputError
         raise InputError(ml, f"{ENV_MIXLIST} names a file that does not exist")
-    return Settings(mode, Path(ml) if ml else None, Path(rd) if rd else None, env.get("ADVISOR_REFERENCE") == "1")
+    ls = env.get(ENV_LOSS_SCALE) or None
+    scale = None
+    if ls is not None:
+        try:
+            scale = float(ls)
+        except ValueError:
+            scale = math.nan
+        if not (0 < scale < math.inf):
+            from .errors import InputError
+            raise InputError(ENV_LOSS_SCALE, f"must be a number > 0, not {ls!r}")
+    return Settings(mode, Path(ml) if ml else None, Path(rd) if rd else None, env.get("ADVISOR_REFERENCE") == "1",
+                    scale)
 
 
 @dataclass
@@ -115,6 +129,14 @@ class Applied:
         if self.settings.dump_dir is None:
             raise ValueError(f"{ENV_RUN_DIR} is not set: run under advisor tune --runner command")
         return {"task": task, "dump_path": str(self.settings.dump_dir), "level": level}
+
+    def grad_scaler_kwargs(self) -> dict:
+        """Arguments for torch_npu's ``torch_npu.npu.amp.GradScaler(**kwargs)`` realising the static loss scale
+        tune asks for (``ADVISOR_LOSS_SCALE``); ``{}`` when none is set (keep the script's own scaler).  With
+        TensorFlow: ``tf.keras.mixed_precision.LossScaleOptimizer(opt, dynamic=False,
+        initial_scale=cfg.settings.loss_scale)``."""
+        s = self.settings.loss_scale
+        return {} if s is None else {"init_scale": s, "dynamic": False}
 
     @property
     def profile_dir(self) -> Path | None:

@@ -13,8 +13,11 @@ A real torch_npu script would do::
         on_trace_ready=torch_npu.profiler.tensorboard_trace_handler(str(cfg.profile_dir)))
     with prof, cfg.autocast():
         for batch in batches:          # batch i = step i
-            debugger.start(); out = model(*batch); debugger.stop(); debugger.step(); prof.step()  Here ``apply()`` finds neither framework and configures
-nothing; the emulator writes the same files.
+            debugger.start(); out = model(*batch); debugger.stop(); debugger.step(); prof.step()
+    # training: scaler = torch_npu.npu.amp.GradScaler(**cfg.grad_scaler_kwargs())  (ADVISOR_LOSS_SCALE)
+
+Here ``apply()`` finds neither framework and configures nothing; the emulator writes the same files
+(with ``ADVISOR_LOSS_SCALE`` set, a training workload's backward is scaled by it).
 
 Options (for tests): ``--no-golden`` writes only what a real NPU run has (no ``dump/fp32``: tune then
 runs this script once more as the FP32 reference); ``--fail-if-edit TYPE`` exits 3 when the mixlist
@@ -55,11 +58,11 @@ def main(argv: list[str] | None = None) -> int:
 
     from advisor.emulator import capture
     if not args.no_golden:
-        capture(args.workload, s.run_dir, mode=s.mode, mixlist=s.mixlist)
+        capture(args.workload, s.run_dir, mode=s.mode, mixlist=s.mixlist, loss_scale=s.loss_scale)
         return 0
     # a real NPU run has only its own dump: keep the mixed side of the capture
     with tempfile.TemporaryDirectory() as tmp:
-        run = capture(args.workload, Path(tmp) / "run", mode=s.mode, mixlist=s.mixlist)
+        run = capture(args.workload, Path(tmp) / "run", mode=s.mode, mixlist=s.mixlist, loss_scale=s.loss_scale)
         shutil.rmtree(run / "dump" / "fp32")
         (run / "local_error.csv").unlink(missing_ok=True)   # needs the FP32 inputs: emulator only
         shutil.copytree(run, s.run_dir)

@@ -85,20 +85,26 @@ def test_command_runner_separate_reference(tmp_path):
     assert rc == 0 and s["confirmed"] and s["runs"] == 3
 
 
-def test_failing_gradients_are_judged_like_compare_judges_them(tmp_path):
+def test_failing_gradients_are_judged_like_compare_judges_them_and_fixed_by_the_loss_scale(tmp_path):
     # the outputs and the loss are fine, the fp16 gradients underflow: compare, recommend and tune judge
-    # the same figures (final outputs, loss and gradients on every batch), so tune cannot confirm
+    # the same figures (final outputs, loss and gradients on every batch); no list edit fixes it, so tune
+    # runs the same list again with recommend's static loss scale -- and that run is judged by a fresh capture
     out = tmp_path / "tune"
     rc = main(["tune", f"{EX / 'mlp_train_underflow.py'}:workload", "--out", str(out), "--max-runs", "3"])
     s = _summary(out)
-    h0 = s["history"][0]
+    h0, h1 = s["history"][0], s["history"][1]
     assert h0["ok"] is False and any("gradient fc1.weight cosine" in r for r in h0["reasons"])
-    assert rc == 1 and not s["confirmed"] and "loss scale" in s["stop_reason"]
     comparison = json.loads((out / "iter_00" / "comparison" / "comparison.json").read_text())
     assert comparison["verdict"]["ok"] is False
     assert main(["compare", "--run", str(out / "iter_00" / "run")]) == 1
     rec = json.loads((out / "iter_00" / "recommendation" / "recommendation.json").read_text())
     assert rec["status"] == "loss-scale" and rec["ok"] is False
+    scale = rec["loss_scale"]["loss_scale"]["static"]
+    assert scale > 1 and h1["loss_scale"] == scale and h1["edits"] == h0["edits"]
+    assert rc == 0 and s["confirmed"] and s["loss_scale"] == scale and s["runs"] == 3
+    run1 = json.loads((out / "iter_01" / "run" / "run.json").read_text())
+    assert run1["loss_scale"] == scale
+    assert main(["compare", "--run", str(out / "iter_01" / "run")]) == 0     # the independent check
 
 
 def test_bad_target_is_one_line_error(tmp_path, capsys):

@@ -26,6 +26,9 @@ def register(app: typer.Typer) -> None:
                 dump: Optional[str] = typer.Option(None, "--dump", help="tensors | stats (default: tensors for "
                                                                         "models up to 2M parameters)."),
                 no_local: bool = typer.Option(False, "--no-local-error", help="Skip local_error.csv."),
+                loss_scale: Optional[float] = typer.Option(None, "--loss-scale", help="Static loss scale of a "
+                                                           "training workload's backward (both runs; recorded "
+                                                           "in run.json)."),
                 timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds before a workload that has "
                                                                                 "not finished is killed (exit 2)."),
                 as_json: bool = typer.Option(False, "--json", help="Print the run's summary (run.json and its "
@@ -42,7 +45,8 @@ def register(app: typer.Typer) -> None:
             check_run_out(out)
             with CaptureWorker() as worker:
                 reply = worker.capture(target, out, timeout=timeout, mode=mode, mixlist=mixlist, soc=soc,
-                                       ops_info=ops_info, seed=seed, dump=dump, local=not no_local)
+                                       ops_info=ops_info, seed=seed, dump=dump, local=not no_local,
+                                       **({"loss_scale": loss_scale} if loss_scale is not None else {}))
             if not reply.ok:
                 if verbosity() == VERBOSE and reply.error.get("traceback"):
                     sys.stderr.write(reply.error["traceback"])

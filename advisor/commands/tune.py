@@ -43,6 +43,9 @@ def register(app: typer.Typer) -> None:
              devices: Optional[str] = typer.Option(None, "--devices", help="NPUs for --runner command, one per "
                                                                           "concurrent run: e.g. 0,1,2,3 (each run "
                                                                           "gets its own ASCEND_RT_VISIBLE_DEVICES)."),
+             loss_scale: Optional[float] = typer.Option(None, "--loss-scale", help="Static loss scale of the first "
+                                                        "run (training); tune raises it when only the "
+                                                        "gradients fail by underflow."),
              min_cosine: float = MinCosineOption, max_rel_l2: float = MaxRelL2Option,
              allow_nonfinite: bool = AllowNonfiniteOption, max_loss_rel: float = MaxLossRelOption,
              min_grad_cosine: float = MinGradCosineOption, msprobe_rule: bool = MsprobeRuleOption,
@@ -73,7 +76,7 @@ def register(app: typer.Typer) -> None:
             log = StageLog()
             s = do_tune(r, out, mode=mode, max_runs=max_runs, holdout=holdout, resume=resume, tolerance=tol,
                         learn=not no_learn, perf=not no_perf, base_mixlist=base, soc=soc, ops_info=ops_info,
-                        progress=log, parallel=parallel)
+                        progress=log, parallel=parallel, loss_scale=loss_scale)
             log.done()
         except AdvisorError as e:
             typer.echo(f"advisor: error: {e}", err=True)

@@ -42,6 +42,14 @@ def grad_records(d: DumpView) -> dict[str, Any]:
     return out
 
 
+def scale_text(s: float) -> str:
+    """A loss scale for people: ``1048576 (2^20)``, ``1000``."""
+    v = float(s)
+    txt = str(int(v)) if v.is_integer() and abs(v) < 1e18 else f"{v:g}"
+    k = math.log2(v) if v > 0 else 0.0
+    return f"{txt} (2^{int(k)})" if k.is_integer() and k > 0 else txt
+
+
 def recommend_loss_scale(golden_abs: np.ndarray, low_dtype: str = "fp16", max_underflow: float = 0.01,
                          total: int | None = None) -> dict:
     """Smallest power-of-two loss scale moving the underflowing share below ``max_underflow``.

@@ -29,8 +29,14 @@ SMALL_MODEL_PARAMS = 2_000_000   # default --dump tensors at or below this many 
 # ---------------------------------------------------------------------- one step
 def run_step(model, batch: tuple, loss_fn=None, *, graph=None, params: dict | None = None,
              plan: list[str] | None = None, reference=None, keep_entries: bool = True,
-             keep_local: bool = False, seed: int = 0, step: int = 0, cache: dict | None = None) -> StepRecord:
-    """Run one step (forward, + loss and backward when ``loss_fn``) under the emulation mode."""
+             keep_local: bool = False, seed: int = 0, step: int = 0, cache: dict | None = None,
+             loss_scale: float | None = None) -> StepRecord:
+    """Run one step (forward, + loss and backward when ``loss_fn``) under the emulation mode.
+
+    ``loss_scale`` S: backward starts from S (what ``(loss * S).backward()`` computes, without an extra
+    op in the graph), so every backward op sees gradients S times larger and in the low dtype fewer of
+    them underflow.  The recorded loss is unscaled; the parameter gradients are the scaled ones, as
+    msprobe's gradient hooks see them on an NPU before the optimizer unscales them."""
     torch.manual_seed(seed + step)
     if loss_fn is not None and isinstance(model, torch.nn.Module):
         for p in model.parameters():
@@ -45,10 +51,14 @@ def run_step(model, batch: tuple, loss_fn=None, *, graph=None, params: dict | No
                 if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
                     raise InputError(None, "loss_fn must return a scalar tensor")
                 mode.rec.bwd_start = len(mode.rec.ops)
-                loss.backward()
+                if loss_scale:
+                    loss.backward(gradient=torch.full_like(loss, float(loss_scale)))
+                else:
+                    loss.backward()
             mode.rec.loss = loss.detach()
             if isinstance(model, torch.nn.Module):
                 mode.rec.grads = {n: p.grad for n, p in model.named_parameters() if p.grad is not None}
+
         else:
             with torch.no_grad(), mode:
                 out = model(*batch)
@@ -86,6 +96,22 @@ def trace_workload(wl: Workload, step: int = 0, seed: int = 0):
 
 
 # ---------------------------------------------------------------------- helpers
+def check_loss_scale(loss_scale: Any, wl: Workload, target: Any) -> float | None:
+    """A loss scale is a finite number > 0 and needs a training workload (``loss_fn``); 1 is no scaling."""
+    if loss_scale is None:
+        return None
+    try:
+        s = float(loss_scale)
+    except (TypeError, ValueError):
+        raise InputError("--loss-scale", f"must be a number, not {loss_scale!r}") from None
+    if not (s > 0 and s < float("inf")):
+        raise InputError("--loss-scale", f"must be a finite number > 0, not {loss_scale!r}")
+    if wl.loss_fn is None:
+        raise InputError(target, "--loss-scale needs a training workload (one with a loss_fn): an inference run "
+                                 "has no backward to scale")
+    return None if s == 1.0 else s
+
+
 def _load_workload(target_or_workload: Any, batches: int | list | None) -> tuple[Workload, str]:
     """(Workload, the name capture records as its target); ``batches`` as ``capture`` takes it."""
     if isinstance(target_or_workload, str):
@@ -237,11 +263,13 @@ class _DumpBuilder:
 def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semantics.DEFAULT_MODE,
             mixlist: str | os.PathLike | Mixlist | None = None, soc: str = DEFAULT_SOC,
             ops_info: str | os.PathLike | None = None, seed: int = 0, dump: str | None = None,
-            batches: int | list | None = None, local: bool = True, progress: Progress = None) -> Path:
+            batches: int | list | None = None, local: bool = True, progress: Progress = None,
+            loss_scale: float | None = None) -> Path:
     """Capture a workload (TARGET string, Workload, or (model, batches[, loss_fn]) tuple) into ``out``:
     FP32 reference run + mixed run applying ``semantics.plan`` exactly.  Returns the run directory.
     ``batches``: an int keeps the first N batches, a list replaces them.  ``dump``: "tensors" | "stats"
-    (default: tensors for models with at most 2M parameters).
+    (default: tensors for models with at most 2M parameters).  ``loss_scale``: the static loss scale of a
+    training workload's backward in both runs (``run_step``), recorded in run.json.
 
     ``out`` is built in a hidden folder beside it and renamed into place when complete (an interrupted
     capture leaves ``out`` as it was); an existing non-empty ``out`` is kept as ``out.bak`` and
@@ -249,7 +277,10 @@ def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semanti
     or ends the process is not guarded here (``advisor capture`` runs it in a child process)."""
     check_run_out(out)
     wl, target = _load_workload(target_or_workload, batches)
+    loss_scale = check_loss_scale(loss_scale, wl, target)
     if not isinstance(wl.model, torch.nn.Module) and not callable(wl.model) or is_tf_model(wl.model):
+        if loss_scale:
+            raise InputError(target, "a loss scale is emulated for PyTorch training workloads only")
         return _delegate_tf(wl, out, mode=mode, mixlist=mixlist, soc=soc, ops_info=ops_info, seed=seed,
                             dump=dump, target=target, local=local, progress=progress)
     low, ml, lists, notes = capture_settings(mode, dump, mixlist, soc, ops_info)
@@ -266,7 +297,7 @@ def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semanti
         if ml is not None:
             writer.write_mixlist(ml.to_json())
         steps = _Steps(model, wl, target, lists, mode, seed, notes, writer, files=dump == "tensors", local=local,
-                       low_for_local=low or "fp16")
+                       low_for_local=low or "fp16", loss_scale=loss_scale)
         try:
             for step, batch in enumerate(wl.batches):
                 steps.run(step, batch)
@@ -284,7 +315,8 @@ def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semanti
                               low_dtype=low, lists_source=lists.source,
                               unmapped_ops=sorted(steps.unmapped), notes=notes,
                               graph=str(graph_path.relative_to(out_dir)) if graph_path else None,
-                              n_ops=len(steps.g0) if steps.g0 is not None else 0, options=wl.options or {})
+                              n_ops=len(steps.g0) if steps.g0 is not None else 0, options=wl.options or {},
+                              loss_scale=loss_scale)
     return stage.out
 
 
@@ -294,8 +326,9 @@ class _Steps:
     (``kernels``, ``g0``/``plan0`` of step 0, ``unmapped``, ``local_rows``)."""
 
     def __init__(self, model, wl: Workload, target: Any, lists, mode: str, seed: int, notes: list[str],
-                 writer: RunWriter, *, files: bool, local: bool, low_for_local: str):
+                 writer: RunWriter, *, files: bool, local: bool, low_for_local: str, loss_scale: float | None = None):
         self.model, self.wl, self.target, self.lists, self.mode, self.seed = model, wl, target, lists, mode, seed
+        self.loss_scale = loss_scale
         self.notes, self.writer, self.files, self.local, self.low_for_local = notes, writer, files, local, low_for_local
         self.params = param_names(model)
         self.state0 = _snapshot(model)
@@ -313,7 +346,7 @@ class _Steps:
         g = G.new_graph(framework="pytorch", step=step)
         fp = self._user_run("FP32", step, lambda: run_step(
             self.model, batch, self.wl.loss_fn, graph=g, params=self.params, seed=self.seed, step=step,
-            keep_local=self.local))
+            keep_local=self.local, loss_scale=self.loss_scale))
         if step == 0:
             _check_traced(fp, self.target)
         _restore(self.model, self.state0)
@@ -323,7 +356,7 @@ class _Steps:
                 self.unmapped[f"aten.{r.packet}.{r.overload}"] = r.type
         mx = self._user_run("mixed", step, lambda: run_step(
             self.model, batch, self.wl.loss_fn, params=self.params, plan=precs, reference=fp.ops, seed=self.seed,
-            step=step, cache=self.round_cache))
+            step=step, cache=self.round_cache, loss_scale=self.loss_scale))
         _restore(self.model, self.state0)
         self.kernels.extend(_kernel_rows(step, fp, precs))
         self._write_dumps(step, fp, mx, precs)

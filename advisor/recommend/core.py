@@ -8,6 +8,8 @@ the error model (search).  Every number in recommendation.json says which of the
 """
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping
 
@@ -16,6 +18,7 @@ import pandas as pd
 
 from ..analysis import Analysis, analyze
 from ..compare.tolerance import Tolerance
+from ..compare.training import scale_text
 from ..errors import InputError
 from ..mixlist import Mixlist, check_op_types, compose
 from ..oplists import BLACK, OpLists, precision_free
@@ -241,10 +244,10 @@ class _Context:
                                    "the tolerance on every judged step", "checks": []})
 
     def loss_scale(self, measured: dict) -> Outcome:
-        ls = measured["train"].get("loss_scale") or {}
+        ls = scaled_advice(measured["train"].get("loss_scale") or {}, self.a.loss_scale)
+        measured["train"]["loss_scale"] = ls
         how = ("dynamic loss scaling" if ls.get("dynamic") else
-               f"a static loss scale of {ls.get('static')} (2^{ls.get('log2')})" if ls.get("static") else
-               "a larger loss scale")
+               f"a static loss scale of {scale_text(ls['static'])}" if ls.get("static") else "a larger loss scale")
         self.notes.append("the forward outputs and the loss are within tolerance; only the gradients fail, because "
                           "they underflow in low precision (more than the 1 % rule): the fix is " + how +
                           ", not a list edit (see loss_scale)")
@@ -523,3 +526,14 @@ def _worst_final(final: Iterable[Mapping] | None) -> float | None:
         if isinstance(v, (int, float)) and np.isfinite(v):
             vals.append(float(v))
     return max(vals) if vals else None
+
+
+def scaled_advice(advice: dict, current: float) -> dict:
+    """compare's loss-scale advice is relative to the gradients it saw (``static`` = 2^k times them); a run that
+    already used a loss scale ``current`` needs ``current * 2^k``: ``static`` becomes that absolute scale,
+    ``factor`` keeps 2^k and ``current`` the run's scale."""
+    if not advice or current == 1.0:
+        return {**advice, "current": 1} if advice else advice
+    factor = advice.get("static") or 1
+    return {**advice, "factor": factor, "current": current, "static": current * factor,
+            "log2": (advice.get("log2") or 0) + math.log2(current)}

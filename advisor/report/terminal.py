@@ -7,6 +7,8 @@ from typing import Any, Mapping
 from rich.console import Console
 from rich.table import Table
 
+from ..compare.training import scale_text
+
 
 def _f(x: Any) -> str:
     if x is None:
@@ -138,14 +140,18 @@ def print_tune_summary(s: Mapping, out: str, console: Console | None = None) -> 
         if "ok" in p:
             pred = f"  predicted {'pass' if p['ok'] else 'fail'} ({p.get('how') or 'estimated'})"
             pred += " MISS" if h.get("miss") else ""
+        scale = f", loss scale {scale_text(h['loss_scale'])}" if h.get("loss_scale") is not None else ""
         con.print(f"  {h['dir']}  {mark}  cos {_f6(h['cosine'])}  relL2 {_f(h['rel_l2'])}  "
-                  f"low-prec time {_pct(h['low_precision_time_share'])}{pred}  [{', '.join(ed) or 'default lists'}]"
-                  f"  ({h['reason']})", markup=False)
+                  f"low-prec time {_pct(h['low_precision_time_share'])}{pred}  [{', '.join(ed) or 'default lists'}"
+                  f"{scale}]  ({h['reason']})", markup=False)
         if h["ok"] is False and h["reasons"]:
             more = f" (+{len(h['reasons']) - 1} more)" if len(h["reasons"]) > 1 else ""
             con.print(f"      {h['reasons'][0]}{more}", markup=False)
     verdict = "confirmed" if s["confirmed"] else "NOT confirmed"
     con.print(f"{verdict} after {s['runs']} runs (FP32 reference included): {s['stop_reason']}", markup=False)
+    if s.get("loss_scale") is not None:
+        con.print(f"with the static loss scale {scale_text(s['loss_scale'])} (train with it: the list alone does not pass)",
+                  markup=False)
     mn = s.get("minimality") or {}
     if s["confirmed"] and mn.get("statement"):
         con.print(f"minimality: {mn['statement']}", markup=False)

@@ -6,6 +6,7 @@ import html
 import json
 from pathlib import Path
 
+from ..compare.training import scale_text
 from .html import CSS
 from .svg import line_plot, share_bars
 
@@ -136,11 +137,13 @@ def _summary(s: dict) -> str:
     f = s["final"]
     mn = s.get("minimality") or {}
     pr = s.get("predictions") or {}
+    ls = (f'\n<p id="loss-scale">with the static loss scale <b>{e(scale_text(s["loss_scale"]))}</b>: train with it '
+          '(the list alone does not pass)</p>' if s.get("loss_scale") is not None else "")
     return f"""<div id="summary"><p>{e(s.get('stop_reason', ''))}</p>
 <p>runs: <b>{s['runs']}</b> of {s['max_runs']} ({e(s['run_counting'])}); runner calls {s['captures']},
 model executions {s['executions']}; mode {e(s['mode'])}; held-out steps {e(str(s.get('holdout_steps')))}</p>
 <p>final (iteration {_fmt(s['best_iteration'])}): cosine {_fmt(f['cosine'], '.6f')}, relative L2 {_fmt(f['rel_l2'])},
-finite {_fmt(f['finite'])}; low-precision time share {_fmt(s['low_precision_time_share'], '.1%')}</p>
+finite {_fmt(f['finite'])}; low-precision time share {_fmt(s['low_precision_time_share'], '.1%')}</p>{ls}
 <p id="minimality" data-proved="{str(bool(mn.get('proved'))).lower()}">{e(mn.get('statement', ''))}</p>
 <p id="predictions">predictions checked by a run: {pr.get('runs_with_a_prediction', 0)}; misses {pr.get('misses', 0)};
 replayed {pr.get('replayed', 0)} with {pr.get('replay_misses', 0)} misses (miss rate {_fmt(pr.get('replay_miss_rate'), '.0%')})</p></div>"""

@@ -64,9 +64,11 @@ class Runner(ABC):
         """Validate the configuration once before the first run (raise InputError if unusable)."""
 
     @abstractmethod
-    def run(self, mixlist: Mixlist | None, mode: str, run_dir: Path) -> RunResult:
+    def run(self, mixlist: Mixlist | None, mode: str, run_dir: Path, loss_scale: float | None = None) -> RunResult:
         """Execute the workload with ``mixlist`` (None = the default lists) under ``mode`` and
-        leave a run directory at ``run_dir``."""
+        leave a run directory at ``run_dir``; ``loss_scale``: the static loss scale of a training
+        workload's backward (None: the workload's own).  The loop passes ``loss_scale`` only when it
+        sets one, so a runner written without the parameter keeps working until then."""
 
     def reference(self, run_dir: Path) -> RunResult:
         """Execute the FP32 reference into ``run_dir`` (only needed when ``run`` results have no

@@ -32,6 +32,7 @@ from .proctree import start_tree, stop_tree
 
 ENV_MIXLIST, ENV_MODE, ENV_RUN_DIR = "ADVISOR_MIXLIST", "ADVISOR_MODE", "ADVISOR_RUN_DIR"
 ENV_DUMP_DIR, ENV_PROFILE_DIR, ENV_REFERENCE = "ADVISOR_DUMP_DIR", "ADVISOR_PROFILE_DIR", "ADVISOR_REFERENCE"
+ENV_LOSS_SCALE = "ADVISOR_LOSS_SCALE"           # the static loss scale to train with ("" = the script's own)
 ENV_DEVICES = "ASCEND_RT_VISIBLE_DEVICES"    # the NPUs a run may use (torch_npu / CANN read it)
 
 
@@ -83,11 +84,12 @@ class CommandRunner(Runner):
     def reference(self, run_dir: Path) -> RunResult:
         return self._execute(None, REFERENCE_MODE, run_dir, reference=True)
 
-    def run(self, mixlist: Mixlist | None, mode: str, run_dir: Path) -> RunResult:
-        return self._execute(mixlist, mode, run_dir, reference=False)
+    def run(self, mixlist: Mixlist | None, mode: str, run_dir: Path, loss_scale: float | None = None) -> RunResult:
+        return self._execute(mixlist, mode, run_dir, reference=False, loss_scale=loss_scale)
 
     # ------------------------------------------------------------------
-    def _execute(self, mixlist: Mixlist | None, mode: str, run_dir: Path, reference: bool) -> RunResult:
+    def _execute(self, mixlist: Mixlist | None, mode: str, run_dir: Path, reference: bool,
+                 loss_scale: float | None = None) -> RunResult:
         run_dir = Path(run_dir).resolve()
         logs = run_dir.parent
         logs.mkdir(parents=True, exist_ok=True)
@@ -105,6 +107,7 @@ class CommandRunner(Runner):
             ENV_DUMP_DIR: str(run_dir / "dump" / "mixed"),
             ENV_PROFILE_DIR: str(run_dir / "profile"),
             ENV_REFERENCE: "1" if reference else "0",
+            ENV_LOSS_SCALE: format(loss_scale, ".17g") if loss_scale is not None else "",
         })
         t0 = time.monotonic()
         status, rc, msg = OK, None, ""

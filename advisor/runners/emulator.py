@@ -74,13 +74,14 @@ class EmulatorRunner(Runner):
             self._worker.close()
             self._worker = None
 
-    def run(self, mixlist: Mixlist | None, mode: str, run_dir: Path) -> RunResult:
+    def run(self, mixlist: Mixlist | None, mode: str, run_dir: Path, loss_scale: float | None = None) -> RunResult:
         run_dir = Path(run_dir)
         if run_dir.exists():  # a run whose iteration was not recorded (interrupted tune): ours to replace
             shutil.rmtree(run_dir)
         ml_path = write_mixlist_file(mixlist, run_dir.parent / "mixlist_used.json")
         kw = {"mode": mode, "mixlist": str(ml_path) if ml_path else None, "soc": self.soc,
-              "ops_info": self.ops_info, "seed": self.seed, "dump": self.dump, "batches": self.batches}
+              "ops_info": self.ops_info, "seed": self.seed, "dump": self.dump, "batches": self.batches,
+              "loss_scale": loss_scale}
         kw = {k: v for k, v in kw.items() if v is not None or k == "mixlist"}
         if isinstance(self.target, (str, Path)):
             return self._run_isolated(mixlist, run_dir, kw)

@@ -19,10 +19,10 @@ from __future__ import annotations
 from .edits import Edit, edit_key, edits_from_json, edits_of, edits_summary, edits_to_json, mixlist_from_edits
 from .journal import STATE_FILE, STATE_VERSION, Iteration, TuneState, read_journal
 from .loop import TuneConfig, Tuner, tune
-from .policy import MAX_SCREEN, Policy
+from .policy import MAX_SCREEN, Candidate, Policy
 from .stages import Proposal, Stages
 from .surrogate import Surrogate
 
-__all__ = ["tune", "Tuner", "TuneConfig", "Stages", "Proposal", "Surrogate", "Policy", "STATE_FILE",
+__all__ = ["tune", "Tuner", "TuneConfig", "Stages", "Proposal", "Surrogate", "Policy", "Candidate", "STATE_FILE",
            "STATE_VERSION", "Iteration", "TuneState", "read_journal", "Edit", "edits_of", "mixlist_from_edits",
            "edit_key", "edits_to_json", "edits_from_json", "edits_summary", "MAX_SCREEN"]

@@ -49,6 +49,7 @@ class Iteration:
     next: dict | None = None
     next_skipped: dict | None = None
     miss: dict | None = None               # the prediction that the measurement contradicted
+    loss_scale: float | None = None        # the static loss scale the run used (None: the workload's own)
 
     @property
     def dir(self) -> str:
@@ -67,7 +68,7 @@ class Iteration:
         d = {"index": self.index, "dir": self.dir, "edits": edits_to_json(self.edits), "mixlist": self.mixlist,
              "reason": self.reason, "predicted": self.predicted, "parent": self.parent, "done": list(self.done)}
         for k in ("result", "runs_after", "verdict", "measured", "low_precision_time_share", "next", "next_skipped",
-                  "miss"):
+                  "miss", "loss_scale"):
             v = getattr(self, k)
             if v is not None:
                 d[k] = v
@@ -111,24 +112,26 @@ class TuneState:
                 "started": self.started, "updated": self.updated}
 
     def new_iteration(self, mixlist: Mixlist | None, reason: str, predicted: dict | None,
-                      parent: int | None = None) -> Iteration:
+                      parent: int | None = None, loss_scale: float | None = None) -> Iteration:
         it = Iteration(len(self.iterations), edits_of(mixlist), (mixlist or Mixlist()).to_dict(), reason,
-                       predicted or {}, parent)
+                       predicted or {}, parent, loss_scale=loss_scale)
         self.iterations.append(it)
         return it
 
     def event(self, step: str) -> None:
         self.events.append({"step": step, "pid": os.getpid(), "time": time.time()})
 
-    def tried(self) -> set:
-        return {it.edits for it in self.iterations}
+    # A list is tried, excluded or measured *at a loss scale*: the same list under another scale is another run.
+    def tried(self, loss_scale: float | None = None) -> set:
+        return {it.edits for it in self.iterations if it.loss_scale == loss_scale}
 
-    def excluded_sets(self) -> list:
-        return [edits_from_json(e["edits"]) for e in self.excluded]
+    def excluded_sets(self, loss_scale: float | None = None) -> list:
+        return [edits_from_json(e["edits"]) for e in self.excluded if e.get("loss_scale") == loss_scale]
 
-    def exclude(self, edits: frozenset, why: str, iteration: int | None) -> None:
-        if edits and edits not in self.excluded_sets():
-            self.excluded.append({"edits": edits_to_json(edits), "why": why, "iteration": iteration})
+    def exclude(self, edits: frozenset, why: str, iteration: int | None, loss_scale: float | None = None) -> None:
+        if edits and edits not in self.excluded_sets(loss_scale):
+            self.excluded.append({"edits": edits_to_json(edits), "why": why, "iteration": iteration,
+                                  **({"loss_scale": loss_scale} if loss_scale is not None else {})})
 
     def passing(self) -> list:
         return [it for it in self.iterations if it.ok]
@@ -293,6 +296,8 @@ class _Check:
         out.next = self.get(it, "next", w, _dict, "an object", optional=True)
         out.next_skipped = self.get(it, "next_skipped", w, _dict, "an object", optional=True)
         out.miss = self.get(it, "miss", w, _dict, "an object", optional=True)
+        out.loss_scale = self.get(it, "loss_scale", w, lambda x: _num(x) and x is not None and 0 < x < math.inf,
+                                  "a number > 0", optional=True)
         return out
 
     def state(self, st: Any) -> TuneState:
@@ -333,6 +338,8 @@ class _Check:
             g(ex, "edits", f"excluded[{j}]", _list_of(_edit), "a list of edits")
             g(ex, "why", f"excluded[{j}]", _str, "a string")
             g(ex, "iteration", f"excluded[{j}]", lambda x: x is None or _int(x), "an index or null")
+            g(ex, "loss_scale", f"excluded[{j}]", lambda x: _num(x) and x is not None and 0 < x < math.inf,
+              "a number > 0", optional=True)
         out.misses = g(st, "misses", "journal", _list_of(_dict), "a list of objects", optional=True) or []
         out.events = g(st, "events", "journal", _list_of(_dict), "a list of objects")
         for j, ev in enumerate(out.events):

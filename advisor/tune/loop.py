@@ -22,7 +22,8 @@ from ..errors import AdvisorError, InputError
 from ..fsutil import atomic_write_json, atomic_write_text, resolve_inside
 from ..mixlist import Mixlist
 from ..runners.base import OK, Runner, RunResult
-from .edits import edits_of, edits_summary, edits_to_json
+from ..compare.training import scale_text
+from .edits import edits_summary, edits_to_json
 from .journal import STATE_FILE, Iteration, TuneState, read_journal, save_journal
 from .policy import Policy
 from .stages import Stages
@@ -40,6 +41,7 @@ class TuneConfig:
     base_mixlist: Mixlist | None = None
     identity: dict = field(default_factory=dict)   # runner/target description checked on resume
     parallel: int = 1                # runs at once (--parallel): each slot has its own runner
+    loss_scale: float | None = None  # --loss-scale: the static loss scale of the first run (None: the workload's)
 
 
 class Tuner:
@@ -63,6 +65,7 @@ class Tuner:
     def _identity(self) -> dict:
         ident = {"mode": self.cfg.mode, "holdout": self.cfg.holdout, "learn": self.cfg.learn, "perf": self.cfg.perf,
                  "base_mixlist": (self.cfg.base_mixlist or Mixlist()).to_dict(), "runner": self.runner.describe(),
+                 **({"loss_scale": self.cfg.loss_scale} if self.cfg.loss_scale is not None else {}),
                  **self.cfg.identity}
         return json.loads(json.dumps(ident, default=str))
 
@@ -111,7 +114,7 @@ class Tuner:
         self.runner.prepare(self.out)
         self.state = TuneState(self._identity())
         self.state.new_iteration(self.cfg.base_mixlist, "default lists" if self.cfg.base_mixlist is None else
-                                 "starting list (--mixlist)", None)
+                                 "starting list (--mixlist)", None, loss_scale=self.cfg.loss_scale)
         self._save()
 
     @property
@@ -179,7 +182,11 @@ class Tuner:
         d.mkdir(parents=True, exist_ok=True)
         n = len(it.edits)
         what = f"{n} list edit{'s' if n != 1 else ''}" if n else "the starting lists"
+        if it.loss_scale is not None:
+            what += f", loss scale {scale_text(it.loss_scale)}"
         self.say(f"run {self.state.runs + 1 + ahead} of at most {self.cfg.max_runs}: {it.dir} ({what})")
+        if it.loss_scale is not None:      # only then: a Runner written before loss scales keeps working
+            return runner.run(it.as_mixlist(), self.cfg.mode, d / "run", loss_scale=it.loss_scale)
         return runner.run(it.as_mixlist(), self.cfg.mode, d / "run")
 
     def _record_run(self, it: Iteration, res: RunResult) -> None:
@@ -311,7 +318,7 @@ class Tuner:
         for it in batch:
             if not it.ok:
                 why = "; ".join((it.verdict or {}).get("reasons", [])[:2]) or "failed"
-                self.state.exclude(it.edits, f"measured: {why}", it.index)
+                self.state.exclude(it.edits, f"measured: {why}", it.index, it.loss_scale)
         passing = [it for it in batch if it.ok]
         it = max(passing, key=lambda p: ((p.low_precision_time_share or 0.0), -len(p.edits))) if passing else batch[-1]
         d = self._folder(it.dir)
@@ -324,12 +331,12 @@ class Tuner:
         if nxt and self._budget_left() < len(nxt):
             skipped = nxt[max(self._budget_left(), 0):]
             nxt = nxt[:max(self._budget_left(), 0)]
-            it.next_skipped = {"edits": edits_to_json(edits_of(skipped[0][0])), "reason": skipped[0][1]}
+            it.next_skipped = {"edits": edits_to_json(skipped[0].edits), "reason": skipped[0].reason}
             if not nxt:
                 stop = "run budget spent"
-        for m, reason, pred in nxt:
-            it.next = {"edits": edits_to_json(edits_of(m)), "reason": reason}
-            self.state.new_iteration(m, reason, pred, parent=it.index)
+        for c in nxt:
+            it.next = {"edits": edits_to_json(c.edits), "reason": c.reason}
+            self.state.new_iteration(c.mixlist, c.reason, c.predicted, parent=it.index, loss_scale=c.loss_scale)
         if not nxt:
             self.state.status = "confirmed" if self.state.passing() else "exhausted"
             self.state.stop_reason = stop or ""
@@ -358,7 +365,7 @@ class Tuner:
             return {"proved": False, "statement": "no confirmed list"}
         if not b.edits:
             return {"proved": True, "statement": "the starting lists pass: no edit to trim", "checks": []}
-        runs = {it.edits: it for it in self.state.iterations if "judge" in it.done}
+        runs = {it.edits: it for it in self.state.iterations if "judge" in it.done and it.loss_scale == b.loss_scale}
         checks = []
         for e in sorted(b.edits):
             w = runs.get(b.edits - {e})
@@ -388,7 +395,8 @@ class Tuner:
                 "reasons": v.get("reasons", []),
                 "cosine": m.get("cosine"), "rel_l2": m.get("rel_l2"), "finite": m.get("finite"),
                 "low_precision_time_share": it.low_precision_time_share, "predicted": it.predicted or {},
-                "miss": it.miss, "runs_after": it.runs_after, "proposals": it.proposals})
+                "miss": it.miss, "runs_after": it.runs_after, "proposals": it.proposals,
+                **({"loss_scale": it.loss_scale} if it.loss_scale is not None else {})})
         predicted_runs = [it for it in self.state.iterations if "ok" in (it.predicted or {}) and it.measured]
         replayed = [it for it in predicted_runs if str(it.predicted.get("how", "")).startswith("replayed")]
         return {
@@ -398,6 +406,7 @@ class Tuner:
             "captures": self.state.captures, "executions": self.state.executions,
             "max_runs": self.cfg.max_runs, "mode": self.cfg.mode,
             "best_iteration": b.index if b else None, "edits": edits_summary(b.edits if b else frozenset()),
+            "loss_scale": b.loss_scale if b else None,
             "final": {"cosine": meas.get("cosine"), "rel_l2": meas.get("rel_l2"), "finite": meas.get("finite")},
             "low_precision_time_share": b.low_precision_time_share if b else None,
             "minimality": self.minimality(b),
@@ -439,9 +448,11 @@ def _nanmin(xs: list) -> float | None:
 def tune(runner: Runner, out: str | os.PathLike, mode: str = "mixed_float16", max_runs: int = 6,
          holdout: int | None = None, resume: bool = False, tolerance=None, learn: bool = True,
          base_mixlist: Mixlist | None = None, stages: Stages | None = None, soc: str | None = None,
-         ops_info: str | None = None, perf: bool = True, progress=None, parallel: int = 1) -> dict:
+         ops_info: str | None = None, perf: bool = True, progress=None, parallel: int = 1,
+         loss_scale: float | None = None) -> dict:
     """Run the tuning loop; returns the summary (also written to ``out/summary.json``).
-    ``progress(msg)`` hears each run as it starts and its verdict; ``parallel``: runs at once."""
+    ``progress(msg)`` hears each run as it starts and its verdict; ``parallel``: runs at once;
+    ``loss_scale``: the static loss scale of the first run (a training workload's; later runs may raise it)."""
     from ..semantics import mode_info, uses_mixlist
     try:
         mode_info(mode)
@@ -455,8 +466,10 @@ def tune(runner: Runner, out: str | os.PathLike, mode: str = "mixed_float16", ma
         raise InputError("--holdout", "must be >= 0")
     if parallel < 1:
         raise InputError("--parallel", "must be >= 1")
+    if loss_scale is not None and not (0 < loss_scale < math.inf):
+        raise InputError("--loss-scale", f"must be a finite number > 0, not {loss_scale}")
     st = stages or Stages(tolerance, soc=soc, ops_info=ops_info, mode=mode)
     t = Tuner(runner, st, TuneConfig(Path(out), mode, max_runs, holdout, learn, perf, base_mixlist,
-                                     parallel=parallel), progress)
+                                     parallel=parallel, loss_scale=loss_scale), progress)
     t.start(resume=resume)
     return t.run()

@@ -10,9 +10,11 @@ that contradicts its prediction is a *miss*: recorded, and from then on recommen
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from ..compare.training import scale_text
 from ..mixlist import Mixlist
 from .edits import edit_key, edits_of, edits_to_json, mixlist_from_edits
 from .journal import Iteration, TuneState
@@ -20,7 +22,20 @@ from .stages import Proposal, Stages
 from .surrogate import Surrogate
 
 MAX_SCREEN = 6               # proposals the surrogate may reject per decision (no run spent)
-Next = tuple[Mixlist | None, str, dict]
+
+
+@dataclass
+class Candidate:
+    """A list the policy schedules: why, what was predicted for it, and the loss scale it runs with."""
+
+    mixlist: Mixlist | None
+    reason: str
+    predicted: dict = field(default_factory=dict)
+    loss_scale: float | None = None
+
+    @property
+    def edits(self) -> frozenset:
+        return edits_of(self.mixlist)
 
 
 class Policy:
@@ -31,6 +46,13 @@ class Policy:
         self.state, self.stages, self.surrogate = state, stages, surrogate
         self.learn, self.perf = learn, perf
         self.load, self.calib_steps = load, calib_steps
+        self.scale: float | None = None      # the loss scale of the list deciding (runs are tried at a scale)
+
+    def tried(self) -> set:
+        return self.state.tried(self.scale)
+
+    def excluded(self) -> list:
+        return self.state.excluded_sets(self.scale)
 
     # ------------------------------------------------------------------ misses
     def check_prediction(self, it: Iteration) -> None:
@@ -47,9 +69,10 @@ class Policy:
         self.state.widen = True
 
     # ------------------------------------------------------------------ decisions
-    def next(self, it: Iteration, d: Path, k: int = 1) -> tuple[list[Next], str | None]:
+    def next(self, it: Iteration, d: Path, k: int = 1) -> tuple[list[Candidate], str | None]:
         """Up to ``k`` lists to run next (``--parallel``): the policy's choice first, then the next best ones it
         would choose were the earlier ones already run (another trim, recommend's next untried candidate)."""
+        self.scale = it.loss_scale
         first, stop = self.after_pass(it, d) if it.ok else self.after_fail(it, d)
         if first is None:
             return [], stop
@@ -61,41 +84,44 @@ class Policy:
             out.append(extra)
         return out, None
 
-    def another(self, it: Iteration, d: Path, scheduled: list[Next]) -> Next | None:
+    def another(self, it: Iteration, d: Path, scheduled: list[Candidate]) -> Candidate | None:
         """One more list to run beside ``scheduled`` (chosen, not yet run).  With a passing list: its next
         measured trim.  Otherwise, when a scheduled fix is *replayed* to pass, the run it needs next if it
         does pass -- the fix minus one edit (speculative trimming); else recommend's next untried candidate,
         the run needed if the fix fails."""
-        taken = [edits_of(n[0]) for n in scheduled]
+        taken = [n.edits for n in scheduled if n.loss_scale == self.scale]
         passing = self.state.passing()
         if passing:
             best = max(passing, key=lambda p: ((p.low_precision_time_share or 0.0), -len(p.edits), -p.index))
+            if best.loss_scale != self.scale:
+                return None
             return self.measured_trim(best, also=taken)
         src = it if it.measured else self.measured_ancestor(it)
         if src is None:
             return None
-        for m, _reason, pred in scheduled:
-            edits = edits_of(m)
-            if pred.get("ok") and str(pred.get("how") or "") == "replayed" and len(edits) >= 2:
+        for c in scheduled:
+            edits, pred = c.edits, c.predicted
+            if c.loss_scale == self.scale and pred.get("ok") and str(pred.get("how") or "") == "replayed" \
+                    and len(edits) >= 2:
                 trim = self.trim_of(edits, self.load(src), taken, label="of the fix scheduled beside it")
                 if trim is not None:
                     return trim
         prop = self.propose(src, d, also=taken)
         if prop is None:
             return None
-        return prop.mixlist, "fix: recommended on the measurements of " + src.dir + " (next candidate)", \
-            {**prop.predicted, "ok": prop.ok}
+        return Candidate(prop.mixlist, "fix: recommended on the measurements of " + src.dir + " (next candidate)",
+                         {**prop.predicted, "ok": prop.ok}, self.scale)
 
-    def after_pass(self, it: Iteration, d: Path) -> tuple[Next | None, str | None]:
+    def after_pass(self, it: Iteration, d: Path) -> tuple[Candidate | None, str | None]:
         tol = self.stages.tolerance
         edits = it.edits
         if self.learn and it.measured:
             trimmed = self.surrogate.trim(edits, Surrogate.capped(it.measured["rel_l2"], it.measured["finite"]),
                                           tol.max_rel_l2)
-            if trimmed is not None and trimmed not in self.state.tried() and trimmed not in self.state.excluded_sets():
+            if trimmed is not None and trimmed not in self.tried() and trimmed not in self.excluded():
                 dropped = ", ".join(edit_key(e) for e in sorted(edits - trimmed))
-                return (mixlist_from_edits(trimmed), f"trim over-fix: drop {dropped} (measured effect negligible)",
-                        {}), None
+                return Candidate(mixlist_from_edits(trimmed), f"trim over-fix: drop {dropped} (measured effect "
+                                 "negligible)", {}, self.scale), None
         trim = self.measured_trim(it)
         if trim is not None:
             return trim, None
@@ -108,19 +134,20 @@ class Policy:
         ps = prop.predicted.get("low_share")
         if ps is not None and it.low_precision_time_share is not None and ps <= best_share + 1e-9:
             return None, "confirmed: no proposal with more low-precision time"
-        return (prop.mixlist, "performance edits on a passing list", {**prop.predicted, "ok": prop.ok}), None
+        return Candidate(prop.mixlist, "performance edits on a passing list", {**prop.predicted, "ok": prop.ok},
+                         self.scale), None
 
-    def measured_trim(self, it: Iteration, also: list | None = None) -> Next | None:
+    def measured_trim(self, it: Iteration, also: list | None = None) -> Candidate | None:
         """The passing list minus one edit not yet measured, the edit costing the most low-precision time
         first; None when every such subset was measured (the list is then 1-minimal by measurement)."""
         if not it.edits:
             return None
         return self.trim_of(it.edits, self.load(it), also or [])
 
-    def trim_of(self, edits: frozenset, run: Any, also: list, label: str = "") -> Next | None:
+    def trim_of(self, edits: frozenset, run: Any, also: list, label: str = "") -> Candidate | None:
         """``edits`` minus one edit, not run, scheduled or excluded: the one whose removal gives back the most
         low-precision time (cost model on ``run``)."""
-        tried, excluded = self.state.tried() | set(also), self.state.excluded_sets()
+        tried, excluded = self.tried() | set(also), self.excluded()
         options = []
         for e in sorted(edits):
             rest = edits - {e}
@@ -131,35 +158,57 @@ class Policy:
         if not options:
             return None
         _, key, e, rest, share = min(options)
-        return (mixlist_from_edits(rest), f"trim: measure whether {key} is needed" + (f" ({label})" if label else ""),
-                {"low_share": share, "how": "estimated (cost model)"} if share is not None else {})
+        return Candidate(mixlist_from_edits(rest), f"trim: measure whether {key} is needed" +
+                         (f" ({label})" if label else ""),
+                         {"low_share": share, "how": "estimated (cost model)"} if share is not None else {}, self.scale)
 
-    def after_fail(self, it: Iteration, d: Path) -> tuple[Next | None, str | None]:
+    def after_fail(self, it: Iteration, d: Path) -> tuple[Candidate | None, str | None]:
         passing = self.state.passing()
         if passing:
             # a list already passes (this run was a trim or a performance try): go on trimming the best one
             best = max(passing, key=lambda p: ((p.low_precision_time_share or 0.0), -len(p.edits), -p.index))
+            self.scale = best.loss_scale
             trim = self.measured_trim(best)
             if trim is not None:
                 return trim, None
             return None, "confirmed: every smaller list was measured"
         if self.learn:
             combo = self.surrogate.combine(self.stages.tolerance.max_rel_l2)
-            if combo is not None and combo not in self.state.tried() and combo not in self.state.excluded_sets():
-                return (mixlist_from_edits(combo), "learned: combine the edits measured to remove error "
-                        f"({', '.join(edit_key(e) for e in sorted(combo))})",
-                        {"surrogate_rel_l2": self.surrogate.predict(combo)}), None
+            if combo is not None and combo not in self.tried() and combo not in self.excluded():
+                return Candidate(mixlist_from_edits(combo), "learned: combine the edits measured to remove error "
+                                 f"({', '.join(edit_key(e) for e in sorted(combo))})",
+                                 {"surrogate_rel_l2": self.surrogate.predict(combo)}, self.scale), None
         src = it if it.measured else self.measured_ancestor(it)
         if src is None:
             return None, "no measured run to recommend from"
         prop = self.propose(src, d)
         if prop is None:
-            if any(x.get("status") == "loss-scale" for x in src.proposals[-1]["log"]):
-                return None, ("only the gradients fail (they underflow in low precision): no list edit fixes that; "
-                              f"raise the loss scale ({src.dir}/recommendation/recommendation.json: loss_scale)")
+            advice = next((x["loss_scale"] for x in src.proposals[-1]["log"] if x.get("status") == "loss-scale"
+                           and x.get("loss_scale")), None)
+            if advice is not None:
+                return self.scaled(src, advice)
             return None, "recommend found no further untried edit set it predicts to pass"
-        return (prop.mixlist, "fix: recommended on the measurements of " + src.dir,
-                {**prop.predicted, "ok": prop.ok}), None
+        return Candidate(prop.mixlist, "fix: recommended on the measurements of " + src.dir,
+                         {**prop.predicted, "ok": prop.ok}, self.scale), None
+
+    def scaled(self, src: Iteration, advice: dict) -> tuple[Candidate | None, str | None]:
+        """Only the gradients fail, by underflow: the same list again with recommend's static loss scale
+        (absolute: compare's factor times the scale ``src`` ran with) -- or a stop saying what to do."""
+        where = f"{src.dir}/recommendation/recommendation.json: loss_scale"
+        scale = advice.get("static")
+        current = src.loss_scale or 1.0
+        if advice.get("dynamic") or not isinstance(scale, (int, float)):
+            return None, ("only the gradients fail (they underflow in low precision) and no static loss scale "
+                          f"fits their range: use dynamic loss scaling ({where})")
+        if scale <= current:
+            return None, (f"only the gradients fail, by underflow, with the loss scale {scale_text(current)} already at or "
+                          f"above the one their magnitudes call for ({scale_text(scale)}): see {where}")
+        if src.edits in self.state.tried(float(scale)):
+            return None, f"the loss scale {scale_text(scale)} was already run with this list ({where})"
+        return Candidate(src.as_mixlist(), f"loss scale {scale_text(scale)}: only the gradients fail, by underflow in low "
+                         f"precision ({advice.get('reason', '')}); the same list with the scaled backward",
+                         {"underflow": advice.get("predicted_underflow"), "how": "estimated (golden gradient "
+                          "magnitudes)"}, float(scale)), None
 
     def measured_ancestor(self, it: Iteration) -> Iteration | None:
         p = it.parent
@@ -182,7 +231,7 @@ class Policy:
         if self.learn:
             exclude_types |= self.surrogate.useless_types(self.stages.tolerance.max_rel_l2) - {e[2] for e in base_edits}
         log: list[dict] = [{"learned_exclude": sorted(exclude_types)}] if exclude_types else []
-        avoid_sets = self.state.tried() | set(self.state.excluded_sets()) | set(also or [])
+        avoid_sets = self.tried() | set(self.excluded()) | set(also or [])
         avoid = [mixlist_from_edits(e) for e in avoid_sets]
         out = None
         for attempt in range(MAX_SCREEN + 1):
@@ -192,7 +241,8 @@ class Policy:
             prop = (Proposal(rec.perf_mixlist, rec.perf_predicted or rec.predicted, rec.ok, rec.raw)
                     if want_perf and rec.perf_mixlist is not None else rec)
             if prop.edits == base_edits:
-                log.append({"attempt": attempt, "result": "no new edit", "status": rec.status})
+                log.append({"attempt": attempt, "result": "no new edit", "status": rec.status,
+                            **({"loss_scale": rec.loss_scale} if rec.loss_scale else {})})
                 break
             new_types = {e[2] for e in (prop.edits - base_edits) or (base_edits - prop.edits)}
             screened = self.surrogate.screen(prop.edits, self.stages.tolerance.max_rel_l2) if self.learn else (True, None)
@@ -200,7 +250,7 @@ class Policy:
                 log.append({"attempt": attempt, "edits": edits_to_json(prop.edits), "result": "already tried"})
             elif not screened[0]:
                 self.state.exclude(prop.edits, f"surrogate: measured effects of these edits predict rel_l2 "
-                                               f"{screened[1]:.3g}", None)
+                                               f"{screened[1]:.3g}", None, self.scale)
                 avoid.append(prop.mixlist)
                 log.append({"attempt": attempt, "edits": edits_to_json(prop.edits), "result": "surrogate rejected",
                             "predicted_rel_l2": screened[1]})

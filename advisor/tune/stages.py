@@ -23,6 +23,7 @@ class Proposal:
     raw: Any = None                                 # the Recommendation
     perf_mixlist: Mixlist | None = None             # the list with performance edits too (if any)
     perf_predicted: dict = field(default_factory=dict)
+    loss_scale: dict | None = None                  # recommend's loss-scale advice when only gradients fail
 
     @property
     def edits(self) -> frozenset:
@@ -91,9 +92,10 @@ class Stages:
         m = rec.mixlist if rec.mixlist is not None and not rec.mixlist.is_empty() else None
         perf = rec.perf_mixlist
         pp = (rec.predicted or {}).get("with_performance_edits") or {}
+        advice = (rec.loss_scale or {}).get("loss_scale") if rec.status == "loss-scale" else None
         return Proposal(m, normalise_prediction(pred), bool(rec.ok), rec,
                         perf if perf is not None and not perf.is_empty() else None,
-                        normalise_prediction(pp) if pp else {})
+                        normalise_prediction(pp) if pp else {}, advice)
 
     def write_recommendation(self, proposal: Proposal, out_dir: Path) -> None:
         if proposal.raw is None:
