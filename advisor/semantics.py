@@ -22,7 +22,14 @@ chosen per node by its ``NodeKind`` and, for ops, by the mode family or the list
 ``mode_*``           the other modes: ``must_keep_origin_dtype`` reduces nothing; ``force_fp32`` keeps fp32;
                      ``force_fp16`` reduces every float op; ``allow_fp32_to_fp16``/``allow_fp32_to_bf16``
                      reduce cube ops only.
+``keep_dtype``       per-instance override (ATC ``--keep_dtype``): the op keeps its original dtype
+                     (``keep-dtype``) in every mode but ``must_keep_origin_dtype``, where it changes nothing;
+                     in the mixed modes its gray successors inherit that dtype.
+``customize_dtype``  per-instance override (ATC ``--customize_dtypes``): the op's ports get the given dtypes
+                     (``customize-dtype``); its precision is the lowest float input dtype given, and its
+                     successors see the dtype of its first output.  Wins over keep_dtype.
 Modes: ``mixed_float16``/``mixed_bfloat16`` (and the ``allow_mix_precision*`` aliases) apply the lists.
+Overrides (``advisor.overrides.Overrides``) apply to ops (kernels with a decision), by node name or GE type.
 
 Complexity: ``compile_graph`` is O(V + E) once per graph; ``plan`` is O(V) with a tight loop
 (10^5 ops in well under a second); ``what_if`` only revisits the ops downstream of the edited
@@ -40,9 +47,11 @@ import networkx as nx
 
 from .graph import no_gc, normalize_dtype
 from .oplists import BLACK, GRAY, WHITE, OpLists, is_cube_type
+from .overrides import NO_OVERRIDES, CustomDtypes, Overrides, lowest_float
 
 FP32, FP16, BF16, NA = "fp32", "fp16", "bf16", "n/a"
 LOW = (FP16, BF16)
+_FLOATS = frozenset({FP32, FP16, BF16, "fp64"})
 
 # mode name -> (family, low dtype)
 MODES: dict[str, tuple[str, str | None]] = {
@@ -97,6 +106,8 @@ class Rule(str, Enum):
     GRAY_CONST_INPUTS = "gray-const-inputs"
     GRAY_SKIP_CAST = "gray-skip-cast"
     GRAY_INHERIT = "gray-inherit"
+    KEEP_DTYPE = "keep-dtype"
+    CUSTOMIZE_DTYPE = "customize-dtype"
 
     def __str__(self) -> str:
         return self.value
@@ -143,14 +154,20 @@ _D_REAL, _D_WEAK, _D_NONE = 0, 1, 2
 
 
 class Context:
-    """What the rules read besides the compiled graph: the effective lists and the mode."""
+    """What the rules read besides the compiled graph: the effective lists, the mode and the per-op
+    overrides resolved to compiled indices (``keep``: kept ops; ``custom``: customized ops)."""
 
-    __slots__ = ("lists", "family", "low", "cast_black", "_by_type")
+    __slots__ = ("lists", "family", "low", "cast_black", "_by_type", "overrides", "keep", "custom", "special")
 
-    def __init__(self, lists: OpLists, family: str, low: str | None):
+    def __init__(self, lists: OpLists, family: str, low: str | None, overrides: Overrides = NO_OVERRIDES,
+                 keep: frozenset = frozenset(), custom: Mapping[int, CustomDtypes] | None = None):
         self.lists, self.family, self.low = lists, family, low
         self.cast_black = lists.list_of("Cast") == BLACK
         self._by_type: dict[str, Any] = {}
+        self.overrides, self.keep, self.custom = overrides, keep, dict(custom or {})
+        # ops an override decides: index -> step (keep_dtype changes nothing under must_keep_origin_dtype)
+        self.special: dict[int, Any] = {i: keep_dtype for i in keep if family != "origin"}
+        self.special.update({i: customize_dtype for i in self.custom})
 
     def op_step(self, op_type: str):
         """The step deciding an op of this type: its list's step in the mixed modes, else the mode's."""
@@ -251,6 +268,23 @@ def gray(c: "Compiled", i: int, prec: list, root: list, ctx: Context) -> Decisio
     return p, Rule.GRAY_INHERIT, d, root[d]
 
 
+def keep_dtype(c: "Compiled", i: int, prec: list, root: list, ctx: Context) -> Decision:
+    """ATC --keep_dtype: the op keeps the original model's dtype (its successors inherit it)."""
+    return c.dtype[i], Rule.KEEP_DTYPE, -1, i
+
+
+def customize_dtype(c: "Compiled", i: int, prec: list, root: list, ctx: Context) -> Decision:
+    """ATC --customize_dtypes: the op runs in the lowest float dtype given for its inputs (else for its
+    outputs); ports left empty take that precision; with no float dtype given at all, the op's decision
+    without the entry (keep_dtype, its list or the mode) stands."""
+    cd = ctx.custom[i]
+    p = lowest_float(cd.inputs) or lowest_float(cd.outputs)
+    if p is None:
+        base = (keep_dtype if i in ctx.keep and ctx.family != "origin" else ctx.op_step(c.types[i]))
+        return base(c, i, prec, root, ctx)
+    return p, Rule.CUSTOMIZE_DTYPE, -1, i
+
+
 # the mixed modes decide an op by the list its type is in; the other modes by the mode alone
 LIST_STEPS = {WHITE: white, BLACK: black, GRAY: gray}
 OP_STEP_BY_FAMILY = {"origin": mode_origin, "force_fp32": mode_force_fp32, "force_low": mode_force_low,
@@ -342,36 +376,88 @@ class Compiled:
                 ed.append(idx[v])
         return np.asarray(es, dtype=np.int64), np.asarray(ed, dtype=np.int64)
 
+    @cached_property
+    def names(self) -> list[str]:
+        """Each node's name (its ``name`` attribute, else its key): what --keep_dtype names match."""
+        nodes = self.graph._node
+        return [str(nodes[n].get("name", n)) for n in self.order]
+
+    def resolve(self, overrides: Overrides | None) -> tuple[frozenset, dict[int, CustomDtypes]]:
+        """(indices of kept ops, index -> customize entry) of ``overrides`` on this graph: ops only
+        (kernels with a decision); names match the node name, types the GE op type."""
+        if overrides is None or overrides.is_empty():
+            return frozenset(), {}
+        keep, custom = set(), {}
+        names, kind, types = self.names, self.kind, self.types
+        for i in range(len(self.order)):
+            if kind[i] != _OP:
+                continue
+            if overrides.kept(names[i], types[i]):
+                keep.add(i)
+            cd = overrides.custom(names[i], types[i])
+            if cd is not None:
+                custom[i] = cd
+        return frozenset(keep), custom
+
+    def context(self, lists: OpLists, mode: str, overrides: Overrides | None = None) -> Context:
+        family, low = mode_info(mode)
+        keep, custom = self.resolve(overrides)
+        return Context(lists, family, low, overrides or NO_OVERRIDES, keep, custom)
+
     # ------------------------------------------------------------------ planning
     def step(self, i: int, ctx: Context):
-        """The named step that decides node i (by its kind; ops by their list or the mode)."""
+        """The named step that decides node i (by its kind; ops by an override, their list or the mode)."""
         k = self.kind[i]
-        return ctx.op_step(self.types[i]) if k == _OP else STEPS_BY_KIND[k]
+        if k == _OP:
+            s = ctx.special.get(i) if ctx.special else None
+            return s if s is not None else ctx.op_step(self.types[i])
+        return STEPS_BY_KIND[k]
 
-    def plan(self, lists: OpLists, mode: str = DEFAULT_MODE) -> "Plan":
-        family, low = mode_info(mode)
-        ctx = Context(lists, family, low)
+    def emitted(self, i: int, p: str, ctx: Context) -> str:
+        """The dtype node i's successors see: its precision, or a customized first output's dtype."""
+        cd = ctx.custom.get(i) if ctx.custom else None
+        if cd is not None and cd.outputs and cd.outputs[0] in _FLOATS:
+            return cd.outputs[0]
+        return p
+
+    def plan(self, lists: OpLists, mode: str = DEFAULT_MODE, overrides: Overrides | None = None) -> "Plan":
+        ctx = self.context(lists, mode, overrides)
         n = len(self.order)
         prec: list[str] = [FP32] * n
         rule: list = [""] * n
         via = [-1] * n
         root = list(range(n))
         step = self.step
+        if not ctx.custom:
+            for i in range(n):
+                prec[i], rule[i], via[i], root[i] = step(i, ctx)(self, i, prec, root, ctx)
+            return Plan(self, lists, mode, prec, rule, via, root, ctx)
+        emit: list[str] = [FP32] * n       # what successors see (decisions read it)
         for i in range(n):
-            prec[i], rule[i], via[i], root[i] = step(i, ctx)(self, i, prec, root, ctx)
-        return Plan(self, lists, mode, prec, rule, via, root)
+            prec[i], rule[i], via[i], root[i] = step(i, ctx)(self, i, emit, root, ctx)
+            emit[i] = self.emitted(i, prec[i], ctx)
+        return Plan(self, lists, mode, prec, rule, via, root, ctx, emit)
 
-    def what_if(self, base: "Plan", lists: OpLists) -> "Plan":
-        """Plan for ``lists`` computed incrementally from ``base`` (same mode): only ops whose type
-        changed list, and ops downstream of them along decision chains, are revisited."""
+    def what_if(self, base: "Plan", lists: OpLists, overrides: Overrides | None = None) -> "Plan":
+        """Plan for ``lists`` (and ``overrides``; default: the base plan's) computed incrementally from
+        ``base`` (same mode): only ops whose type changed list or whose override changed, and ops
+        downstream of them along decision chains, are revisited."""
         if base.compiled is not self:
             raise ValueError("base plan belongs to another compiled graph")
-        family, low = mode_info(base.mode)
-        ctx = Context(lists, family, low)
+        ctx = base.ctx if overrides is None or overrides == base.overrides else self.context(base.lists, base.mode,
+                                                                                              overrides)
+        ctx = Context(lists, ctx.family, ctx.low, ctx.overrides, ctx.keep, ctx.custom)
         changed = {t for t in (base.lists.white ^ lists.white) | (base.lists.black ^ lists.black)}
         prec, rule, via, root = list(base.precision_list), list(base.rules), list(base.vias), list(base.roots)
-        if changed and family == "mixed":
-            heap = [i for i, t in enumerate(self.types) if t in changed]
+        seeds = [i for i, t in enumerate(self.types) if t in changed] if changed and ctx.family == "mixed" else []
+        b = base.ctx
+        moved = (b.keep ^ ctx.keep) | set(b.custom) | set(ctx.custom) if (b.keep or ctx.keep or b.custom
+                                                                          or ctx.custom) else set()
+        seeds += [i for i in moved if b.custom.get(i) != ctx.custom.get(i) or (i in b.keep) != (i in ctx.keep)]
+        custom_any = bool(b.custom or ctx.custom)
+        emit = list(base.emit_list) if custom_any else prec
+        if seeds:
+            heap = list(set(seeds))
             heapq.heapify(heap)
             seen = set()
             while heap:
@@ -379,14 +465,17 @@ class Compiled:
                 if i in seen:
                     continue
                 seen.add(i)
-                new = self.step(i, ctx)(self, i, prec, root, ctx)
+                new = self.step(i, ctx)(self, i, emit, root, ctx)
                 old = (prec[i], rule[i], via[i], root[i])
+                old_emit = emit[i]
                 prec[i], rule[i], via[i], root[i] = new
+                if custom_any:
+                    emit[i] = self.emitted(i, prec[i], ctx)
                 # a Cast always propagates: its gray consumers look through it (gray-skip-cast)
-                if new != old or self.kind[i] == _CAST:
+                if new != old or emit[i] != old_emit or self.kind[i] == _CAST:
                     for c in self.children[i]:
                         heapq.heappush(heap, c)
-        return Plan(self, lists, base.mode, prec, rule, via, root)
+        return Plan(self, lists, base.mode, prec, rule, via, root, ctx, emit if custom_any else None)
 
 
 _PORT0 = [(0, 0)]
@@ -422,9 +511,40 @@ class Plan:
     """Every node's precision with its reason.  ``precision`` / ``why`` map node -> value."""
 
     def __init__(self, compiled: Compiled, lists: OpLists, mode: str, prec: list[str], rules: list[str],
-                 vias: list[int], roots: list[int]):
+                 vias: list[int], roots: list[int], ctx: Context | None = None, emit: list[str] | None = None):
         self.compiled, self.lists, self.mode = compiled, lists, mode
         self.precision_list, self.rules, self.vias, self.roots = prec, rules, vias, roots
+        self.ctx = ctx if ctx is not None else compiled.context(lists, mode)
+        self.emit_list = emit if emit is not None else prec
+
+    @property
+    def overrides(self) -> Overrides:
+        """The per-op overrides (--keep_dtype / --customize_dtypes) this plan applied."""
+        return self.ctx.overrides
+
+    def customized(self, node: Hashable) -> CustomDtypes | None:
+        """The customize_dtypes entry that decided ``node`` (None: not customized)."""
+        return self.ctx.custom.get(self.compiled.index[node]) if self.ctx.custom else None
+
+    def port_dtypes(self, node: Hashable, in_dtypes: list[str], out_dtypes: list[str],
+                    aux: tuple = ()) -> tuple[list[str], list[str]]:
+        """The dtypes node's kernel executes with, per input and output port, from the model's own port
+        dtypes: float ports run in the node's precision (statistics outputs ``aux`` stay in their dtype),
+        customized ports in the customized dtype (float dtypes only: other ones are not emulated);
+        non-float ports as they are.  THE executed dtypes (kernel_details, dumps, emulators)."""
+        p = self[node]
+        low_ok = p in _FLOATS
+        cd = self.customized(node)
+
+        def port(d: str, j: int, given: tuple, is_aux: bool) -> str:
+            if d not in _FLOATS:
+                return d
+            if cd is not None and j < len(given) and given[j] in _FLOATS:
+                return given[j]
+            return p if low_ok and not is_aux else d
+        ins = [port(d, j, cd.inputs if cd else (), False) for j, d in enumerate(in_dtypes)]
+        outs = [port(d, j, cd.outputs if cd else (), j in aux) for j, d in enumerate(out_dtypes)]
+        return ins, outs
 
     @cached_property
     def precision(self) -> dict[Hashable, str]:
@@ -482,27 +602,33 @@ def flips_between(a: Plan, b: Plan) -> list[Flip]:
         raise ValueError("plans of different graphs")
     c = a.compiled
     out = []
+    ea, eb = a.emit_list, b.emit_list
     for i, (pa, pb) in enumerate(zip(a.precision_list, b.precision_list)):
-        if pa != pb:
+        if pa != pb or ea[i] != eb[i]:
             node = c.order[i]
             out.append(Flip(node, c.types[i], pa, pb, a.why(node), b.why(node)))
     return out
 
 
 # ---------------------------------------------------------------------- convenience API
-def plan(g: nx.DiGraph | Compiled, lists: OpLists, mode: str = DEFAULT_MODE) -> Plan:
-    """Every op's precision under ``lists`` (the effective lists) and ``mode``."""
+def plan(g: nx.DiGraph | Compiled, lists: OpLists, mode: str = DEFAULT_MODE,
+         overrides: Overrides | None = None) -> Plan:
+    """Every op's precision under ``lists`` (the effective lists), ``mode`` and the per-op
+    ``overrides`` (ATC --keep_dtype / --customize_dtypes)."""
     c = g if isinstance(g, Compiled) else compile_graph(g)
-    return c.plan(lists, mode)
+    return c.plan(lists, mode, overrides)
 
 
 def what_if(g: nx.DiGraph | Compiled, lists: OpLists, edited: OpLists, mode: str = DEFAULT_MODE,
-            base: Plan | None = None) -> list[Flip]:
-    """Op instances whose precision flips when the effective lists go from ``lists`` to ``edited``."""
+            base: Plan | None = None, overrides: Overrides | None = None,
+            edited_overrides: Overrides | None = None) -> list[Flip]:
+    """Op instances whose precision flips when the effective lists go from ``lists`` to ``edited``
+    (and the overrides from ``overrides`` to ``edited_overrides``, default: unchanged)."""
     c = g if isinstance(g, Compiled) else compile_graph(g)
-    if base is None or base.lists != lists or base.mode != mode:
-        base = c.plan(lists, mode)
-    return flips_between(base, c.what_if(base, edited))
+    ov = overrides or NO_OVERRIDES
+    if base is None or base.lists != lists or base.mode != mode or base.overrides != ov:
+        base = c.plan(lists, mode, ov)
+    return flips_between(base, c.what_if(base, edited, edited_overrides))
 
 
 def annotate(g: nx.DiGraph, p: Plan) -> None:
