@@ -259,8 +259,8 @@ def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semanti
     onnx_kw = dict(mode=mode, mixlist=mixlist, soc=soc, ops_info=ops_info, seed=seed, dump=dump, local=local,
                    progress=progress, keep_dtype=keep_dtype, customize_dtypes=customize_dtypes, inputs=inputs,
                    input_shapes=input_shapes)
-    if is_onnx_target(target_or_workload):
-        return _delegate_onnx(target_or_workload, None, out, target_or_workload, batches, **onnx_kw)
+    if is_onnx_target(target_or_workload) or is_onnx_model(target_or_workload):   # model.onnx or a ModelProto
+        return _delegate_onnx(target_or_workload, None, out, None, batches, **onnx_kw)
     wl, target = _load_workload(target_or_workload, batches)
     if is_onnx_model(wl.model):
         return _delegate_onnx(wl.model, wl, out, target, batches, **onnx_kw)

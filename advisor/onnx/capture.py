@@ -86,10 +86,8 @@ class Executor:
 
     def node(self, k: int, args: list, context: dict) -> list:
         rt = self.rt[k]
-        if rt.need_context():
-            outs = rt.run(*args, context=context)
-        else:
-            outs = rt.run(*args)
+        with np.errstate(all="ignore"):      # overflow to inf / NaN is what the emulation reproduces
+            outs = rt.run(*args, context=context) if rt.need_context() else rt.run(*args)
         return [np.asarray(o) if isinstance(o, (np.ndarray, np.generic)) else o for o in outs]
 
     def run(self, feed: dict, ports: dict | None = None, seed: int = 0) -> dict:
@@ -213,7 +211,7 @@ def capture_onnx(model: Any, out: str | os.PathLike, mode: str = semantics.DEFAU
     return stage.out
 
 
-def capture_workload(model: Any, wl: Any, out: str | os.PathLike, target: str, batches: Any, **kw) -> Path:
+def capture_workload(model: Any, wl: Any, out: str | os.PathLike, target: str | None, batches: Any, **kw) -> Path:
     """``advisor.emulator.capture``'s ONNX branch: a ``model.onnx`` TARGET (``wl`` None) or a Python workload
     whose model is an ONNX model (its batches, name); inference only."""
     if wl is not None and wl.loss_fn is not None:
