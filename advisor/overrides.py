@@ -193,7 +193,7 @@ class Document:
                          tuple((k, n, c) for (k, n), c in cust.items()), (self.source,))
 
 
-def _text(path: str | Path, what: str) -> str:
+def read_text(path: str | Path, what: str) -> str:
     """A user's text file through fsutil; an empty file is allowed (it overrides nothing)."""
     raw = read_user_bytes(path, what)
     if b"\x00" in raw[:4096]:
@@ -313,11 +313,11 @@ def _after_colon(body: str, word: str, source: str, no: int) -> str:
 
 
 def read_keep_dtype(path: str | Path) -> Document:
-    return read_keep_dtype_text(_text(path, KEEP_WHAT), str(path))
+    return read_keep_dtype_text(read_text(path, KEEP_WHAT), str(path))
 
 
 def read_customize(path: str | Path) -> Document:
-    return read_customize_text(_text(path, CUSTOM_WHAT), str(path))
+    return read_customize_text(read_text(path, CUSTOM_WHAT), str(path))
 
 
 def load(keep_dtype: str | Path | None = None, customize: str | Path | None = None) -> Overrides:
