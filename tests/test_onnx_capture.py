@@ -225,3 +225,21 @@ def test_the_onnx_to_ge_table_names_its_source_and_maps_what_atc_maps():
     with pytest.raises(InputError):
         from advisor.onnx.model import parse_input_shapes
         parse_input_shapes(["x"])
+
+
+def test_replay_of_an_onnx_run_equals_a_fresh_capture_with_the_keep_file(lnb, tmp_path):
+    """advisor replay re-executes the recorded ONNX nodes (their serialized NodeProto in the graph dump):
+    the keep_dtype plan replayed on a plain capture gives exactly what a fresh capture with the file gives."""
+    kf = tmp_path / "keep.cfg"
+    kf.write_text(KEEP_HAZARD, encoding="utf-8")
+    base = capture(lnb, tmp_path / "base", batches=1)
+    fresh = analyze(capture(lnb, tmp_path / "keep", batches=1, keep_dtype=kf))
+    r = _cli("replay", "--run", str(base), "--keep-dtype", str(kf), "--json")
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["coverage"]["coverage"] == 1.0 and out["overrides"]["keep_names"] == sorted(
+        ["/fc/Gemm", "/ln/LayerNormalization"])
+    assert out["steps"][0]["output"]["rel_l2"] == pytest.approx(fresh.final_metrics()[0]["output"]["rel_l2"],
+                                                                rel=1e-9, abs=1e-12)
+    r = _cli("replay", "--run", str(base), "--json")
+    assert r.returncode == 1                                        # the run's own plan: the hazard
