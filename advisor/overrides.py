@@ -116,6 +116,20 @@ class Overrides:
         c = self.custom_names.get(name)
         return c if c is not None else self.custom_types.get(op_type)
 
+    def resolve(self, names: list[str], types: list[str], is_op: list[bool]) -> tuple[frozenset, dict]:
+        """(indices of kept ops, index -> CustomDtypes) among nodes ``names`` / ``types`` (ops only: ``is_op``);
+        ATC's matching: a name entry matches the node of that name, a type entry every node of that GE type."""
+        keep, custom = set(), {}
+        for i, (n, t) in enumerate(zip(names, types)):
+            if not is_op[i]:
+                continue
+            if self.kept(n, t):
+                keep.add(i)
+            cd = self.custom(n, t)
+            if cd is not None:
+                custom[i] = cd
+        return frozenset(keep), custom
+
     # ------------------------------------------------------------------ variations (for a search)
     def with_keep(self, names: Iterable[str] = (), types: Iterable[str] = ()) -> "Overrides":
         return Overrides(self.keep_names | set(names), self.keep_types | set(types), self.customize, self.sources)

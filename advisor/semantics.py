@@ -22,14 +22,10 @@ chosen per node by its ``NodeKind`` and, for ops, by the mode family or the list
 ``mode_*``           the other modes: ``must_keep_origin_dtype`` reduces nothing; ``force_fp32`` keeps fp32;
                      ``force_fp16`` reduces every float op; ``allow_fp32_to_fp16``/``allow_fp32_to_bf16``
                      reduce cube ops only.
-``keep_dtype``       per-instance override (ATC ``--keep_dtype``): the op keeps its original dtype
-                     (``keep-dtype``) in every mode but ``must_keep_origin_dtype``, where it changes nothing;
-                     in the mixed modes its gray successors inherit that dtype.
-``customize_dtype``  per-instance override (ATC ``--customize_dtypes``): the op's ports get the given dtypes
-                     (``customize-dtype``); its precision is the lowest float input dtype given, and its
-                     successors see the dtype of its first output.  Wins over keep_dtype.
+``keep_dtype``       ATC --keep_dtype on an op (by name or GE type): its original dtype (``keep-dtype``), except
+                     under must_keep_origin_dtype; gray successors inherit it.  ``customize_dtype``: ATC
+                     --customize_dtypes, per-port dtypes (``customize-dtype``); wins over keep_dtype.
 Modes: ``mixed_float16``/``mixed_bfloat16`` (and the ``allow_mix_precision*`` aliases) apply the lists.
-Overrides (``advisor.overrides.Overrides``) apply to ops (kernels with a decision), by node name or GE type.
 
 Complexity: ``compile_graph`` is O(V + E) once per graph; ``plan`` is O(V) with a tight loop
 (10^5 ops in well under a second); ``what_if`` only revisits the ops downstream of the edited
@@ -154,8 +150,7 @@ _D_REAL, _D_WEAK, _D_NONE = 0, 1, 2
 
 
 class Context:
-    """What the rules read besides the compiled graph: the effective lists, the mode and the per-op
-    overrides resolved to compiled indices (``keep``: kept ops; ``custom``: customized ops)."""
+    """What the rules read besides the compiled graph: the lists, the mode, the overrides (by node index)."""
 
     __slots__ = ("lists", "family", "low", "cast_black", "_by_type", "overrides", "keep", "custom", "special")
 
@@ -165,9 +160,8 @@ class Context:
         self.cast_black = lists.list_of("Cast") == BLACK
         self._by_type: dict[str, Any] = {}
         self.overrides, self.keep, self.custom = overrides, keep, dict(custom or {})
-        # ops an override decides: index -> step (keep_dtype changes nothing under must_keep_origin_dtype)
-        self.special: dict[int, Any] = {i: keep_dtype for i in keep if family != "origin"}
-        self.special.update({i: customize_dtype for i in self.custom})
+        self.special = {**{i: keep_dtype for i in keep if family != "origin"},
+                        **dict.fromkeys(self.custom, customize_dtype)}
 
     def op_step(self, op_type: str):
         """The step deciding an op of this type: its list's step in the mixed modes, else the mode's."""
@@ -274,9 +268,8 @@ def keep_dtype(c: "Compiled", i: int, prec: list, root: list, ctx: Context) -> D
 
 
 def customize_dtype(c: "Compiled", i: int, prec: list, root: list, ctx: Context) -> Decision:
-    """ATC --customize_dtypes: the op runs in the lowest float dtype given for its inputs (else for its
-    outputs); ports left empty take that precision; with no float dtype given at all, the op's decision
-    without the entry (keep_dtype, its list or the mode) stands."""
+    """ATC --customize_dtypes: the lowest float dtype given for the inputs (else the outputs); empty ports take it;
+    with no float dtype given, the decision without the entry (keep_dtype, the list or the mode) stands."""
     cd = ctx.custom[i]
     p = lowest_float(cd.inputs) or lowest_float(cd.outputs)
     if p is None:
@@ -382,27 +375,12 @@ class Compiled:
         nodes = self.graph._node
         return [str(nodes[n].get("name", n)) for n in self.order]
 
-    def resolve(self, overrides: Overrides | None) -> tuple[frozenset, dict[int, CustomDtypes]]:
-        """(indices of kept ops, index -> customize entry) of ``overrides`` on this graph: ops only
-        (kernels with a decision); names match the node name, types the GE op type."""
-        if overrides is None or overrides.is_empty():
-            return frozenset(), {}
-        keep, custom = set(), {}
-        names, kind, types = self.names, self.kind, self.types
-        for i in range(len(self.order)):
-            if kind[i] != _OP:
-                continue
-            if overrides.kept(names[i], types[i]):
-                keep.add(i)
-            cd = overrides.custom(names[i], types[i])
-            if cd is not None:
-                custom[i] = cd
-        return frozenset(keep), custom
-
     def context(self, lists: OpLists, mode: str, overrides: Overrides | None = None) -> Context:
-        family, low = mode_info(mode)
-        keep, custom = self.resolve(overrides)
-        return Context(lists, family, low, overrides or NO_OVERRIDES, keep, custom)
+        """The rules' context; overrides resolved to this graph's ops (by node name and GE type)."""
+        ov = overrides or NO_OVERRIDES
+        keep, custom = ov.resolve(self.names, self.types, [k == _OP for k in self.kind]) if not ov.is_empty() \
+            else (frozenset(), {})
+        return Context(lists, *mode_info(mode), ov, keep, custom)
 
     # ------------------------------------------------------------------ planning
     def step(self, i: int, ctx: Context):
@@ -416,9 +394,7 @@ class Compiled:
     def emitted(self, i: int, p: str, ctx: Context) -> str:
         """The dtype node i's successors see: its precision, or a customized first output's dtype."""
         cd = ctx.custom.get(i) if ctx.custom else None
-        if cd is not None and cd.outputs and cd.outputs[0] in _FLOATS:
-            return cd.outputs[0]
-        return p
+        return cd.outputs[0] if cd is not None and cd.outputs and cd.outputs[0] in _FLOATS else p
 
     def plan(self, lists: OpLists, mode: str = DEFAULT_MODE, overrides: Overrides | None = None) -> "Plan":
         ctx = self.context(lists, mode, overrides)
@@ -427,15 +403,12 @@ class Compiled:
         rule: list = [""] * n
         via = [-1] * n
         root = list(range(n))
-        step = self.step
-        if not ctx.custom:
-            for i in range(n):
-                prec[i], rule[i], via[i], root[i] = step(i, ctx)(self, i, prec, root, ctx)
-            return Plan(self, lists, mode, prec, rule, via, root, ctx)
-        emit: list[str] = [FP32] * n       # what successors see (decisions read it)
+        step, custom = self.step, bool(ctx.custom)
+        emit: list[str] = [FP32] * n if custom else prec      # what successors see (decisions read it)
         for i in range(n):
             prec[i], rule[i], via[i], root[i] = step(i, ctx)(self, i, emit, root, ctx)
-            emit[i] = self.emitted(i, prec[i], ctx)
+            if custom:
+                emit[i] = self.emitted(i, prec[i], ctx)
         return Plan(self, lists, mode, prec, rule, via, root, ctx, emit)
 
     def what_if(self, base: "Plan", lists: OpLists, overrides: Overrides | None = None) -> "Plan":
@@ -444,16 +417,14 @@ class Compiled:
         downstream of them along decision chains, are revisited."""
         if base.compiled is not self:
             raise ValueError("base plan belongs to another compiled graph")
-        ctx = base.ctx if overrides is None or overrides == base.overrides else self.context(base.lists, base.mode,
-                                                                                              overrides)
-        ctx = Context(lists, ctx.family, ctx.low, ctx.overrides, ctx.keep, ctx.custom)
+        o = base.ctx if overrides is None or overrides == base.overrides else self.context(lists, base.mode, overrides)
+        ctx = Context(lists, o.family, o.low, o.overrides, o.keep, o.custom)
         changed = {t for t in (base.lists.white ^ lists.white) | (base.lists.black ^ lists.black)}
         prec, rule, via, root = list(base.precision_list), list(base.rules), list(base.vias), list(base.roots)
         seeds = [i for i, t in enumerate(self.types) if t in changed] if changed and ctx.family == "mixed" else []
         b = base.ctx
-        moved = (b.keep ^ ctx.keep) | set(b.custom) | set(ctx.custom) if (b.keep or ctx.keep or b.custom
-                                                                          or ctx.custom) else set()
-        seeds += [i for i in moved if b.custom.get(i) != ctx.custom.get(i) or (i in b.keep) != (i in ctx.keep)]
+        seeds += [i for i in b.keep | ctx.keep | set(b.custom) | set(ctx.custom)
+                  if b.custom.get(i) != ctx.custom.get(i) or (i in b.keep) != (i in ctx.keep)]
         custom_any = bool(b.custom or ctx.custom)
         emit = list(base.emit_list) if custom_any else prec
         if seeds:
@@ -517,34 +488,22 @@ class Plan:
         self.ctx = ctx if ctx is not None else compiled.context(lists, mode)
         self.emit_list = emit if emit is not None else prec
 
-    @property
-    def overrides(self) -> Overrides:
-        """The per-op overrides (--keep_dtype / --customize_dtypes) this plan applied."""
-        return self.ctx.overrides
-
-    def customized(self, node: Hashable) -> CustomDtypes | None:
-        """The customize_dtypes entry that decided ``node`` (None: not customized)."""
-        return self.ctx.custom.get(self.compiled.index[node]) if self.ctx.custom else None
+    overrides = property(lambda self: self.ctx.overrides, doc="The per-op overrides this plan applied.")
 
     def port_dtypes(self, node: Hashable, in_dtypes: list[str], out_dtypes: list[str],
                     aux: tuple = ()) -> tuple[list[str], list[str]]:
-        """The dtypes node's kernel executes with, per input and output port, from the model's own port
-        dtypes: float ports run in the node's precision (statistics outputs ``aux`` stay in their dtype),
-        customized ports in the customized dtype (float dtypes only: other ones are not emulated);
-        non-float ports as they are.  THE executed dtypes (kernel_details, dumps, emulators)."""
-        p = self[node]
-        low_ok = p in _FLOATS
-        cd = self.customized(node)
+        """THE dtypes a node's kernel executes with per port (kernel_details, dumps, emulators), from the model's:
+        float ports in its precision (``aux`` outputs and a Cast's inputs keep theirs), customized ports as given."""
+        i = self.compiled.index[node]
+        p, cd = self.precision_list[i], (self.ctx.custom.get(i) if self.ctx.custom else None)
+        keep_in = self.compiled.kind[i] == _CAST or p not in _FLOATS
 
-        def port(d: str, j: int, given: tuple, is_aux: bool) -> str:
+        def port(d: str, j: int, given: tuple, keep: bool) -> str:
             if d not in _FLOATS:
                 return d
-            if cd is not None and j < len(given) and given[j] in _FLOATS:
-                return given[j]
-            return p if low_ok and not is_aux else d
-        ins = [port(d, j, cd.inputs if cd else (), False) for j, d in enumerate(in_dtypes)]
-        outs = [port(d, j, cd.outputs if cd else (), j in aux) for j, d in enumerate(out_dtypes)]
-        return ins, outs
+            return given[j] if j < len(given) and given[j] in _FLOATS else (d if keep else p)
+        return ([port(d, j, cd.inputs if cd else (), keep_in) for j, d in enumerate(in_dtypes)],
+                [port(d, j, cd.outputs if cd else (), j in aux or p not in _FLOATS) for j, d in enumerate(out_dtypes)])
 
     @cached_property
     def precision(self) -> dict[Hashable, str]:
@@ -624,8 +583,7 @@ def what_if(g: nx.DiGraph | Compiled, lists: OpLists, edited: OpLists, mode: str
             edited_overrides: Overrides | None = None) -> list[Flip]:
     """Op instances whose precision flips when the effective lists go from ``lists`` to ``edited``
     (and the overrides from ``overrides`` to ``edited_overrides``, default: unchanged)."""
-    c = g if isinstance(g, Compiled) else compile_graph(g)
-    ov = overrides or NO_OVERRIDES
+    c, ov = (g if isinstance(g, Compiled) else compile_graph(g)), overrides or NO_OVERRIDES
     if base is None or base.lists != lists or base.mode != mode or base.overrides != ov:
         base = c.plan(lists, mode, ov)
     return flips_between(base, c.what_if(base, edited, edited_overrides))
@@ -639,16 +597,3 @@ def annotate(g: nx.DiGraph, p: Plan) -> None:
             a = nodes[node]
             a["precision"] = prec
             a["why"] = rule
-
-
-def type_precision_summary(p: Plan, weights: Mapping[Hashable, float] | None = None) -> dict[str, dict[str, float]]:
-    """Per op type: how many instances (or how much weight) run in each precision."""
-    out: dict[str, dict[str, float]] = {}
-    c = p.compiled
-    for i, node in enumerate(c.order):
-        if c.kind[i] not in (_OP, _CAST, _FOLLOW):
-            continue
-        w = 1.0 if weights is None else float(weights.get(node, 0.0))
-        d = out.setdefault(c.types[i], {})
-        d[p.precision_list[i]] = d.get(p.precision_list[i], 0.0) + w
-    return out

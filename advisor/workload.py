@@ -52,6 +52,11 @@ def is_onnx_model(obj: Any) -> bool:
     return isinstance(obj, str) and obj.lower().endswith(".onnx")
 
 
+def is_onnx_target(target: Any) -> bool:
+    """A capture TARGET that is an ONNX model file (``model.onnx``) rather than a Python workload."""
+    return isinstance(target, str) and target.lower().endswith(".onnx") and ":" not in target.rsplit("/", 1)[-1]
+
+
 def is_missing_tf_error(exc: BaseException) -> bool:
     """True when ``exc`` is an ImportError for TensorFlow or Keras (a TF workload without the extra)."""
     if not isinstance(exc, ImportError):

@@ -15,12 +15,11 @@ from .. import graph as G
 from ..errors import AdvisorError, InputError
 from ..mixlist import Mixlist
 from ..oplists import DEFAULT_SOC
-from ..onnx import is_onnx_target
 from ..progress import Progress
 from ..rundir import (RunWriter, StagedRunDir, capture_settings, check_run_out, check_uniform_ports,
                       override_settings, scalar_record, tensor_record, worst_local)
-from ..workload import (Workload, describe_user_error, is_onnx_model, is_tf_model, load_target, normalize,
-                        tf_install_hint)
+from ..workload import (Workload, describe_user_error, is_onnx_model, is_onnx_target, is_tf_model, load_target,
+                        normalize, tf_install_hint)
 from ..oplists import AUX_FP32_OUTPUTS
 from .engine import FLOAT_DTYPES, ArgRef, EmuMode, StepRecord, dtype_name, eager_math_attention
 from .local import local_error

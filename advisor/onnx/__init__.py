@@ -13,10 +13,9 @@ missing installation into one clear line (:func:`require_onnx`, the ``[onnx]`` e
 """
 from __future__ import annotations
 
-from typing import Any
-
 from ..errors import InputError
-from ..workload import is_onnx_model  # noqa: F401 - part of this package's API; the contract lives in workload
+# what an ONNX workload is (no onnx import needed) is part of the workload contract
+from ..workload import is_onnx_model, is_onnx_target  # noqa: F401
 
 INSTALL_HINT = ("this is an ONNX model: install the ONNX extra with `pip install 'advisor[onnx]'` (onnx) and run "
                 "the same command again")
@@ -29,11 +28,6 @@ def require_onnx(path: object = None):
     except ImportError:
         raise InputError(path, INSTALL_HINT) from None
     return onnx
-
-
-def is_onnx_target(target: Any) -> bool:
-    """A capture TARGET that is an ONNX model file (``model.onnx``) rather than a Python workload."""
-    return isinstance(target, str) and target.lower().endswith(".onnx") and ":" not in target.rsplit("/", 1)[-1]
 
 
 __all__ = ["require_onnx", "is_onnx_target", "is_onnx_model", "INSTALL_HINT"]

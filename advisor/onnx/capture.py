@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import base64
 import os
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -139,9 +138,8 @@ def capture_onnx(model: Any, out: str | os.PathLike, mode: str = semantics.DEFAU
                        seed, target)
     if isinstance(batches, int):
         data = data[:max(1, batches)]
-    for op in m.unmapped():
-        notes.append(f"ONNX op {op} has no CANN ATC parser plugin (ONNX operator list): emulated as the unknown, "
-                     f"gray type 'onnx:{op}'")
+    notes += [f"ONNX op {op} has no CANN ATC parser plugin (ONNX operator list): emulated as the unknown, gray "
+              f"type 'onnx:{op}'" for op in m.unmapped()]
     ex = Executor(m, target)
     dump = dump or ("tensors" if m.n_params <= SMALL_MODEL_PARAMS else "stats")
     files_on = dump == "tensors"
@@ -150,40 +148,26 @@ def capture_onnx(model: Any, out: str | os.PathLike, mode: str = semantics.DEFAU
 
     with StagedRunDir(out, progress) as stage:
         out_dir = stage.path
-        vers = versions()
-        vers["onnx"] = require_onnx().__version__
         writer = RunWriter(out_dir, {"name": run_name, "target": target, "mode": mode, "soc": soc,
                                      "ops_info": str(ops_info) if ops_info else None,
                                      "mixlist": ml.to_dict() if ml is not None else None, "seed": seed,
-                                     "framework": "onnx", "emulated": True, "versions": vers}, final_dir=stage.out)
+                                     "framework": "onnx", "emulated": True,
+                                     "versions": {**versions(), "onnx": require_onnx().__version__}},
+                           final_dir=stage.out)
         if ml is not None:
             writer.write_mixlist(ml.to_json())
         kernels: list[dict] = []
         local_rows: dict[str, dict] = {}
         g = p = ports = None
         for step, feed in enumerate(data):
-            try:
-                v32 = ex.run(feed, None, seed + step)
-            except AdvisorError:
-                raise
-            except Exception as e:  # noqa: BLE001 - the model fails on its input
-                raise InputError(target, f"the model failed in the FP32 run (step {step}): "
-                                         f"{type(e).__name__}: {_first(e)}") from None
+            v32 = _run(ex, feed, None, seed + step, target, f"the FP32 run (step {step})")
             if g is None:
-                g = build_graph(m, v32, run_name)
-                for nd in m.nodes:          # what replay needs to re-execute a node (docs/formats.md)
-                    blob = None if nd.const else node_blob(m, nd.index)
-                    if blob is not None and nd.name in g:
-                        g.nodes[nd.name]["onnx_node"] = blob
-                        g.nodes[nd.name]["onnx_opset"] = m.opset
+                g = _graph(m, v32, run_name)
                 p = semantics.plan(g, lists, mode, overrides)
                 ports = _ports(m, g, p)
                 notes += _override_notes(overrides, g)
-            try:
-                vmx = ex.run(feed, {k: v for k, v in ports.items() if v[2]}, seed + step)
-            except Exception as e:  # noqa: BLE001
-                raise InputError(target, f"the model failed in the mixed run (step {step}): "
-                                         f"{type(e).__name__}: {_first(e)}") from None
+            vmx = _run(ex, feed, {k: v for k, v in ports.items() if v[2]}, seed + step, target,
+                       f"the mixed run (step {step})")
             kernels.extend(_kernels(m, g, p, ports, vmx, step))
             for which, vals, pr in (("fp32", v32, None), ("mixed", vmx, ports)):
                 d, fl = _dump_data(m, vals, pr, files_on)
@@ -223,6 +207,26 @@ def capture_workload(model: Any, wl: Any, out: str | os.PathLike, target: str | 
         data = batches
     return capture_onnx(model, out, batches=data if data is not None else batches, target=target,
                         name=wl.name if wl is not None and wl.name != "model" else None, **kw)
+
+
+def _run(ex: Executor, feed: dict, ports: dict | None, seed: int, target: Any, what: str) -> dict:
+    try:
+        return ex.run(feed, ports, seed)
+    except AdvisorError:
+        raise
+    except Exception as e:  # noqa: BLE001 - the model fails on its input
+        raise InputError(target, f"the model failed in {what}: {type(e).__name__}: {_first(e)}") from None
+
+
+def _graph(m: Model, v32: dict, run_name: str):
+    """The op graph of step 0's FP32 run, each node carrying what replay needs to re-execute it."""
+    g = build_graph(m, v32, run_name)
+    for nd in m.nodes:
+        blob = None if nd.const else node_blob(m, nd.index)
+        if blob is not None and nd.name in g:
+            g.nodes[nd.name]["onnx_node"] = blob
+            g.nodes[nd.name]["onnx_opset"] = m.opset
+    return g
 
 
 def _ge_source() -> str:
@@ -299,8 +303,6 @@ def _file_name(entry: str, role: str, j: int, taken: set) -> str:
 
 def _dump_data(m: Model, vals: dict, ports: dict | None, files_on: bool) -> tuple[dict, dict]:
     """dump.json data of one run of one step (``ports`` None: the FP32 run) and its tensor files."""
-    from ..emulator.stats import batched_stats
-    import torch
     pending: list[tuple] = []       # (container, key, array, executed dtype, file name or None)
     files: dict[str, np.ndarray] = {}
     taken: set[str] = set()
@@ -338,16 +340,20 @@ def _dump_data(m: Model, vals: dict, ports: dict | None, files_on: bool) -> tupl
         a = vals.get(o)
         rec(mo, j, a, exec_dt.get(o, dtype_name(a)), "Model.output.0.forward", "output", j, always=True)
     data["Model.output.0.forward"] = {"input_args": [], "input_kwargs": {}, "output": mo}
-    # statistics of the stored values (fp32 storage holds the executed values exactly); the arrays are only
-    # read, so the reference runtime's read-only arrays are wrapped without a copy
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)
-        tensors = [torch.from_numpy(np.ascontiguousarray(a if a.dtype in (np.float32, np.float64) else
-                                                         a.astype(np.float32))) for _, _, a, _, _ in pending]
-    st = batched_stats(tensors)
+    st = [_stats(a) for _, _, a, _, _ in pending]
     for (container, key, a, dt, fname), s in zip(pending, st):
         container[key] = tensor_record(dt if dt in _FLOAT else dtype_name(a), list(a.shape), s, False, fname, "onnx")
     return data, files
+
+
+def _stats(a: np.ndarray) -> tuple[float, float, float, float]:
+    """msprobe's Max, Min, Mean, Norm of the stored values (fp32 storage holds the executed values exactly);
+    fp64 accumulation for the mean, BLAS for the norm."""
+    x = np.asarray(a, dtype=np.float64 if a.dtype == np.float64 else np.float32).ravel()
+    if x.size == 0:
+        return (float("nan"),) * 4
+    with np.errstate(all="ignore"):
+        return float(x.max()), float(x.min()), float(x.mean(dtype=np.float64)), float(np.linalg.norm(x))
 
 
 def _local_errors(ex: Executor, m: Model, g, v32: dict, low: str) -> list[dict]:
