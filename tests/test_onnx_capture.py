@@ -243,3 +243,35 @@ def test_replay_of_an_onnx_run_equals_a_fresh_capture_with_the_keep_file(lnb, tm
                                                                 rel=1e-9, abs=1e-12)
     r = _cli("replay", "--run", str(base), "--json")
     assert r.returncode == 1                                        # the run's own plan: the hazard
+
+
+def test_inference_modes_end_to_end_with_keep_dtype(onnx_file, tmp_path):
+    """force_fp16 (ATC's default) and allow_fp32_to_fp16: capture, compare and replay with a keep_dtype file."""
+    kf = tmp_path / "keep.cfg"
+    kf.write_text(KEEP_HAZARD, encoding="utf-8")
+    model, npz = str(onnx_file / "lnb.onnx"), str(onnx_file / "x.npz")
+    r = _cli("capture", model, "--inputs", npz, "--mode", "force_fp16", "--out", str(tmp_path / "f16"))
+    assert r.returncode == 0, r.stderr
+    assert _cli("compare", "--run", str(tmp_path / "f16")).returncode == 1          # the hazard
+    r = _cli("replay", "--run", str(tmp_path / "f16"), "--keep-dtype", str(kf), "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["mode"] == "force_fp16"       # predicted fixed
+    r = _cli("diff", "defaults", "defaults", "--profile", str(tmp_path / "f16"), "--keep-dtype-b", str(kf),
+             "--out", str(tmp_path / "d"), "--json")
+    d = json.loads(r.stdout)
+    assert d["mode"] == "force_fp16" and {f["node"] for f in d["flips"]} == {"/fc/Gemm", "/ln/LayerNormalization"}
+    for mode in ("force_fp16", "allow_fp32_to_fp16"):
+        run = tmp_path / f"{mode}_keep"
+        r = _cli("capture", model, "--inputs", npz, "--mode", mode, "--keep-dtype", str(kf), "--out", str(run))
+        assert r.returncode == 0, r.stderr
+        assert _cli("compare", "--run", str(run)).returncode == 0
+        assert analyze(run).plan.why("/fc/Gemm").rule is S.Rule.KEEP_DTYPE
+
+
+def test_tune_an_onnx_model_file(onnx_file, tmp_path):
+    r = _cli("tune", str(onnx_file / "lnb.onnx"), "--inputs", str(onnx_file / "x.npz"), "--inputs",
+             str(onnx_file / "x.npz"), "--out", str(tmp_path / "t"), "--max-runs", "4", "--json", "--no-perf")
+    assert r.returncode in (0, 1), r.stderr
+    s = json.loads(r.stdout)
+    assert s["runs"] >= 2
+    run0 = json.loads((tmp_path / "t" / "iter_00" / "run" / "run.json").read_text())
+    assert run0["framework"] == "onnx"

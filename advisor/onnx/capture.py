@@ -183,7 +183,7 @@ def capture_onnx(model: Any, out: str | os.PathLike, mode: str = semantics.DEFAU
         graph_path = writer.write_graph(g, p, notes)
         if local:
             writer.write_local_error(local_rows.values())
-        files = writer.write_overrides(overrides, keep_dtype if not hasattr(keep_dtype, "is_empty") else None,
+        files = writer.write_overrides(overrides, keep_dtype if isinstance(keep_dtype, (str, os.PathLike)) else None,
                                        customize_dtypes)
         notes += stage.backup_notes()
         writer.write_run_json(steps=len(data), training=False, dump=dump, low_dtype=low, lists_source=lists.source,
