@@ -156,10 +156,11 @@ class Analysis:
 
 def analyze(run: Any, *, tolerance: Tolerance | None = None, mixlist: mx.Mixlist | None = None,
             soc: str | None = None, ops_info: str | None = None, mode: str | None = None,
-            rank: int | None = None, step: int | None = None, progress: Any = None) -> Analysis:
+            rank: int | None = None, step: int | None = None, progress: Any = None,
+            overrides: Any = None) -> Analysis:
     """Build the Analysis of a run directory (or an already loaded ``ingest.Run``).  ``mixlist`` replaces
-    the run's own mixlist (the list the run is said to have used); ``soc``/``ops_info``/``mode`` override
-    run.json's."""
+    the run's own mixlist (the list the run is said to have used), ``overrides`` its per-op overrides
+    (run.json's keep_dtype / customize_dtypes files); ``soc``/``ops_info``/``mode`` override run.json's."""
     from .ingest.run import Run, load_run
     if isinstance(run, (str, Path)):
         p = Path(run)
@@ -195,8 +196,11 @@ def analyze(run: Any, *, tolerance: Tolerance | None = None, mixlist: mx.Mixlist
         compiled = semantics.compile_graph(run.graph)
     except ValueError as e:          # a cyclic graph
         raise InputError(run.path, str(e)) from None
-    a = Analysis(run, defaults, run_ml, lists, mode, compiled, compiled.plan(lists, mode), tolerance or Tolerance(),
-                 notes)
+    if overrides is None:
+        from .overrides import from_files_in
+        overrides = from_files_in(meta)
+    a = Analysis(run, defaults, run_ml, lists, mode, compiled, compiled.plan(lists, mode, overrides),
+                 tolerance or Tolerance(), notes)
     if recording is not None:
         a.recording = recording      # built above; the cached property is not computed twice
     return a

@@ -13,6 +13,10 @@ Findings (code, severity), each at the line and column of its own array element 
   no-op-remove (warning)    to-remove from a list the type is not in
   add-and-remove (warning)  the same type added to and removed from one list
   duplicate (info)          the same type twice in one array
+ATC --keep_dtype / --customize_dtypes files (``lint_overrides_file``): rejected (error: GE rejects the file),
+  unknown-op-type, not-in-graph (with ``--profile``: op names/types not in the run's graph, did-you-mean from
+  the graph's names), comment / misplaced-optype / blank-line (GE reads the line as an op name), duplicate,
+  not-emulated (integer customize dtypes).
 
 Cost: one JSON decode, one scan for string positions, and per entry a few set look-ups; what depends
 only on the op type (known? which chips? did-you-mean?) is computed once per distinct type.
@@ -22,7 +26,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, fields
 from pathlib import Path
+from typing import Any
 
+from .errors import InputError
 from .fsutil import read_user_text
 from .graph import no_gc
 from .mixlist import LIST_KEYS, WHAT, JsonSyntaxError, read_text, strip_json_comments
@@ -30,7 +36,8 @@ from .oplists import GRAPH_ENGINE_TYPES, OpLists, chip_types, suggest
 
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 
-__all__ = ["Finding", "SEVERITY_ORDER", "lint_text", "lint_file", "suggest"]
+__all__ = ["Finding", "SEVERITY_ORDER", "lint_text", "lint_file", "suggest", "lint_overrides_text",
+           "lint_overrides_file"]
 
 
 @dataclass(slots=True)
@@ -131,3 +138,69 @@ def _lint_entries(entries: list, lists: OpLists, source: str, out: list[Finding]
 
 def lint_file(path: str | Path, lists: OpLists) -> list[Finding]:
     return lint_text(read_user_text(path, WHAT), lists, str(path))
+
+
+# ---------------------------------------------------------------------- ATC per-op override files
+def _line_of(problem: str) -> int | None:
+    m = re.match(r"line (\d+)", problem)
+    return int(m.group(1)) if m else None
+
+
+def lint_overrides_text(text: str, kind: str, lists: OpLists, source: str = "<text>",
+                        graph: Any = None) -> list[Finding]:
+    """Findings for one ATC --keep_dtype (``kind="keep_dtype"``) or --customize_dtypes (``"customize_dtypes"``)
+    file: what GE rejects (``rejected``, error), what it only warns about or silently ignores (a name or
+    type listed twice, ``#`` "comments" that are op names, misplaced ``OpType::``), op types that exist
+    nowhere (``unknown-op-type``, with a did-you-mean), and with ``graph`` (a run's op graph) op names and
+    types not in it (``not-in-graph``, with a did-you-mean from the graph's own names).  Integer dtypes in
+    a customize file are reported as not emulated (info)."""
+    from .overrides import read_customize_text, read_keep_dtype_text
+    try:
+        doc = (read_keep_dtype_text if kind == "keep_dtype" else read_customize_text)(text, source)
+    except InputError as e:
+        return [Finding(source, "rejected", "error", e.problem.split(": ", 1)[-1] if _line_of(e.problem) else e.problem,
+                        _line_of(e.problem))]
+    out = [Finding(source, code, "warning" if code != "duplicate" else "info", msg, line)
+           for line, code, msg in doc.warnings]
+    names: list[str] = []
+    types: set[str] = set()
+    if graph is not None:
+        for n, a in graph.nodes(data=True):
+            if a.get("role", "op") == "op":
+                names.append(str(a.get("name", n)))
+                types.add(str(a.get("type", "")))
+    name_set = set(names)
+    for e in doc.entries:
+        if e.kind == "type":
+            known = lists.is_known(e.key) or e.key in types
+            if not known:
+                sug = suggest(e.key, lists) or (_close(e.key, sorted(types)) if types else None)
+                out.append(Finding(source, "unknown-op-type", "warning",
+                                   f"OpType::{e.key} is not an op type on {lists.label}"
+                                   + (" nor in the graph" if graph is not None else "") + ": it matches nothing",
+                                   e.line, e.column, e.key, sug))
+            elif graph is not None and e.key not in types:
+                out.append(Finding(source, "not-in-graph", "warning", f"no op of type {e.key!r} in the graph: "
+                                   "the entry changes nothing there", e.line, e.column, e.key))
+        elif graph is not None and e.key not in name_set:
+            out.append(Finding(source, "not-in-graph", "warning", f"no op named {e.key!r} in the graph (GE only "
+                               "warns and keeps nothing)", e.line, e.column, None, _close(e.key, names)))
+        if e.dtypes is not None:
+            bad = sorted({d for d in e.dtypes.inputs + e.dtypes.outputs if d is not None and d not in
+                          ("fp16", "bf16", "fp32", "fp64")})
+            if bad:
+                out.append(Finding(source, "not-emulated", "info", f"{e.key!r}: {', '.join(bad)} ports are not "
+                                   "emulated by advisor (they run in the op's precision)", e.line, e.column))
+    return sorted(out, key=lambda f: (f.line or 0, f.column or 0))
+
+
+def _close(name: str, names: list[str]) -> str | None:
+    import difflib
+    hit = difflib.get_close_matches(name, names, n=1, cutoff=0.6)
+    return hit[0] if hit else None
+
+
+def lint_overrides_file(path: str | Path, kind: str, lists: OpLists, graph: Any = None) -> list[Finding]:
+    from .overrides import CUSTOM_WHAT, KEEP_WHAT, read_text
+    return lint_overrides_text(read_text(path, KEEP_WHAT if kind == "keep_dtype" else CUSTOM_WHAT), kind, lists,
+                               str(path), graph)

@@ -26,7 +26,8 @@ estimate for the missing ops and labels the number *estimated*.
 
 Entry names and callables (``resolve``): ``Aten.<op>.<overload>.<k>`` -> ``torch.ops.aten.<op>.<overload>``
 (advisor's emulator and msprobe L2 dumps); the msprobe API levels ``Functional.<f>`` ->
-``torch.nn.functional.<f>``, ``Torch.<f>`` -> ``torch.<f>``, ``Tensor.<m>`` -> ``torch.Tensor.<m>``.
+``torch.nn.functional.<f>``, ``Torch.<f>`` -> ``torch.<f>``, ``Tensor.<m>`` -> ``torch.Tensor.<m>``; an ONNX run's node (its graph node carries the serialized ONNX node,
+``onnx_node``) -> ``advisor.onnx.replay.node_callable`` (the ONNX reference runtime's kernel).
 GE op types of API entries (``API_GE_TYPES``) are given only where the mapping is unambiguous.
 """
 from __future__ import annotations
@@ -289,17 +290,22 @@ class Recording:
             raise InputError(source or None, "no FP32 dump to replay")
         prefix_node: dict[str, Hashable] = {}
         kernel: dict[Hashable, bool] = {}
+        onnx_nodes: dict[Hashable, tuple] = {}
         if graph is not None:
             for n, a in graph.nodes(data=True):
                 prefix_node[str(a.get("dump") or a.get("name") or n)] = n
                 kernel[n] = bool(a.get("kernel", True))
+                if a.get("onnx_node"):      # an ONNX run's node: re-executed by advisor.onnx.replay
+                    onnx_nodes[n] = (a["onnx_node"], a.get("onnx_opset"))
         leaves: dict = {}
-        programs = {s: cls._program(s, v, prefix_node if graph is not None else None, kernel, leaves)
+        programs = {s: cls._program(s, v, prefix_node if graph is not None else None, kernel, leaves, onnx_nodes)
                     for s, v in sorted(views.items())}
         return cls(programs, source)
 
     @staticmethod
-    def _program(step: int, view: DumpView, prefix_node: dict | None, kernel: dict, leaves: dict) -> StepProgram:
+    def _program(step: int, view: DumpView, prefix_node: dict | None, kernel: dict, leaves: dict,
+                 onnx_nodes: dict | None = None) -> StepProgram:
+        onnx_nodes = onnx_nodes or {}
         from .emulator.engine import AUX_FP32_OUTPUTS, mutated_positions
         producers: dict[tuple, tuple[int, int]] = {}
         ops: list[ROp] = []
@@ -319,6 +325,10 @@ class Recording:
             elif prefix is not None:
                 node = prefix
             func, why = resolve(entry)
+            onnx_aux = None
+            if node in onnx_nodes:
+                from .onnx.replay import node_callable
+                func, why, onnx_aux = node_callable(*onnx_nodes[node])
             op = ROp(entry, node, func, why)
             op.kernel = kernel.get(node, True) if prefix_node is not None else _aten_kernel(entry)
             outs = view.outputs(entry)
@@ -349,6 +359,8 @@ class Recording:
                         op.mutated = mutated_positions(op.func)
                         packet = op.func._schema.name.split("::")[-1]
                         op.aux = AUX_FP32_OUTPUTS.get(packet, ())
+                elif op.func is not None and onnx_aux is not None:
+                    op.aux = onnx_aux
                 keys = [_digest(v) if v is not None else None for v in op.in_values]
                 op.inputs = [producers.get(k) if k is not None else None for k in keys]
                 # leaves (parameters, constants, model inputs): one tensor per content across steps

@@ -51,7 +51,9 @@ KD_DTYPE = {"fp16": "FLOAT16", "bf16": "DT_BF16", "fp32": "FLOAT", "fp64": "DOUB
 _MSPROBE_DTYPE = {
     "pytorch": {"fp16": "torch.float16", "bf16": "torch.bfloat16", "fp32": "torch.float32", "fp64": "torch.float64"},
     "tensorflow": {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32", "fp64": "float64"},
+    "onnx": {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32", "fp64": "float64"},
 }
+_TENSOR_TYPE = {"pytorch": "torch.Tensor", "tensorflow": "tensorflow.Tensor", "onnx": "onnx.Tensor"}
 
 
 def kd_dtype(name: str) -> str:
@@ -82,7 +84,7 @@ def _num(x: float) -> Any:
 def tensor_record(dtype: str, shape: Sequence[int], stats: Sequence[float], requires_grad: bool = False,
                   data_name: str | None = None, framework: str = "pytorch") -> dict:
     """One tensor of a dump.json entry (msprobe layout)."""
-    rec = {"type": "torch.Tensor" if framework == "pytorch" else "tensorflow.Tensor",
+    rec = {"type": _TENSOR_TYPE.get(framework, "tensorflow.Tensor"),
            "dtype": msprobe_dtype(dtype, framework), "shape": [int(d) for d in shape],
            "Max": _num(stats[0]), "Min": _num(stats[1]), "Mean": _num(stats[2]), "Norm": _num(stats[3]),
            "requires_grad": bool(requires_grad)}
@@ -121,7 +123,7 @@ def versions() -> dict:
 
 class RunWriter:
     """Writes one run directory.  ``meta``: target, mode, soc, mixlist (dict or None), seed, name,
-    framework ("pytorch" | "tensorflow"), plus anything else to keep in run.json.  ``final_dir``: where
+    framework ("pytorch" | "tensorflow" | "onnx"), plus anything else to keep in run.json.  ``final_dir``: where
     the folder will be once complete (a ``StagedRunDir``'s ``out``), for the absolute paths files name."""
 
     def __init__(self, out_dir: str | os.PathLike, meta: dict, final_dir: str | os.PathLike | None = None):
@@ -154,6 +156,25 @@ class RunWriter:
         p = self.out / "run.json"
         atomic_write_json(p, d)
         return p
+
+    def write_overrides(self, overrides: Any, keep_dtype: Any = None, customize_dtypes: Any = None) -> dict:
+        """Keep the per-op override files the run applied inside the run directory (``keep_dtype.cfg``,
+        ``customize_dtypes.cfg``: the user's files verbatim, else written from ``overrides``) and return
+        the run.json fields naming them (relative; readers resolve them inside the run directory)."""
+        out: dict = {"keep_dtype": None, "customize_dtypes": None}
+        if overrides is None or overrides.is_empty():
+            return out
+        for key, src, text in (("keep_dtype", keep_dtype, overrides.keep_dtype_text()),
+                               ("customize_dtypes", customize_dtypes, overrides.customize_text())):
+            dst = self.out / f"{key}.cfg"
+            if isinstance(src, (str, os.PathLike)) and src:
+                shutil.copyfile(src, dst)
+            elif text:
+                atomic_write_text(dst, text)
+            else:
+                continue
+            out[key] = dst.name
+        return out
 
     def write_mixlist(self, text: str) -> Path:
         p = self.out / "mixlist.json"
@@ -495,6 +516,31 @@ def worst_local(a: dict | None, b: dict) -> dict:
     cos = [v for v in (a.get("local_cosine"), b.get("local_cosine")) if v is not None]
     out["local_cosine"] = min(cos) if cos else None
     return out
+
+
+def override_settings(keep_dtype: Any = None, customize_dtypes: Any = None):
+    """The per-op overrides of a capture (``advisor.overrides.Overrides``) from --keep_dtype /
+    --customize_dtypes file paths (or an Overrides given as ``keep_dtype``); InputError on a bad file."""
+    from .overrides import NO_OVERRIDES, Overrides, load
+    if isinstance(keep_dtype, Overrides):
+        return keep_dtype.merged(load(None, customize_dtypes)) if customize_dtypes else keep_dtype
+    if not keep_dtype and not customize_dtypes:
+        return NO_OVERRIDES
+    return load(keep_dtype or None, customize_dtypes or None)
+
+
+def check_uniform_ports(plan: Any, target: Any = None) -> None:
+    """The PyTorch and TensorFlow emulators run each op in one precision: a --customize_dtypes entry whose
+    float dtypes differ between an op's ports (``InputDtype:float16,OutputDtype:float``) is emulated only
+    for ONNX models; refused here in one line rather than run differently from what it says."""
+    ctx = plan.ctx
+    for i, cd in (ctx.custom or {}).items():
+        p = plan.precision_list[i]
+        given = {d for d in cd.inputs + cd.outputs if d in ("fp16", "bf16", "fp32", "fp64")}
+        if given - {p}:
+            raise InputError(target, f"customize_dtypes gives op {plan.compiled.names[i]!r} different dtypes per "
+                                     f"port ({', '.join(sorted(given | {p}))}); this emulator runs an op in one "
+                                     "precision: per-port dtypes are emulated for ONNX models only")
 
 
 def capture_settings(mode: str, dump: str | None, mixlist: Any, soc: str, ops_info: Any):

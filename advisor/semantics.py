@@ -22,6 +22,9 @@ chosen per node by its ``NodeKind`` and, for ops, by the mode family or the list
 ``mode_*``           the other modes: ``must_keep_origin_dtype`` reduces nothing; ``force_fp32`` keeps fp32;
                      ``force_fp16`` reduces every float op; ``allow_fp32_to_fp16``/``allow_fp32_to_bf16``
                      reduce cube ops only.
+``keep_dtype``       ATC --keep_dtype on an op (by name or GE type): its original dtype (``keep-dtype``), except
+                     under must_keep_origin_dtype; gray successors inherit it.  ``customize_dtype``: ATC
+                     --customize_dtypes, per-port dtypes (``customize-dtype``); wins over keep_dtype.
 Modes: ``mixed_float16``/``mixed_bfloat16`` (and the ``allow_mix_precision*`` aliases) apply the lists.
 
 Complexity: ``compile_graph`` is O(V + E) once per graph; ``plan`` is O(V) with a tight loop
@@ -40,9 +43,11 @@ import networkx as nx
 
 from .graph import no_gc, normalize_dtype
 from .oplists import BLACK, GRAY, WHITE, OpLists, is_cube_type
+from .overrides import NO_OVERRIDES, CustomDtypes, Overrides, lowest_float
 
 FP32, FP16, BF16, NA = "fp32", "fp16", "bf16", "n/a"
 LOW = (FP16, BF16)
+_FLOATS = frozenset({FP32, FP16, BF16, "fp64"})
 
 # mode name -> (family, low dtype)
 MODES: dict[str, tuple[str, str | None]] = {
@@ -97,6 +102,8 @@ class Rule(str, Enum):
     GRAY_CONST_INPUTS = "gray-const-inputs"
     GRAY_SKIP_CAST = "gray-skip-cast"
     GRAY_INHERIT = "gray-inherit"
+    KEEP_DTYPE = "keep-dtype"
+    CUSTOMIZE_DTYPE = "customize-dtype"
 
     def __str__(self) -> str:
         return self.value
@@ -143,14 +150,18 @@ _D_REAL, _D_WEAK, _D_NONE = 0, 1, 2
 
 
 class Context:
-    """What the rules read besides the compiled graph: the effective lists and the mode."""
+    """What the rules read besides the compiled graph: the lists, the mode, the overrides (by node index)."""
 
-    __slots__ = ("lists", "family", "low", "cast_black", "_by_type")
+    __slots__ = ("lists", "family", "low", "cast_black", "_by_type", "overrides", "keep", "custom", "special")
 
-    def __init__(self, lists: OpLists, family: str, low: str | None):
+    def __init__(self, lists: OpLists, family: str, low: str | None, overrides: Overrides = NO_OVERRIDES,
+                 keep: frozenset = frozenset(), custom: Mapping[int, CustomDtypes] | None = None):
         self.lists, self.family, self.low = lists, family, low
         self.cast_black = lists.list_of("Cast") == BLACK
         self._by_type: dict[str, Any] = {}
+        self.overrides, self.keep, self.custom = overrides, keep, dict(custom or {})
+        self.special = {**{i: keep_dtype for i in keep if family != "origin"},
+                        **dict.fromkeys(self.custom, customize_dtype)}
 
     def op_step(self, op_type: str):
         """The step deciding an op of this type: its list's step in the mixed modes, else the mode's."""
@@ -251,6 +262,22 @@ def gray(c: "Compiled", i: int, prec: list, root: list, ctx: Context) -> Decisio
     return p, Rule.GRAY_INHERIT, d, root[d]
 
 
+def keep_dtype(c: "Compiled", i: int, prec: list, root: list, ctx: Context) -> Decision:
+    """ATC --keep_dtype: the op keeps the original model's dtype (its successors inherit it)."""
+    return c.dtype[i], Rule.KEEP_DTYPE, -1, i
+
+
+def customize_dtype(c: "Compiled", i: int, prec: list, root: list, ctx: Context) -> Decision:
+    """ATC --customize_dtypes: the lowest float dtype given for the inputs (else the outputs); empty ports take it;
+    with no float dtype given, the decision without the entry (keep_dtype, the list or the mode) stands."""
+    cd = ctx.custom[i]
+    p = lowest_float(cd.inputs) or lowest_float(cd.outputs)
+    if p is None:
+        base = (keep_dtype if i in ctx.keep and ctx.family != "origin" else ctx.op_step(c.types[i]))
+        return base(c, i, prec, root, ctx)
+    return p, Rule.CUSTOMIZE_DTYPE, -1, i
+
+
 # the mixed modes decide an op by the list its type is in; the other modes by the mode alone
 LIST_STEPS = {WHITE: white, BLACK: black, GRAY: gray}
 OP_STEP_BY_FAMILY = {"origin": mode_origin, "force_fp32": mode_force_fp32, "force_low": mode_force_low,
@@ -342,36 +369,66 @@ class Compiled:
                 ed.append(idx[v])
         return np.asarray(es, dtype=np.int64), np.asarray(ed, dtype=np.int64)
 
+    @cached_property
+    def names(self) -> list[str]:
+        """Each node's name (its ``name`` attribute, else its key): what --keep_dtype names match."""
+        nodes = self.graph._node
+        return [str(nodes[n].get("name", n)) for n in self.order]
+
+    def context(self, lists: OpLists, mode: str, overrides: Overrides | None = None) -> Context:
+        """The rules' context; overrides resolved to this graph's ops (by node name and GE type)."""
+        ov = overrides or NO_OVERRIDES
+        keep, custom = ov.resolve(self.names, self.types, [k == _OP for k in self.kind]) if not ov.is_empty() \
+            else (frozenset(), {})
+        return Context(lists, *mode_info(mode), ov, keep, custom)
+
     # ------------------------------------------------------------------ planning
     def step(self, i: int, ctx: Context):
-        """The named step that decides node i (by its kind; ops by their list or the mode)."""
+        """The named step that decides node i (by its kind; ops by an override, their list or the mode)."""
         k = self.kind[i]
-        return ctx.op_step(self.types[i]) if k == _OP else STEPS_BY_KIND[k]
+        if k == _OP:
+            s = ctx.special.get(i) if ctx.special else None
+            return s if s is not None else ctx.op_step(self.types[i])
+        return STEPS_BY_KIND[k]
 
-    def plan(self, lists: OpLists, mode: str = DEFAULT_MODE) -> "Plan":
-        family, low = mode_info(mode)
-        ctx = Context(lists, family, low)
+    def emitted(self, i: int, p: str, ctx: Context) -> str:
+        """The dtype node i's successors see: its precision, or a customized first output's dtype."""
+        cd = ctx.custom.get(i) if ctx.custom else None
+        return cd.outputs[0] if cd is not None and cd.outputs and cd.outputs[0] in _FLOATS else p
+
+    def plan(self, lists: OpLists, mode: str = DEFAULT_MODE, overrides: Overrides | None = None) -> "Plan":
+        ctx = self.context(lists, mode, overrides)
         n = len(self.order)
         prec: list[str] = [FP32] * n
         rule: list = [""] * n
         via = [-1] * n
         root = list(range(n))
-        step = self.step
+        step, custom = self.step, bool(ctx.custom)
+        emit: list[str] = [FP32] * n if custom else prec      # what successors see (decisions read it)
         for i in range(n):
-            prec[i], rule[i], via[i], root[i] = step(i, ctx)(self, i, prec, root, ctx)
-        return Plan(self, lists, mode, prec, rule, via, root)
+            prec[i], rule[i], via[i], root[i] = step(i, ctx)(self, i, emit, root, ctx)
+            if custom:
+                emit[i] = self.emitted(i, prec[i], ctx)
+        return Plan(self, lists, mode, prec, rule, via, root, ctx, emit)
 
-    def what_if(self, base: "Plan", lists: OpLists) -> "Plan":
-        """Plan for ``lists`` computed incrementally from ``base`` (same mode): only ops whose type
-        changed list, and ops downstream of them along decision chains, are revisited."""
+    def what_if(self, base: "Plan", lists: OpLists, overrides: Overrides | None = None) -> "Plan":
+        """Plan for ``lists`` (and ``overrides``; default: the base plan's) computed incrementally from
+        ``base`` (same mode): only ops whose type changed list or whose override changed, and ops
+        downstream of them along decision chains, are revisited."""
         if base.compiled is not self:
             raise ValueError("base plan belongs to another compiled graph")
-        family, low = mode_info(base.mode)
-        ctx = Context(lists, family, low)
+        o = base.ctx if overrides is None or overrides == base.overrides else self.context(lists, base.mode, overrides)
+        ctx = Context(lists, o.family, o.low, o.overrides, o.keep, o.custom)
         changed = {t for t in (base.lists.white ^ lists.white) | (base.lists.black ^ lists.black)}
         prec, rule, via, root = list(base.precision_list), list(base.rules), list(base.vias), list(base.roots)
-        if changed and family == "mixed":
-            heap = [i for i, t in enumerate(self.types) if t in changed]
+        seeds = [i for i, t in enumerate(self.types) if t in changed] if changed and ctx.family == "mixed" else []
+        b = base.ctx
+        seeds += [i for i in b.keep | ctx.keep | set(b.custom) | set(ctx.custom)
+                  if b.custom.get(i) != ctx.custom.get(i) or (i in b.keep) != (i in ctx.keep)]
+        custom_any = bool(b.custom or ctx.custom)
+        emit = list(base.emit_list) if custom_any else prec
+        if seeds:
+            heap = list(set(seeds))
             heapq.heapify(heap)
             seen = set()
             while heap:
@@ -379,14 +436,17 @@ class Compiled:
                 if i in seen:
                     continue
                 seen.add(i)
-                new = self.step(i, ctx)(self, i, prec, root, ctx)
+                new = self.step(i, ctx)(self, i, emit, root, ctx)
                 old = (prec[i], rule[i], via[i], root[i])
+                old_emit = emit[i]
                 prec[i], rule[i], via[i], root[i] = new
+                if custom_any:
+                    emit[i] = self.emitted(i, prec[i], ctx)
                 # a Cast always propagates: its gray consumers look through it (gray-skip-cast)
-                if new != old or self.kind[i] == _CAST:
+                if new != old or emit[i] != old_emit or self.kind[i] == _CAST:
                     for c in self.children[i]:
                         heapq.heappush(heap, c)
-        return Plan(self, lists, base.mode, prec, rule, via, root)
+        return Plan(self, lists, base.mode, prec, rule, via, root, ctx, emit if custom_any else None)
 
 
 _PORT0 = [(0, 0)]
@@ -422,9 +482,28 @@ class Plan:
     """Every node's precision with its reason.  ``precision`` / ``why`` map node -> value."""
 
     def __init__(self, compiled: Compiled, lists: OpLists, mode: str, prec: list[str], rules: list[str],
-                 vias: list[int], roots: list[int]):
+                 vias: list[int], roots: list[int], ctx: Context | None = None, emit: list[str] | None = None):
         self.compiled, self.lists, self.mode = compiled, lists, mode
         self.precision_list, self.rules, self.vias, self.roots = prec, rules, vias, roots
+        self.ctx = ctx if ctx is not None else compiled.context(lists, mode)
+        self.emit_list = emit if emit is not None else prec
+
+    overrides = property(lambda self: self.ctx.overrides, doc="The per-op overrides this plan applied.")
+
+    def port_dtypes(self, node: Hashable, in_dtypes: list[str], out_dtypes: list[str],
+                    aux: tuple = ()) -> tuple[list[str], list[str]]:
+        """THE dtypes a node's kernel executes with per port (kernel_details, dumps, emulators), from the model's:
+        float ports in its precision (``aux`` outputs and a Cast's inputs keep theirs), customized ports as given."""
+        i = self.compiled.index[node]
+        p, cd = self.precision_list[i], (self.ctx.custom.get(i) if self.ctx.custom else None)
+        keep_in = self.compiled.kind[i] == _CAST or p not in _FLOATS
+
+        def port(d: str, j: int, given: tuple, keep: bool) -> str:
+            if d not in _FLOATS:
+                return d
+            return given[j] if j < len(given) and given[j] in _FLOATS else (d if keep else p)
+        return ([port(d, j, cd.inputs if cd else (), keep_in) for j, d in enumerate(in_dtypes)],
+                [port(d, j, cd.outputs if cd else (), j in aux or p not in _FLOATS) for j, d in enumerate(out_dtypes)])
 
     @cached_property
     def precision(self) -> dict[Hashable, str]:
@@ -482,27 +561,32 @@ def flips_between(a: Plan, b: Plan) -> list[Flip]:
         raise ValueError("plans of different graphs")
     c = a.compiled
     out = []
+    ea, eb = a.emit_list, b.emit_list
     for i, (pa, pb) in enumerate(zip(a.precision_list, b.precision_list)):
-        if pa != pb:
+        if pa != pb or ea[i] != eb[i]:
             node = c.order[i]
             out.append(Flip(node, c.types[i], pa, pb, a.why(node), b.why(node)))
     return out
 
 
 # ---------------------------------------------------------------------- convenience API
-def plan(g: nx.DiGraph | Compiled, lists: OpLists, mode: str = DEFAULT_MODE) -> Plan:
-    """Every op's precision under ``lists`` (the effective lists) and ``mode``."""
+def plan(g: nx.DiGraph | Compiled, lists: OpLists, mode: str = DEFAULT_MODE,
+         overrides: Overrides | None = None) -> Plan:
+    """Every op's precision under ``lists`` (the effective lists), ``mode`` and the per-op
+    ``overrides`` (ATC --keep_dtype / --customize_dtypes)."""
     c = g if isinstance(g, Compiled) else compile_graph(g)
-    return c.plan(lists, mode)
+    return c.plan(lists, mode, overrides)
 
 
 def what_if(g: nx.DiGraph | Compiled, lists: OpLists, edited: OpLists, mode: str = DEFAULT_MODE,
-            base: Plan | None = None) -> list[Flip]:
-    """Op instances whose precision flips when the effective lists go from ``lists`` to ``edited``."""
-    c = g if isinstance(g, Compiled) else compile_graph(g)
-    if base is None or base.lists != lists or base.mode != mode:
-        base = c.plan(lists, mode)
-    return flips_between(base, c.what_if(base, edited))
+            base: Plan | None = None, overrides: Overrides | None = None,
+            edited_overrides: Overrides | None = None) -> list[Flip]:
+    """Op instances whose precision flips when the effective lists go from ``lists`` to ``edited``
+    (and the overrides from ``overrides`` to ``edited_overrides``, default: unchanged)."""
+    c, ov = (g if isinstance(g, Compiled) else compile_graph(g)), overrides or NO_OVERRIDES
+    if base is None or base.lists != lists or base.mode != mode or base.overrides != ov:
+        base = c.plan(lists, mode, ov)
+    return flips_between(base, c.what_if(base, edited, edited_overrides))
 
 
 def annotate(g: nx.DiGraph, p: Plan) -> None:
@@ -513,16 +597,3 @@ def annotate(g: nx.DiGraph, p: Plan) -> None:
             a = nodes[node]
             a["precision"] = prec
             a["why"] = rule
-
-
-def type_precision_summary(p: Plan, weights: Mapping[Hashable, float] | None = None) -> dict[str, dict[str, float]]:
-    """Per op type: how many instances (or how much weight) run in each precision."""
-    out: dict[str, dict[str, float]] = {}
-    c = p.compiled
-    for i, node in enumerate(c.order):
-        if c.kind[i] not in (_OP, _CAST, _FOLLOW):
-            continue
-        w = 1.0 if weights is None else float(weights.get(node, 0.0))
-        d = out.setdefault(c.types[i], {})
-        d[p.precision_list[i]] = d.get(p.precision_list[i], 0.0) + w
-    return out

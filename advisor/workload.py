@@ -44,6 +44,19 @@ def is_tf_model(obj: Any) -> bool:
     return any((getattr(c, "__module__", "") or "").startswith(TF_MODULE_PREFIXES) for c in type(obj).__mro__)
 
 
+def is_onnx_model(obj: Any) -> bool:
+    """An ``onnx.ModelProto`` (decided on its class, without importing onnx) or a ``.onnx`` path."""
+    t = type(obj)
+    if t.__name__ == "ModelProto" and (t.__module__ or "").startswith("onnx"):
+        return True
+    return isinstance(obj, str) and obj.lower().endswith(".onnx")
+
+
+def is_onnx_target(target: Any) -> bool:
+    """A capture TARGET that is an ONNX model file (``model.onnx``) rather than a Python workload."""
+    return isinstance(target, str) and target.lower().endswith(".onnx") and ":" not in target.rsplit("/", 1)[-1]
+
+
 def is_missing_tf_error(exc: BaseException) -> bool:
     """True when ``exc`` is an ImportError for TensorFlow or Keras (a TF workload without the extra)."""
     if not isinstance(exc, ImportError):
@@ -67,6 +80,12 @@ def normalize(result: Any, source: str = "", name: str | None = None) -> Workloa
         raise InputError(source, "Workload name must be a str and options a dict")
     if name and wl.name == "model":
         wl.name = name
+    if is_onnx_model(wl.model):
+        # an ONNX model (ModelProto or .onnx path): its batches (dicts of named arrays or tuples in input
+        # order) are checked against the graph inputs by advisor.onnx, which the capture delegates to
+        if isinstance(wl.batches, dict):
+            wl.batches = [wl.batches]
+        return wl
     wl.batches = _normalize_batches(wl.batches, source)
     if wl.loss_fn is not None and not callable(wl.loss_fn):
         raise InputError(source, "loss_fn must be callable as loss_fn(output, batch) -> scalar tensor")

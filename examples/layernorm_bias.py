@@ -6,19 +6,25 @@ from torch import nn
 
 
 class LinearLN(nn.Module):
-    """fc (bias 1000) -> LayerNorm -> relu -> head.  The LayerNorm removes the 1000 offset, so
-    its output depends only on the O(1) variation that fp16 storage of ~1000 cannot hold."""
+    """fc (bias 1000) -> LayerNorm -> relu [-> depth x (linear, relu)] -> head.  The LayerNorm removes the
+    1000 offset, so its output depends only on the O(1) variation that fp16 storage of ~1000 cannot hold.
+    ``depth`` adds well-scaled layers after it (examples/onnx_models.py's export uses 8)."""
 
-    def __init__(self, d_in: int = 32, hidden: int = 64, d_out: int = 8):
+    def __init__(self, d_in: int = 32, hidden: int = 64, d_out: int = 8, depth: int = 0):
         super().__init__()
         self.fc = nn.Linear(d_in, hidden)
         self.ln = nn.LayerNorm(hidden)
+        self.body = nn.Sequential(*[m for _ in range(depth) for m in (nn.Linear(hidden, hidden), nn.ReLU())])
         self.head = nn.Linear(hidden, d_out)
         with torch.no_grad():
             self.fc.bias.fill_(1000.0)
+            for m in self.body:
+                if isinstance(m, nn.Linear):     # He-scaled, no bias: the LayerNorm's error reaches the output
+                    nn.init.orthogonal_(m.weight, gain=2 ** 0.5)
+                    m.bias.zero_()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.head(torch.relu(self.ln(self.fc(x))))
+        return self.head(self.body(torch.relu(self.ln(self.fc(x)))))
 
 
 def workload():

@@ -6,6 +6,7 @@ from advisor import semantics as S
 from advisor.graph import add_op, connect, new_graph
 from advisor.mixlist import Mixlist, apply
 from advisor.oplists import OpLists, load_default
+from advisor.overrides import CustomDtypes, Overrides
 
 L = load_default("ascend910b")
 
@@ -298,15 +299,20 @@ def _rule_cases():
     connect(g, "mm", "cast")
     connect(g, "cast", "exp")
     cases.append((g, "mixed_float16", "exp", S.Rule.GRAY_SKIP_CAST))
-    return cases
+    g = chain("MatMulV2", "Log", "Exp")
+    cases.append((g, "force_fp16", "Log1", S.Rule.KEEP_DTYPE, Overrides(keep_names={"Log1"})))
+    cases.append((g, "mixed_float16", "MatMulV20", S.Rule.CUSTOMIZE_DTYPE,
+                  Overrides(customize=(("type", "MatMulV2", CustomDtypes(("fp16",), ("fp32",))),))))
+    return [c if len(c) == 5 else (*c, None) for c in cases]
 
 
-@pytest.mark.parametrize("g,mode,node,rule", _rule_cases(), ids=lambda x: str(x) if isinstance(x, S.Rule) else "")
-def test_each_named_rule_of_the_decision_chain(g, mode, node, rule):
-    p = S.plan(g, L, mode)
+@pytest.mark.parametrize("g,mode,node,rule,overrides", _rule_cases(),
+                         ids=lambda x: str(x) if isinstance(x, S.Rule) else "")
+def test_each_named_rule_of_the_decision_chain(g, mode, node, rule, overrides):
+    p = S.plan(g, L, mode, overrides)
     assert p.why(node).rule is rule
     assert p.why(node).to_dict()["rule"] == rule.value
 
 
 def test_every_rule_is_exercised():
-    assert {r for *_, r in _rule_cases()} == set(S.Rule)
+    assert {c[3] for c in _rule_cases()} == set(S.Rule)

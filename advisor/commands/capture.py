@@ -3,24 +3,30 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import typer
 
 from ..errors import AdvisorError, InputError
-from .common import OpsInfoOption, SocOption, human_report
+from .common import CustomizeDtypesOption, KeepDtypeOption, OpsInfoOption, SocOption, human_report, overrides_of
 
 
 def register(app: typer.Typer) -> None:
     @app.command("capture")
     def capture(target: str = typer.Argument(..., help="path/to/file.py:function or package.module:function "
-                                                       "returning (model, batches[, loss_fn]) or an advisor.Workload"),
+                                                       "returning (model, batches[, loss_fn]) or an advisor.Workload, "
+                                                       "or an ONNX model file (model.onnx)"),
                 out: str = typer.Option(..., "--out", help="Run directory to write (an existing non-empty one is "
                                                            "kept as DIR.bak)."),
                 mode: str = typer.Option("mixed_float16", "--mode",
                                          help="Precision mode: mixed_float16, mixed_bfloat16, must_keep_origin_dtype, "
                                               "force_fp32, force_fp16, allow_fp32_to_fp16, ..."),
                 mixlist: Optional[str] = typer.Option(None, "--mixlist", help="modify_mixlist JSON to apply."),
+                keep_dtype: Optional[str] = KeepDtypeOption, customize_dtypes: Optional[str] = CustomizeDtypesOption,
+                inputs: Optional[List[str]] = typer.Option(None, "--inputs", help="ONNX model: an .npz of its inputs "
+                                                           "(one array per graph input name); repeat for more batches."),
+                input_shape: Optional[List[str]] = typer.Option(None, "--input-shape", help="ONNX model: generate an "
+                                                                "input of this shape, name:1,3,224,224 (repeatable)."),
                 soc: str = SocOption, ops_info: Optional[str] = OpsInfoOption,
                 seed: int = typer.Option(0, "--seed", help="RNG seed (step i uses seed + i in both runs)."),
                 dump: Optional[str] = typer.Option(None, "--dump", help="tensors | stats (default: tensors for "
@@ -43,9 +49,12 @@ def register(app: typer.Typer) -> None:
             if timeout is not None and not timeout > 0:
                 raise InputError("--timeout", f"must be a positive number of seconds, not {timeout:g}")
             check_run_out(out)
+            overrides_of(keep_dtype, customize_dtypes)     # a malformed file: one line before any work
+            extra = {k: v for k, v in (("keep_dtype", keep_dtype), ("customize_dtypes", customize_dtypes),
+                                       ("inputs", inputs), ("input_shapes", input_shape)) if v}
             with CaptureWorker() as worker:
                 reply = worker.capture(target, out, timeout=timeout, mode=mode, mixlist=mixlist, soc=soc,
-                                       ops_info=ops_info, seed=seed, dump=dump, local=not no_local,
+                                       ops_info=ops_info, seed=seed, dump=dump, local=not no_local, **extra,
                                        **({"loss_scale": loss_scale} if loss_scale is not None else {}))
             if not reply.ok:
                 if verbosity() == VERBOSE and reply.error.get("traceback"):

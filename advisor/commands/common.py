@@ -13,6 +13,18 @@ from ..progress import QUIET, verbosity
 
 SocOption = typer.Option(DEFAULT_SOC, "--soc", help="Chip whose default lists apply (ascend910, ascend910b, ascend910_93, ascend310p).")
 OpsInfoOption = typer.Option(None, "--ops-info", help="A real CANN aic-<soc>-ops-info.json to read the lists from instead.")
+KeepDtypeOption = typer.Option(None, "--keep-dtype", help="ATC --keep_dtype file: lines OpName or OpType::TypeName "
+                                                          "whose ops keep the original model's precision.")
+CustomizeDtypesOption = typer.Option(None, "--customize-dtypes", help="ATC --customize_dtypes file: lines "
+                                     "OpName::InputDtype:...,OutputDtype:... or OpType::Type:InputDtype:...")
+
+
+def overrides_of(keep_dtype: Optional[str], customize_dtypes: Optional[str]):
+    """The Overrides of a command's --keep-dtype / --customize-dtypes (None when neither is given)."""
+    if not keep_dtype and not customize_dtypes:
+        return None
+    from ..overrides import load
+    return load(keep_dtype, customize_dtypes)
 
 
 def chip_lists(soc: str, ops_info: Optional[str]) -> OpLists:

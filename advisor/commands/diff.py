@@ -10,7 +10,7 @@ import typer
 from ..errors import AdvisorError
 from ..fsutil import check_out_dir
 from ..progress import note
-from .common import human_report
+from .common import human_report, overrides_of
 
 
 def register(app: typer.Typer) -> None:
@@ -19,6 +19,14 @@ def register(app: typer.Typer) -> None:
         a: str = typer.Argument(..., help="mixlist A (a file, or 'defaults' for the chip defaults)"),
         b: str = typer.Argument(..., help="mixlist B (a file, 'defaults', or 'recommended' = recommend from A)"),
         profile: str = typer.Option(..., "--profile", help="run directory whose op graph the lists apply to"),
+        keep_dtype_a: Optional[str] = typer.Option(None, "--keep-dtype-a", help="side A's ATC --keep_dtype file "
+                                                   "(default: the run's)"),
+        customize_dtypes_a: Optional[str] = typer.Option(None, "--customize-dtypes-a", help="side A's ATC "
+                                                         "--customize_dtypes file (default: the run's)"),
+        keep_dtype_b: Optional[str] = typer.Option(None, "--keep-dtype-b", help="side B's ATC --keep_dtype file "
+                                                   "(default: side A's)"),
+        customize_dtypes_b: Optional[str] = typer.Option(None, "--customize-dtypes-b", help="side B's ATC "
+                                                         "--customize_dtypes file (default: side A's)"),
         out: Optional[str] = typer.Option(None, "--out", help="write diff.json and diff.html here "
                                           "(default: <profile>/advice)"),
         as_json: bool = typer.Option(False, "--json", help="print diff.json to stdout"),
@@ -41,7 +49,9 @@ def register(app: typer.Typer) -> None:
         try:
             tol = tolerance(min_cosine, max_rel_l2, allow_nonfinite, 1e-2, 0.99)
             out_dir = check_out_dir(Path(out) if out else Path(profile) / "advice")
-            res = diff(profile, a, b, tolerance=tol, soc=soc, ops_info=ops_info, mode=mode, rank=rank, step=step)
+            res = diff(profile, a, b, tolerance=tol, soc=soc, ops_info=ops_info, mode=mode, rank=rank, step=step,
+                       overrides_a=overrides_of(keep_dtype_a, customize_dtypes_a),
+                       overrides_b=overrides_of(keep_dtype_b, customize_dtypes_b))
             paths = write_diff_outputs(res, out_dir)
         except AdvisorError as e:
             typer.echo(f"advisor: error: {e}", err=True)

@@ -1,4 +1,5 @@
-"""advisor lint MIXLIST... : exit 0 clean, 1 findings, 2 unreadable."""
+"""advisor lint MIXLIST... [--keep-dtype FILE] [--customize-dtypes FILE] [--profile DIR]: exit 0 clean, 1 findings,
+2 unreadable."""
 from __future__ import annotations
 
 import json
@@ -7,22 +8,44 @@ from typing import List, Optional
 import typer
 
 from ..errors import InputError
-from ..lint import SEVERITY_ORDER, lint_file
+from ..lint import SEVERITY_ORDER, lint_file, lint_overrides_file
 from .common import OpsInfoOption, SocOption, chip_lists, human_report
 
 
 def register(app: typer.Typer) -> None:
     @app.command("lint")
-    def lint(mixlists: List[str] = typer.Argument(..., help="modify_mixlist JSON files"),
+    def lint(mixlists: Optional[List[str]] = typer.Argument(None, help="modify_mixlist JSON files"),
+             keep_dtype: Optional[List[str]] = typer.Option(None, "--keep-dtype", help="ATC --keep_dtype files to "
+                                                            "check (repeatable)"),
+             customize_dtypes: Optional[List[str]] = typer.Option(None, "--customize-dtypes", help="ATC "
+                                                                  "--customize_dtypes files to check (repeatable)"),
+             profile: Optional[str] = typer.Option(None, "--profile", help="run directory whose op graph the "
+                                                   "keep_dtype / customize_dtypes names must be in"),
              soc: str = SocOption, ops_info: Optional[str] = OpsInfoOption,
              as_json: bool = typer.Option(False, "--json", help="Print findings as JSON.")) -> None:
-        """Check mixlist files: JSON errors, unknown op types (with did-you-mean), edits that change nothing, conflicts."""
+        """Check mixlist files (JSON errors, unknown op types with did-you-mean, edits that change nothing,
+        conflicts) and ATC --keep_dtype / --customize_dtypes files (syntax GE rejects, unknown op types, op
+        names not in the --profile run's graph with did-you-mean)."""
+        from ..errors import AdvisorError
+        if not (mixlists or keep_dtype or customize_dtypes):
+            typer.echo("advisor: error: give MIXLIST files, --keep-dtype or --customize-dtypes files", err=True)
+            raise typer.Exit(2)
         lists = chip_lists(soc, ops_info)
-        results, unreadable = {}, []
-        for path in mixlists:
+        graph = None
+        if profile:
+            from ..ingest import load_run
             try:
-                results[path] = sorted(lint_file(path, lists),
-                                       key=lambda f: (SEVERITY_ORDER[f.severity], f.line or 0, f.column or 0))
+                graph = load_run(profile).graph
+            except AdvisorError as e:
+                typer.echo(f"advisor: error: {e}", err=True)
+                raise typer.Exit(2)
+        results, unreadable = {}, []
+        jobs = [(p, None) for p in mixlists or ()] + [(p, "keep_dtype") for p in keep_dtype or ()] \
+            + [(p, "customize_dtypes") for p in customize_dtypes or ()]
+        for path, kind in jobs:
+            try:
+                found = lint_file(path, lists) if kind is None else lint_overrides_file(path, kind, lists, graph)
+                results[path] = sorted(found, key=lambda f: (SEVERITY_ORDER[f.severity], f.line or 0, f.column or 0))
             except InputError as e:
                 unreadable.append(str(e))
         if as_json:

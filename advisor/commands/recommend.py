@@ -9,7 +9,7 @@ import typer
 
 from ..errors import AdvisorError
 from ..fsutil import check_out_dir
-from .common import human_report, tolerance
+from .common import human_report, overrides_of, tolerance
 
 
 def register(app: typer.Typer) -> None:
@@ -20,6 +20,10 @@ def register(app: typer.Typer) -> None:
         out: Optional[str] = typer.Option(None, "--out", help="output folder (default: <profile>/advice)"),
         as_json: bool = typer.Option(False, "--json", help="print recommendation.json to stdout"),
         mixlist: Optional[str] = typer.Option(None, "--mixlist", help="start from this mixlist instead of the run's"),
+        keep_dtype: Optional[str] = typer.Option(None, "--keep-dtype", help="start from this ATC --keep_dtype file "
+                                                 "instead of the run's"),
+        customize_dtypes: Optional[str] = typer.Option(None, "--customize-dtypes", help="start from this ATC "
+                                                       "--customize_dtypes file instead of the run's"),
         exclude: Optional[List[str]] = typer.Option(None, "--exclude", help="never edit this op type (repeatable)"),
         max_edits: int = typer.Option(4, "--max-edits", min=1, help="largest edit set searched"),
         soc: Optional[str] = typer.Option(None, "--soc", help="chip (default: run.json's, else ascend910b)"),
@@ -51,7 +55,7 @@ def register(app: typer.Typer) -> None:
             log = StageLog()
             rec = recommend(profile, tol, base_mixlist=base, exclude=tuple(exclude or ()), max_edits=max_edits,
                             soc=soc, ops_info=ops_info, mode=mode, rank=rank, step=step, perf=not no_perf,
-                            progress=log)
+                            progress=log, overrides=overrides_of(keep_dtype, customize_dtypes))
             log("writing outputs")
             paths = write_outputs(rec, out_dir)
             log.done()

@@ -11,7 +11,7 @@ from ..compare.cli_options import (AllowNonfiniteOption, MaxLossRelOption, MaxRe
                                    MinGradCosineOption, MsprobeRuleOption)
 from ..errors import AdvisorError, InputError
 from ..fsutil import json_safe
-from .common import human_report
+from .common import human_report, overrides_of
 
 
 def register(app: typer.Typer) -> None:
@@ -20,6 +20,10 @@ def register(app: typer.Typer) -> None:
         run: str = typer.Option(..., "--run", help="run directory with an FP32 tensor dump (capture, tune or msprobe)"),
         mixlist: Optional[str] = typer.Option(None, "--mixlist", help="the candidate modify_mixlist JSON "
                                               "(default: the run's own list)"),
+        keep_dtype: Optional[str] = typer.Option(None, "--keep-dtype", help="the candidate ATC --keep_dtype file "
+                                                 "(default: the run's own)"),
+        customize_dtypes: Optional[str] = typer.Option(None, "--customize-dtypes", help="the candidate ATC "
+                                                       "--customize_dtypes file (default: the run's own)"),
         as_json: bool = typer.Option(False, "--json", help="print the result as JSON"),
         soc: Optional[str] = typer.Option(None, "--soc", help="chip (default: run.json's, else ascend910b)"),
         ops_info: Optional[str] = typer.Option(None, "--ops-info", help="a real CANN aic-<soc>-ops-info.json"),
@@ -42,7 +46,8 @@ def register(app: typer.Typer) -> None:
                 raise InputError(None, str(e)) from None
             a = analyze(run, tolerance=tol, soc=soc, ops_info=ops_info, mode=mode)
             cand = mx.load(mixlist) if mixlist else a.run_mixlist
-            plan = a.plan_of(a.lists_with(cand))
+            ov = overrides_of(keep_dtype, customize_dtypes)
+            plan = a.plan_of(a.lists_with(cand)) if ov is None else a.compiled.what_if(a.plan, a.lists_with(cand), ov)
             steps = a.recording.steps if a.recording is not None else []
             if step:
                 missing = sorted(set(step) - set(steps))
@@ -56,6 +61,7 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"advisor: error: {e}", err=True)
             raise typer.Exit(e.exit_code)
         out = {"run": str(a.path), "mixlist": (cand or mx.Mixlist()).to_dict(), "mode": a.mode,
+               "overrides": plan.overrides.to_dict(),
                "how": "replayed" if res.complete else "replayed, incomplete (see coverage)",
                "verdict": verdict.to_dict(), "steps": per_step, "coverage": res.coverage_dict(),
                "low_precision_share": {"value": a.low_share(plan), "how": "estimated (cost model calibrated "

@@ -1,14 +1,15 @@
 """advisor tune TARGET --out DIR: capture -> compare -> recommend -> re-capture until confirmed."""
 from __future__ import annotations
 
-from typing import Optional
+from typing import List, Optional
 
 import typer
 
 from ..compare.cli_options import (AllowNonfiniteOption, MaxLossRelOption, MaxRelL2Option, MinCosineOption,
                                    MinGradCosineOption, MsprobeRuleOption)
 from ..errors import AdvisorError, InputError
-from .common import OpsInfoOption, SocOption, human_report, tolerance
+from .common import (CustomizeDtypesOption, KeepDtypeOption, OpsInfoOption, SocOption, human_report, overrides_of,
+                     tolerance)
 
 
 def register(app: typer.Typer) -> None:
@@ -34,6 +35,11 @@ def register(app: typer.Typer) -> None:
              soc: str = SocOption, ops_info: Optional[str] = OpsInfoOption,
              mixlist: Optional[str] = typer.Option(None, "--mixlist", help="Start from this modify_mixlist "
                                                                           "instead of the default lists."),
+             keep_dtype: Optional[str] = KeepDtypeOption, customize_dtypes: Optional[str] = CustomizeDtypesOption,
+             inputs: Optional[List[str]] = typer.Option(None, "--inputs", help="ONNX model TARGET: .npz of its "
+                                                        "inputs (repeat for more batches)."),
+             input_shape: Optional[List[str]] = typer.Option(None, "--input-shape", help="ONNX model TARGET: "
+                                                             "generated input of this shape, name:1,3,224,224."),
              seed: int = typer.Option(0, "--seed", help="Emulator seed."),
              no_learn: bool = typer.Option(False, "--no-learn", help="Do not use the learned edit-effect model."),
              no_perf: bool = typer.Option(False, "--no-perf", help="Do not try performance edits after a pass."),
@@ -65,8 +71,14 @@ def register(app: typer.Typer) -> None:
             devs = [d.strip() for d in devices.split(",") if d.strip()] if devices else None
             if devs is not None and runner != "command":
                 raise InputError("--devices", "applies to --runner command (the emulator runs on the CPU)")
+            overrides_of(keep_dtype, customize_dtypes)     # a malformed file: one line before any run
+            fixed = {k: v for k, v in (("keep_dtype", keep_dtype), ("customize_dtypes", customize_dtypes),
+                                       ("inputs", inputs), ("input_shapes", input_shape)) if v}
+            if fixed and runner != "emulator":
+                raise InputError("--runner", "--keep-dtype/--customize-dtypes/--inputs/--input-shape are applied by "
+                                             "the emulator runner; a command applies its own (ATC options)")
             r = make_runner(runner, target=target, cmd=cmd, timeout=timeout, devices=devs, soc=soc,
-                            ops_info=ops_info, seed=seed)
+                            ops_info=ops_info, seed=seed, **fixed)
             tol = tolerance(min_cosine, max_rel_l2, allow_nonfinite, max_loss_rel, min_grad_cosine, msprobe_rule)
             base = load(mixlist) if mixlist else None
             check_run_out(out)

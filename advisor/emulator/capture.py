@@ -15,9 +15,10 @@ from ..errors import AdvisorError, InputError
 from ..mixlist import Mixlist
 from ..oplists import DEFAULT_SOC
 from ..progress import Progress
-from ..rundir import (RunWriter, StagedRunDir, capture_settings, check_run_out, scalar_record, tensor_record,
-                      worst_local)
-from ..workload import Workload, describe_user_error, is_tf_model, load_target, normalize, tf_install_hint
+from ..rundir import (RunWriter, StagedRunDir, capture_settings, check_run_out, check_uniform_ports,
+                      override_settings, scalar_record, tensor_record, worst_local)
+from ..workload import (Workload, describe_user_error, is_onnx_model, is_onnx_target, is_tf_model, load_target,
+                        normalize, tf_install_hint)
 from ..oplists import AUX_FP32_OUTPUTS
 from .engine import FLOAT_DTYPES, ArgRef, EmuMode, StepRecord, dtype_name, eager_math_attention
 from .local import local_error
@@ -264,7 +265,8 @@ def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semanti
             mixlist: str | os.PathLike | Mixlist | None = None, soc: str = DEFAULT_SOC,
             ops_info: str | os.PathLike | None = None, seed: int = 0, dump: str | None = None,
             batches: int | list | None = None, local: bool = True, progress: Progress = None,
-            loss_scale: float | None = None) -> Path:
+            keep_dtype: Any = None, customize_dtypes: Any = None, inputs: list[str] | None = None,
+            input_shapes: list[str] | None = None, loss_scale: float | None = None) -> Path:
     """Capture a workload (TARGET string, Workload, or (model, batches[, loss_fn]) tuple) into ``out``:
     FP32 reference run + mixed run applying ``semantics.plan`` exactly.  Returns the run directory.
     ``batches``: an int keeps the first N batches, a list replaces them.  ``dump``: "tensors" | "stats"
@@ -274,15 +276,33 @@ def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semanti
     ``out`` is built in a hidden folder beside it and renamed into place when complete (an interrupted
     capture leaves ``out`` as it was); an existing non-empty ``out`` is kept as ``out.bak`` and
     ``progress`` (its ``note``) hears it (``rundir.StagedRunDir``).  In-process: a workload that hangs
-    or ends the process is not guarded here (``advisor capture`` runs it in a child process)."""
+    or ends the process is not guarded here (``advisor capture`` runs it in a child process).
+    ``keep_dtype`` / ``customize_dtypes``: ATC's per-op override files (docs/semantics.md).  An ONNX model
+    (a ``model.onnx`` TARGET, or a workload whose model is one) goes to ``advisor.onnx``; ``inputs`` (.npz
+    files) / ``input_shapes`` (``name:1,3,224,224``) give its batches."""
     check_run_out(out)
+    onnx_kw = dict(mode=mode, mixlist=mixlist, soc=soc, ops_info=ops_info, seed=seed, dump=dump, local=local,
+                   progress=progress, keep_dtype=keep_dtype, customize_dtypes=customize_dtypes, inputs=inputs,
+                   input_shapes=input_shapes)
+    if is_onnx_target(target_or_workload) or is_onnx_model(target_or_workload):   # model.onnx or a ModelProto
+        if loss_scale is not None:
+            raise InputError(str(target_or_workload), "--loss-scale needs a training workload; an ONNX model is "
+                                                      "inference only")
+        return _delegate_onnx(target_or_workload, None, out, None, batches, **onnx_kw)
     wl, target = _load_workload(target_or_workload, batches)
+    if is_onnx_model(wl.model):
+        return _delegate_onnx(wl.model, wl, out, target, batches, **onnx_kw)
+    if inputs or input_shapes:
+        raise InputError(target, "--inputs / --input-shape give the inputs of an ONNX model; this workload "
+                                 "brings its own batches")
     loss_scale = check_loss_scale(loss_scale, wl, target)
+    overrides = override_settings(keep_dtype, customize_dtypes)
     if not isinstance(wl.model, torch.nn.Module) and not callable(wl.model) or is_tf_model(wl.model):
         if loss_scale:
             raise InputError(target, "a loss scale is emulated for PyTorch training workloads only")
         return _delegate_tf(wl, out, mode=mode, mixlist=mixlist, soc=soc, ops_info=ops_info, seed=seed,
-                            dump=dump, target=target, local=local, progress=progress)
+                            dump=dump, target=target, local=local, progress=progress, keep_dtype=keep_dtype,
+                            customize_dtypes=customize_dtypes)
     low, ml, lists, notes = capture_settings(mode, dump, mixlist, soc, ops_info)
     model, unwrap_notes = _unwrap(wl.model)
     notes += unwrap_notes
@@ -297,7 +317,7 @@ def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semanti
         if ml is not None:
             writer.write_mixlist(ml.to_json())
         steps = _Steps(model, wl, target, lists, mode, seed, notes, writer, files=dump == "tensors", local=local,
-                       low_for_local=low or "fp16", loss_scale=loss_scale)
+                       low_for_local=low or "fp16", loss_scale=loss_scale, overrides=overrides)
         try:
             for step, batch in enumerate(wl.batches):
                 steps.run(step, batch)
@@ -310,9 +330,11 @@ def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semanti
             graph_path = writer.write_graph(steps.g0, steps.plan0, notes)
         if local:
             writer.write_local_error(steps.local_rows.values())
+        files = writer.write_overrides(overrides, keep_dtype if isinstance(keep_dtype, (str, os.PathLike)) else None,
+                                       customize_dtypes)
         notes += stage.backup_notes()
         writer.write_run_json(steps=len(wl.batches), training=wl.loss_fn is not None, dump=dump,
-                              low_dtype=low, lists_source=lists.source,
+                              low_dtype=low, lists_source=lists.source, **files,
                               unmapped_ops=sorted(steps.unmapped), notes=notes,
                               graph=str(graph_path.relative_to(out_dir)) if graph_path else None,
                               n_ops=len(steps.g0) if steps.g0 is not None else 0, options=wl.options or {},
@@ -326,9 +348,10 @@ class _Steps:
     (``kernels``, ``g0``/``plan0`` of step 0, ``unmapped``, ``local_rows``)."""
 
     def __init__(self, model, wl: Workload, target: Any, lists, mode: str, seed: int, notes: list[str],
-                 writer: RunWriter, *, files: bool, local: bool, low_for_local: str, loss_scale: float | None = None):
+                 writer: RunWriter, *, files: bool, local: bool, low_for_local: str, loss_scale: float | None = None,
+                 overrides: Any = None):
         self.model, self.wl, self.target, self.lists, self.mode, self.seed = model, wl, target, lists, mode, seed
-        self.loss_scale = loss_scale
+        self.loss_scale, self.overrides = loss_scale, overrides
         self.notes, self.writer, self.files, self.local, self.low_for_local = notes, writer, files, local, low_for_local
         self.params = param_names(model)
         self.state0 = _snapshot(model)
@@ -380,7 +403,8 @@ class _Steps:
         sig = [r.func for r in fp.ops]
         if self.ref_sig is not None and sig == self.ref_sig:
             return self.ref_plan
-        p = semantics.plan(g, self.lists, self.mode)
+        p = semantics.plan(g, self.lists, self.mode, self.overrides)
+        check_uniform_ports(p, self.target)
         precs = [p[r.name] for r in fp.ops]
         if step == 0:
             self.g0, self.plan0 = g, p
@@ -430,6 +454,11 @@ def _kernel_rows(step: int, fp: StepRecord, precs: list[str]) -> list[dict]:
                      "out_dtypes": outd, "framework_op": f"aten::{r.packet}",
                      "phase": "bwd" if 0 <= fp.bwd_start <= r.index else "fwd"})
     return rows
+
+
+def _delegate_onnx(model: Any, wl: Workload | None, out, target: str, batches: Any, **kw) -> Path:
+    from ..onnx.capture import capture_workload   # advisor.onnx: its own extra, imported when needed
+    return capture_workload(model, wl, out, target, batches, **kw)
 
 
 def _delegate_tf(wl: Workload, out, **kw) -> Path:

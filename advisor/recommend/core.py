@@ -121,7 +121,7 @@ def recommend(run: Any, tolerance: Tolerance | None = None, base_mixlist: Mixlis
               rank: int | None = None, step: int | None = None, budget: int = 200, perf: bool = True,
               ops: pd.DataFrame | None = None, measured_final: float | None = None,
               avoid: Iterable[Mixlist | None] = (), widen: bool = False, max_candidates: int = 10, max_evals: int = 2000, time_budget_s: float | None = 20.0,
-              mixlist_path: str = "modify_mixlist.json", progress: Any = None) -> Recommendation:
+              mixlist_path: str = "modify_mixlist.json", progress: Any = None, overrides: Any = None) -> Recommendation:
     """Recommend list edits for a run: a run directory, an ``ingest.Run`` or an ``Analysis``.
 
     ``base_mixlist``: where the search starts (default: the run's own list); the result's ``mixlist`` is
@@ -129,7 +129,8 @@ def recommend(run: Any, tolerance: Tolerance | None = None, base_mixlist: Mixlis
     steps).  ``budget``: replays the measured search may spend.  ``ops``/``measured_final``: measured per-op
     errors and final error to use instead of comparing the run's dumps (the estimated path)."""
     a = run if isinstance(run, Analysis) else analyze(run, tolerance=tolerance, soc=soc, ops_info=ops_info,
-                                                      mode=mode, rank=rank, step=step, progress=progress)
+                                                      mode=mode, rank=rank, step=step, progress=progress,
+                                                      overrides=overrides)   # per-op overrides: the base's
     say = progress or (lambda msg: None)
     if base_mixlist is not None:
         check_op_types(base_mixlist, a.defaults, (t for t in a.compiled.types))

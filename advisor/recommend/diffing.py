@@ -103,9 +103,11 @@ def _estimated_sides(an: Analysis, pa: Plan, pb: Plan, da: dict, db: dict) -> tu
 
 
 def diff(run: Any, a: Any, b: Any, *, tolerance: Any = None, soc: str | None = None, ops_info: str | None = None,
-         mode: str | None = None, rank: int | None = None, step: int | None = None, **rec_kw: Any) -> DiffResult:
+         mode: str | None = None, rank: int | None = None, step: int | None = None, overrides_a: Any = None,
+         overrides_b: Any = None, **rec_kw: Any) -> DiffResult:
     """Compare mixlists ``a`` and ``b`` (paths, Mixlist, "defaults"; ``b`` may be "recommended") on the graph of
-    ``run`` (a directory, an ingest Run or an Analysis)."""
+    ``run`` (a directory, an ingest Run or an Analysis); ``overrides_a`` / ``overrides_b``: each side's per-op
+    overrides (``advisor.overrides.Overrides``; default: the run's own)."""
     an = run if isinstance(run, Analysis) else analyze(run, tolerance=tolerance, soc=soc, ops_info=ops_info,
                                                        mode=mode, rank=rank, step=step)
     types = an.compiled.types
@@ -123,12 +125,13 @@ def diff(run: Any, a: Any, b: Any, *, tolerance: Any = None, soc: str | None = N
         if mb is not None:
             mx.check_op_types(mb, an.defaults, types)
     mode = an.mode
-    if not uses_mixlist(mode):
+    if not uses_mixlist(mode) and (overrides_b is None or overrides_b == overrides_a):
         notes.append(f"precision mode {mode!r} ignores mixlists; flips shown for the mixed mode")
         mode = "mixed_bfloat16" if mode_info(mode)[1] == "bf16" else DEFAULT_MODE
     la, lb = an.lists_with(ma), an.lists_with(mb)
-    pa = an.compiled.plan(la, mode)
-    pb = an.compiled.what_if(pa, lb)
+    ova = an.plan.overrides if overrides_a is None else overrides_a
+    pa = an.compiled.plan(la, mode, ova)
+    pb = an.compiled.what_if(pa, lb, overrides_b)
     da, db = _side(an, pa), _side(an, pb)
     if da["final_rel_l2"] is None and da["final_nonfinite"] is None and _estimated_sides(an, pa, pb, da, db) is None:
         notes.append("no activations (dumps or local errors): flips and time only, no error prediction")

@@ -26,16 +26,22 @@ class EmulatorRunner(Runner):
     name = "emulator"
 
     def __init__(self, target, soc: str | None = None, ops_info: str | None = None, seed: int = 0,
-                 dump: str | None = None, batches: int | None = None, timeout: float | None = None):
+                 dump: str | None = None, batches: int | None = None, timeout: float | None = None,
+                 keep_dtype: str | None = None, customize_dtypes: str | None = None,
+                 inputs: list[str] | None = None, input_shapes: list[str] | None = None):
         self.target = target
         self.soc, self.ops_info, self.seed, self.dump, self.batches = soc, ops_info, seed, dump, batches
         self.timeout = timeout
+        # per-op overrides applied in every run (ATC --keep_dtype / --customize_dtypes) and ONNX inputs
+        self.fixed = {k: v for k, v in (("keep_dtype", keep_dtype), ("customize_dtypes", customize_dtypes),
+                                        ("inputs", list(inputs or ())), ("input_shapes", list(input_shapes or ())))
+                      if v}
         self._worker = None   # runners.worker.CaptureWorker, started by the first run
 
     def describe(self) -> dict:
         return {"runner": self.name, "target": str(self.target) if isinstance(self.target, (str, Path)) else
                 repr(type(self.target)), "soc": self.soc, "ops_info": self.ops_info, "seed": self.seed,
-                "dump": self.dump, "batches": self.batches, "timeout": self.timeout}
+                "dump": self.dump, "batches": self.batches, "timeout": self.timeout, **self.fixed}
 
     def prepare(self, out_dir: Path) -> None:
         """Cheap check of a TARGET string (the file or module exists); the workload itself is built by
@@ -48,6 +54,10 @@ class EmulatorRunner(Runner):
                                               "that can be stopped)")
             return
         t = str(self.target)
+        if t.lower().endswith(".onnx"):       # an ONNX model file (advisor.onnx)
+            if not Path(t).is_file():
+                raise InputError(t, "no such ONNX model file")
+            return
         mod, sep, fn = t.rpartition(":")
         if not sep or not mod or not fn:
             raise InputError(t, "TARGET must be path/to/file.py:function or package.module:function")
@@ -83,6 +93,7 @@ class EmulatorRunner(Runner):
               "ops_info": self.ops_info, "seed": self.seed, "dump": self.dump, "batches": self.batches,
               "loss_scale": loss_scale}
         kw = {k: v for k, v in kw.items() if v is not None or k == "mixlist"}
+        kw.update(self.fixed)
         if isinstance(self.target, (str, Path)):
             return self._run_isolated(mixlist, run_dir, kw)
         t0 = time.monotonic()

@@ -23,7 +23,8 @@ from .. import graph as G
 from ..errors import AdvisorError, InputError
 from ..mixlist import Mixlist
 from ..oplists import DEFAULT_SOC
-from ..rundir import RunWriter, StagedRunDir, capture_settings, tensor_record, versions, worst_local
+from ..rundir import (RunWriter, StagedRunDir, capture_settings, check_uniform_ports, override_settings,
+                      tensor_record, versions, worst_local)
 from . import one_line, opmap, require_tf
 from .freeze import Frozen, freeze, quiet_tf, to_feed
 from .graph import FLOAT_TF, build, prune, split_tensor
@@ -143,7 +144,7 @@ def capture_tf(workload: Any, out: str | os.PathLike, mode: str = semantics.DEFA
                mixlist: str | os.PathLike | Mixlist | None = None, soc: str = DEFAULT_SOC,
                ops_info: str | os.PathLike | None = None, seed: int = 0, dump: str | None = None,
                batches: int | list | None = None, target: str | None = None, local: bool = True,
-               progress=None) -> Path:
+               progress=None, keep_dtype: Any = None, customize_dtypes: Any = None) -> Path:
     """Capture a TF/Keras workload (a ``Workload`` or the ``(model, batches[, loss_fn])`` a TARGET
     function returned) into ``out``: FP32 reference run + mixed run executing ``semantics.plan``
     exactly.  ``batches``: an int keeps the first N, a list replaces them.  ``dump``: "tensors" |
@@ -160,6 +161,7 @@ def capture_tf(workload: Any, out: str | os.PathLike, mode: str = semantics.DEFA
     if not wl.batches:
         raise InputError(target, "batches is empty: give at least one batch (a tuple of arrays)")
     low, ml, lists, notes = capture_settings(mode, dump, mixlist, soc, ops_info)
+    overrides = override_settings(keep_dtype, customize_dtypes)
 
     tf.random.set_seed(seed)
     fr = _freeze(wl, target)
@@ -167,7 +169,8 @@ def capture_tf(workload: Any, out: str | os.PathLike, mode: str = semantics.DEFA
     gd = prune(fr.graph_def, fetch_nodes + [split_tensor(t)[0] for t in fr.inputs])
     _fix_seeds(gd, seed)
     g, info = build(tf, gd, name=wl.name)
-    p = semantics.plan(g, lists, mode)
+    p = semantics.plan(g, lists, mode, overrides)
+    check_uniform_ports(p, target)
     precision = p.precision
     low_dtype = low or "fp16"
     rw = apply_plan(tf, gd, info, precision, low_dtype, g)
@@ -198,8 +201,10 @@ def capture_tf(workload: Any, out: str | os.PathLike, mode: str = semantics.DEFA
         unknown = sorted({g.nodes[n]["type"] for n in G.op_nodes(g)
                           if g.nodes[n].get("kernel", True) and not lists.is_known(g.nodes[n]["type"])})
         cube_style = sorted({g.nodes[n]["type"] for n, s in rw.style.items() if s == "cube-style"})
+        files = writer.write_overrides(overrides, keep_dtype if isinstance(keep_dtype, (str, os.PathLike)) else None,
+                                       customize_dtypes)
         notes += stage.backup_notes()
-        writer.write_run_json(steps=len(wl.batches), training=fr.training, dump=dump, low_dtype=low,
+        writer.write_run_json(steps=len(wl.batches), training=fr.training, dump=dump, low_dtype=low, **files,
                               lists_source=lists.source, unmapped_ops=unknown, notes=notes,
                               graph=str(graph_path.relative_to(out_dir)) if graph_path else None,
                               n_ops=sum(1 for _ in G.op_nodes(g)), options=wl.options or {},
