@@ -40,13 +40,13 @@ from bench.cases.search import low_precision_share  # noqa: E402
 def measure(name: str, edits: tuple[str, ...], tmp: Path) -> dict:
     """Fresh capture of situation ``name`` with ``edits`` black-listed: the compare verdict, per-step final
     output metrics, the low-precision share."""
-    from advisor.compare import Tolerance, attribute
-    from advisor.compare.run import from_run_dir
+    from advisor.compare import Tolerance
+    from advisor.comparison import run_attribution
     from advisor.emulator import capture
     from advisor.mixlist import Mixlist
     d = capture(getattr(S, name)(), tmp / ("_".join(edits) or "base"), dump="stats", local=False,
                 mixlist=Mixlist(black_add=edits) if edits else None)
-    att = attribute(from_run_dir(d), Tolerance())
+    att, _ = run_attribution(str(d), Tolerance())
     return {"ok": att.verdict.ok, "reasons": att.verdict.reasons, "share": low_precision_share(d),
             "final": [f["output"] for f in att.final]}
 

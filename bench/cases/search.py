@@ -57,9 +57,9 @@ def candidate_types(run_dir: str | Path, soc: str = "ascend910b", ops_info: str 
 def judge_run(run_dir: str | Path, tolerance=None) -> dict:
     """The verdict ``advisor compare --run`` gives (compare's attribution on every common step: final outputs
     of every batch, loss and gradients for training runs) as ``Verdict.to_dict()``."""
-    from advisor.compare import Tolerance, attribute
-    from advisor.compare.run import from_run_dir
-    att = attribute(from_run_dir(run_dir), tolerance or Tolerance())
+    from advisor.compare import Tolerance
+    from advisor.comparison import run_attribution
+    att, _ = run_attribution(str(run_dir), tolerance or Tolerance())
     return att.verdict.to_dict()
 
 
