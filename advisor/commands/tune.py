@@ -12,46 +12,62 @@ from .common import (CustomizeDtypesOption, KeepDtypeOption, OpsInfoOption, SocO
                      tolerance)
 
 
+_Out = typer.Option(..., "--out", help="Directory for the iterations, journal and final outputs (an existing "
+                                       "non-empty one is kept as DIR.bak).")
+_Mode = typer.Option("mixed_float16", "--mode", help="mixed_float16 or mixed_bfloat16 (the modes GE applies a "
+                                                     "mixlist in).")
+_MaxRuns = typer.Option(6, "--max-runs", help="Budget: FP32 reference + mixed runs, failed ones included.")
+_Holdout = typer.Option(None, "--holdout", help="Judge the last K batches as held out (default 1 when there are "
+                                                ">= 2).")
+_Cmd = typer.Option(None, "--cmd", help="Command for --runner command, e.g. \"python train.py\" (gets "
+                                        "ADVISOR_MIXLIST, ADVISOR_MODE, ADVISOR_RUN_DIR).")
+_Timeout = typer.Option(None, "--timeout", help="Seconds before a run (emulator capture or command) is killed with "
+                                                "its whole process tree and recorded as timed out.")
+_Mixlist = typer.Option(None, "--mixlist", help="Start from this modify_mixlist instead of the default lists.")
+_Inputs = typer.Option(None, "--inputs", help="ONNX model TARGET: .npz of its inputs (repeat for more batches).")
+_InputShape = typer.Option(None, "--input-shape", help="ONNX model TARGET: generated input of this shape, "
+                                                       "name:1,3,224,224.")
+_Parallel = typer.Option(1, "--parallel", help="Run up to K candidate lists at once (each emulator run in its own "
+                                               "child process; with --runner command one per --devices entry).")
+_Devices = typer.Option(None, "--devices", help="NPUs for --runner command, one per concurrent run: e.g. 0,1,2,3 "
+                                                "(each run gets its own ASCEND_RT_VISIBLE_DEVICES).")
+_LossScale = typer.Option(None, "--loss-scale", help="Static loss scale of the first run (training); tune raises it "
+                                                     "when only the gradients fail by underflow.")
+
+
+def _runner(runner: str, target: str | None, cmd: str | None, timeout: float | None, devices: str | None,
+            soc: str, ops_info: str | None, seed: int, fixed: dict):
+    """The runner the options describe (one-line errors for combinations that cannot work)."""
+    from ..runners import make_runner
+    if runner == "emulator" and not target:
+        raise InputError("TARGET", "the emulator runner needs a workload, e.g. examples/mlp_exp.py:workload")
+    devs = [d.strip() for d in devices.split(",") if d.strip()] if devices else None
+    if devs is not None and runner != "command":
+        raise InputError("--devices", "applies to --runner command (the emulator runs on the CPU)")
+    overrides_of(fixed.get("keep_dtype"), fixed.get("customize_dtypes"))   # a malformed file: one line first
+    fixed = {k: v for k, v in fixed.items() if v}
+    if fixed and runner != "emulator":
+        raise InputError("--runner", "--keep-dtype/--customize-dtypes/--inputs/--input-shape are applied by "
+                                     "the emulator runner; a command applies its own (ATC options)")
+    return make_runner(runner, target=target, cmd=cmd, timeout=timeout, devices=devs, soc=soc, ops_info=ops_info,
+                       seed=seed, **fixed)
+
+
 def register(app: typer.Typer) -> None:
     @app.command("tune")
     def tune(target: Optional[str] = typer.Argument(None, help="Workload path/to/file.py:function (emulator runner); "
                                                                "optional with --runner command."),
-             out: str = typer.Option(..., "--out", help="Directory for the iterations, journal and final outputs "
-                                                       "(an existing non-empty one is kept as DIR.bak)."),
-             mode: str = typer.Option("mixed_float16", "--mode", help="mixed_float16 or mixed_bfloat16 (the modes "
-                                                                      "GE applies a mixlist in)."),
-             max_runs: int = typer.Option(6, "--max-runs", help="Budget: FP32 reference + mixed runs, failed ones "
-                                                                "included."),
-             holdout: Optional[int] = typer.Option(None, "--holdout", help="Judge the last K batches as held out "
-                                                                          "(default 1 when there are >= 2)."),
+             out: str = _Out, mode: str = _Mode, max_runs: int = _MaxRuns, holdout: Optional[int] = _Holdout,
              resume: bool = typer.Option(False, "--resume", help="Continue an interrupted tune in --out."),
              runner: str = typer.Option("emulator", "--runner", help="emulator | command"),
-             cmd: Optional[str] = typer.Option(None, "--cmd", help="Command for --runner command, e.g. "
-                                                                  "\"python train.py\" (gets ADVISOR_MIXLIST, "
-                                                                  "ADVISOR_MODE, ADVISOR_RUN_DIR)."),
-             timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds before a run (emulator capture "
-                                                                            "or command) is killed with its whole "
-                                                                            "process tree and recorded as timed out."),
-             soc: str = SocOption, ops_info: Optional[str] = OpsInfoOption,
-             mixlist: Optional[str] = typer.Option(None, "--mixlist", help="Start from this modify_mixlist "
-                                                                          "instead of the default lists."),
+             cmd: Optional[str] = _Cmd, timeout: Optional[float] = _Timeout,
+             soc: str = SocOption, ops_info: Optional[str] = OpsInfoOption, mixlist: Optional[str] = _Mixlist,
              keep_dtype: Optional[str] = KeepDtypeOption, customize_dtypes: Optional[str] = CustomizeDtypesOption,
-             inputs: Optional[List[str]] = typer.Option(None, "--inputs", help="ONNX model TARGET: .npz of its "
-                                                        "inputs (repeat for more batches)."),
-             input_shape: Optional[List[str]] = typer.Option(None, "--input-shape", help="ONNX model TARGET: "
-                                                             "generated input of this shape, name:1,3,224,224."),
+             inputs: Optional[List[str]] = _Inputs, input_shape: Optional[List[str]] = _InputShape,
              seed: int = typer.Option(0, "--seed", help="Emulator seed."),
              no_learn: bool = typer.Option(False, "--no-learn", help="Do not use the learned edit-effect model."),
              no_perf: bool = typer.Option(False, "--no-perf", help="Do not try performance edits after a pass."),
-             parallel: int = typer.Option(1, "--parallel", help="Run up to K candidate lists at once (each "
-                                                                "emulator run in its own child process; with "
-                                                                "--runner command one per --devices entry)."),
-             devices: Optional[str] = typer.Option(None, "--devices", help="NPUs for --runner command, one per "
-                                                                          "concurrent run: e.g. 0,1,2,3 (each run "
-                                                                          "gets its own ASCEND_RT_VISIBLE_DEVICES)."),
-             loss_scale: Optional[float] = typer.Option(None, "--loss-scale", help="Static loss scale of the first "
-                                                        "run (training); tune raises it when only the "
-                                                        "gradients fail by underflow."),
+             parallel: int = _Parallel, devices: Optional[str] = _Devices, loss_scale: Optional[float] = _LossScale,
              min_cosine: float = MinCosineOption, max_rel_l2: float = MaxRelL2Option,
              allow_nonfinite: bool = AllowNonfiniteOption, max_loss_rel: float = MaxLossRelOption,
              min_grad_cosine: float = MinGradCosineOption, msprobe_rule: bool = MsprobeRuleOption,
@@ -61,24 +77,13 @@ def register(app: typer.Typer) -> None:
         from ..mixlist import load
         from ..progress import StageLog, note
         from ..rundir import check_run_out, keep_previous_out
-        from ..runners import make_runner
         from ..report.terminal import print_tune_summary
         from ..tune import tune as do_tune
         r = None
         try:
-            if runner == "emulator" and not target:
-                raise InputError("TARGET", "the emulator runner needs a workload, e.g. examples/mlp_exp.py:workload")
-            devs = [d.strip() for d in devices.split(",") if d.strip()] if devices else None
-            if devs is not None and runner != "command":
-                raise InputError("--devices", "applies to --runner command (the emulator runs on the CPU)")
-            overrides_of(keep_dtype, customize_dtypes)     # a malformed file: one line before any run
-            fixed = {k: v for k, v in (("keep_dtype", keep_dtype), ("customize_dtypes", customize_dtypes),
-                                       ("inputs", inputs), ("input_shapes", input_shape)) if v}
-            if fixed and runner != "emulator":
-                raise InputError("--runner", "--keep-dtype/--customize-dtypes/--inputs/--input-shape are applied by "
-                                             "the emulator runner; a command applies its own (ATC options)")
-            r = make_runner(runner, target=target, cmd=cmd, timeout=timeout, devices=devs, soc=soc,
-                            ops_info=ops_info, seed=seed, **fixed)
+            r = _runner(runner, target, cmd, timeout, devices, soc, ops_info, seed,
+                        {"keep_dtype": keep_dtype, "customize_dtypes": customize_dtypes, "inputs": inputs,
+                         "input_shapes": input_shape})
             tol = tolerance(min_cosine, max_rel_l2, allow_nonfinite, max_loss_rel, min_grad_cosine, msprobe_rule)
             base = load(mixlist) if mixlist else None
             check_run_out(out)
