@@ -113,10 +113,9 @@ def test_every_case_captures(seed, tmp_path):
     d = capture(case.workload(), tmp_path / "run", dump="stats", local=False)
     assert len(list((d / "dump" / "mixed").glob("step*"))) == len(case.workload()[1])
     assert 0.0 < low_precision_share(d) <= 1.0
-    v = judge_run(d)
-    assert isinstance(v["ok"], bool)
-    if case.kind == "control" and seed in DEV_SEEDS:
-        assert v["ok"], v["reasons"]          # dev controls are benign (held-out ones are only reported)
+    if case.kind == "control" and seed in DEV_SEEDS:    # dev controls are benign (held-out ones: only reported)
+        v = judge_run(d)
+        assert v["ok"], v["reasons"]
 
 
 def test_targets_resolve():

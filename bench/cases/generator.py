@@ -2,11 +2,12 @@
 
 The kind follows the seed (``seed % 4``: hazard, control, hazard, training) and so does the family (cycling
 through the kind's families), so any 4k consecutive seeds hold 2k hazards, k controls and k training cases and
-cover the families evenly; everything else is drawn from ``random.Random(seed)``: the host network (stem:
+cover the families evenly; so is whether a threshold hazard shows only in the last (held-out) batch
+(``is_late``).  Everything else is drawn from ``random.Random(seed)``: the host network (stem:
 dense / embedding / conv; 0-2 benign blocks among MLP, gated unit, attention, prefix mean, each with a
 LayerNorm, a hand-written LayerNorm or a hand-written RMSNorm; the pooling head), sizes (width, batch, sequence,
 number of batches), where the hazard sits (before block i, or in the head), its pre-norm, its strength (how far
-past the fp16 limit: barely or far), and whether it shows only in the last (held-out) batch.
+past the fp16 limit: barely or far).
 
 Hazards whose failure is a threshold (overflow, underflow) are *calibrated* on the FP32 run of the case's own
 batches: the block's knob is set so that its deciding quantity lands exactly ``margin`` past the fp16 limit
@@ -39,7 +40,7 @@ CONTROLS = ("hf_mask_attention", "large_safe", "rms_pow_large", "exp_bounded", "
             "stable_softmax_temp", "large_embedding_ln", "prefix_sum_safe", "minilm_hf_mask", "plain")
 TRAINING = ("train_clean", "train_loss_scale", "train_forward_hazard", "train_bce_loss")
 
-# calibrated hazard blocks: family -> (class, how its strength is stated)
+# calibrated blocks (hazards and their safe-side controls): family -> block class
 CALIBRATED = {"exp_gate": B.ExpGate, "softplus": B.Softplus, "log_sigmoid": B.LogSigmoid, "div_small": B.DivSmall,
               "temp_softmax": B.TempSoftmax, "rms_square": B.RmsSquare, "prefix_sum": B.PrefixSum,
               "large_safe": B.LargeActivation}
@@ -61,7 +62,7 @@ class Case:
 
     @property
     def fingerprint(self) -> str:
-        """Short hash of the spec: changes whenever the generator would build something else."""
+        """Short hash of the spec (every decision of the generator; not the code in blocks.py)."""
         return hashlib.sha256(json.dumps(self.spec, sort_keys=True).encode()).hexdigest()[:12]
 
 
@@ -75,7 +76,8 @@ def kind_and_family(seed: int) -> tuple[str, str]:
     cycle = seed // len(KIND_CYCLE)
     if kind == "hazard":
         return kind, HAZARDS[hazard_ordinal(seed) % len(HAZARDS)]
-    return kind, (CONTROLS if kind == "control" else TRAINING)[cycle % len(CONTROLS if kind == "control" else TRAINING)]
+    families = CONTROLS if kind == "control" else TRAINING
+    return kind, families[cycle % len(families)]
 
 
 def is_late(seed: int) -> bool:
