@@ -21,11 +21,11 @@ from ..fsutil import check_user_file, read_user_json, resolve_inside
 from ..graph import no_gc, normalize_dtype
 from ..progress import Progress
 from .common import shape_ints
-from .discover import Found, discover, pick_ge_dump
+from .discover import Found, discover, pick_ge_dump, source_rank
 from .ge_dump import read_ge_dump
 from .infer import graph_from_kernels
-from .msprobe import Dump, dump_steps, load_dump_root
-from .profile import read_kernels, read_op_statistic, read_profiler_info
+from .msprobe import Dump, dump_files, dump_steps, load_dumps
+from .profile import read_kernels, read_op_statistic
 
 
 @dataclass
@@ -169,35 +169,26 @@ def read_local_errors(p: Path) -> pd.DataFrame:
     return df
 
 
-def _profile_rank(src) -> int:
-    if src.profiler_info is not None:
-        r = read_profiler_info(src.profiler_info)["rank"]
-        if r >= 0:
-            return r
-    if src.device is not None:
-        return int(src.device)
-    return -1
-
-
-def _per_step(roots: dict, rank: int | None, step: int | None) -> dict[int, Dump]:
-    ranks = sorted({r for (_, r) in roots})
+def _per_step(root: Path, rank: int | None, step: int | None) -> dict[int, Dump]:
+    """step -> Dump of one rank of a dump root (``rank``, else the lowest); only that rank's files are read."""
+    files = dump_files(root)
+    ranks = sorted({r for (_, r) in files})
     want = rank if rank is not None and rank in ranks else (ranks[0] if ranks else -1)
-    out = {}
-    for (s, r), d in sorted(roots.items()):
-        if r == want and (step is None or s == step):
-            out[max(s, 0) if s >= 0 else 0] = d
-    return out
+    keep = {k: f for k, f in sorted(files.items()) if k[1] == want and (step is None or k[0] == step)}
+    return {max(s, 0): d for (s, _), d in load_dumps(keep).items()}
 
 
-def load_run(path: str | Path, rank: int | None = None, step: int | None = None, progress: Progress = None) -> Run:
+def load_run(path: str | Path, rank: int | None = None, step: int | None = None, progress: Progress = None,
+             found: Found | None = None) -> Run:
     """Read everything under ``path`` into a Run (see module docstring).  ``rank``/``step`` select
     one rank / one step; by default all kernel rows are kept and the graph is built from the
-    lowest rank's first step.  ``progress(msg)`` is told each stage as it starts."""
+    lowest rank's first step.  ``progress(msg)`` is told each stage as it starts.  ``found``: what to
+    read instead of discovering ``path`` (``ingest.ranks`` hands each rank only its own files)."""
     say = progress or (lambda msg: None)
     p = Path(path)
     if not p.exists():
         raise InputError(p, "no such file or directory")
-    found = discover(p)
+    found = found if found is not None else discover(p)
     sources: dict[str, Any] = {}
     meta = read_run_json(found.run_json) if found.run_json else {}
     if found.run_json:
@@ -218,7 +209,7 @@ def load_run(path: str | Path, rank: int | None = None, step: int | None = None,
                 say(f"reading {src.trace_view}")
                 trace = _read_trace(src.trace_view, sources)
             continue
-        r = _profile_rank(src)
+        r = source_rank(src)
         say(f"reading {src.kernels}")
         frame = read_kernels(src.kernels, rank=r)
         if src.trace_view is not None:
@@ -284,11 +275,11 @@ def load_run(path: str | Path, rank: int | None = None, step: int | None = None,
         targ = [r for r in roots if not is_golden(r)]
         if targ:
             say(f"reading dump {targ[0]}")
-            target = _per_step(load_dump_root(targ[0]), rank, step)
+            target = _per_step(targ[0], rank, step)
             sources["target_dump"] = str(targ[0])
         if gold:
             say(f"reading dump {gold[0]}")
-            golden = _per_step(load_dump_root(gold[0]), rank, step)
+            golden = _per_step(gold[0], rank, step)
             sources["golden_dump"] = str(gold[0])
     if graph is not None and target:
         names = set()
@@ -311,13 +302,17 @@ def load_run(path: str | Path, rank: int | None = None, step: int | None = None,
 def run_from_dumps(target: str | Path, golden: str | Path) -> Run:
     """A Run of two msprobe dumps alone (a dump.json, its rank folder or a root with step*/rank*|proc*/):
     target and golden per step, no graph, no profile."""
-    t, g = dump_steps(target), dump_steps(golden)
+    return run_of_dumps(target, dump_steps(target), dump_steps(golden))
+
+
+def run_of_dumps(path: str | Path, t: dict[int, Dump], g: dict[int, Dump], rank: int | None = None) -> Run:
+    """A Run of target and golden dumps (step -> Dump) alone: no graph, no profile."""
     if not set(t) & set(g):
-        raise InputError(target, f"target steps {sorted(t)} and golden steps {sorted(g)} do not overlap")
+        raise InputError(path, f"target steps {sorted(t)} and golden steps {sorted(g)} do not overlap")
     empty = pd.DataFrame({c: pd.Series(dtype=object) for c in ("step", "rank", "name", "type", "core", "start_us",
                                                                  "duration_us", "precision")})
-    return Run(path=Path(target), graph=None, kernels=empty, target_dump=t, golden_dump=g,
-               steps=sorted(set(t) & set(g)))
+    return Run(path=Path(path), graph=None, kernels=empty, target_dump=t, golden_dump=g,
+               steps=sorted(set(t) & set(g)), rank=rank, ranks=[] if rank is None else [rank])
 
 
 TRACE_MAX_BYTES = 512 << 20  # a bigger trace_view.json is not linked (json parsing would dominate)
