@@ -13,6 +13,9 @@ from ..progress import QUIET, verbosity
 
 SocOption = typer.Option(DEFAULT_SOC, "--soc", help="Chip whose default lists apply (ascend910, ascend910b, ascend910_93, ascend310p).")
 OpsInfoOption = typer.Option(None, "--ops-info", help="A real CANN aic-<soc>-ops-info.json to read the lists from instead.")
+WorkersOption = typer.Option(None, "--workers", help="Local worker processes analysing ranks in parallel (default: the cores).")
+RayOption = typer.Option(None, "--ray", help="Run the per-rank tasks on Ray: local (start one here), auto (the running "
+                                             "cluster) or the cluster's address; needs advisor[cluster].")
 
 
 def chip_lists(soc: str, ops_info: Optional[str]) -> OpLists:

@@ -178,6 +178,13 @@ def _per_step(root: Path, rank: int | None, step: int | None) -> dict[int, Dump]
     return {max(s, 0): d for (s, _), d in load_dumps(keep).items()}
 
 
+def is_golden_root(base: Path, root: Path) -> bool:
+    """A dump root below ``base`` whose path (from ``base`` on) names fp32/golden/bench: the golden run."""
+    parts = [x.lower() for x in root.parts[len(base.parts) - (0 if base.is_dir() else 1):]]
+    words = {w for x in parts for w in re.split(r"[_\-.]", x)}
+    return bool(words & {"fp32", "golden", "bench", "benchmark"})
+
+
 def load_run(path: str | Path, rank: int | None = None, step: int | None = None, progress: Progress = None,
              found: Found | None = None) -> Run:
     """Read everything under ``path`` into a Run (see module docstring).  ``rank``/``step`` select
@@ -267,12 +274,8 @@ def load_run(path: str | Path, rank: int | None = None, step: int | None = None,
     target = golden = None
     roots = list(found.dump_roots)
     if roots:
-        def is_golden(r: Path) -> bool:
-            parts = [x.lower() for x in r.parts[len(p.parts) - (0 if p.is_dir() else 1):]]
-            words = {w for x in parts for w in re.split(r"[_\-.]", x)}
-            return bool(words & {"fp32", "golden", "bench", "benchmark"})
-        gold = [r for r in roots if is_golden(r)]
-        targ = [r for r in roots if not is_golden(r)]
+        gold = [r for r in roots if is_golden_root(p, r)]
+        targ = [r for r in roots if not is_golden_root(p, r)]
         if targ:
             say(f"reading dump {targ[0]}")
             target = _per_step(targ[0], rank, step)
