@@ -12,7 +12,7 @@ from typer.core import TyperCommand
 from ..compare.cli_options import (AllowNonfiniteOption, MaxLossRelOption, MaxRelL2Option, MinCosineOption,
                                    MinGradCosineOption, MsprobeRuleOption)
 from ..errors import AdvisorError, InputError
-from .common import tolerance
+from .common import RayOption, WorkersOption, tolerance
 
 class _CompareCommand(TyperCommand):
     """``--json`` is a flag (JSON on stdout) like on every command; ``--json FILE`` -- its meaning before
@@ -58,17 +58,22 @@ def register(app: typer.Typer) -> None:
         max_loss_rel: float = MaxLossRelOption,
         min_grad_cosine: float = MinGradCosineOption,
         msprobe_rule: bool = MsprobeRuleOption,
+        rank: Optional[List[str]] = typer.Option(None, "--rank", help="only these ranks (repeatable; 3, 0,4,8 or 0-63; "
+                                                 "default: every rank with both dumps)"),
+        workers: Optional[int] = WorkersOption,
+        ray: Optional[str] = RayOption,
     ) -> None:
         """Compare a low-precision run against FP32: per-op metrics, first op over tolerance, culprit op types.
         Exit 0 within tolerance, 1 outside, 2 bad input."""
         from rich.console import Console
 
-        from ..analysis import analyze
-        from ..report.terminal import print_comparison
-        from ..compare.attribution import attribute
+        from ..cluster import attribute_rank, compare_jobs, other_ranks, rank_comparison, rank_run
         from ..compare.msprobe_table import msprobe_table, write_csv, write_xlsx
         from ..fsutil import atomic_write_json, atomic_write_text, json_text
-        from ..ingest.run import load_run, run_from_dumps
+        from ..ingest.ranks import parse_ranks
+        from ..report.ranks import compare_rank_lines
+        from ..report.terminal import print_comparison
+        from ..tasks import check_workers
         if "legacy_json" in ctx.meta:
             typer.echo(f"advisor: note: --json FILE is deprecated, use --json-out {ctx.meta['legacy_json']} "
                        "(--json alone prints the result on stdout)", err=True)
@@ -76,31 +81,31 @@ def register(app: typer.Typer) -> None:
             tol = tolerance(min_cosine, max_rel_l2, allow_nonfinite, max_loss_rel, min_grad_cosine, msprobe_rule)
             if run and (target or golden):
                 raise InputError(run, "give either --run or --target/--golden, not both")
-            if run:
-                p = Path(run)
-                if not p.is_dir():
-                    raise InputError(p, "not a run directory")
-                r = load_run(p)
-                if r.target_dump is None or r.golden_dump is None:
-                    raise InputError(p, "the run has no target/golden precision dumps (dump/mixed, dump/fp32)")
-                # with its op graph: the run's plan says who decided each precision; without: the dumped dtypes
-                src = analyze(r, tolerance=tol, soc=soc, ops_info=ops_info, mode=mode) if r.graph is not None else r
-            elif target and golden:
-                r = src = run_from_dumps(target, golden)
-            else:
+            if run and not Path(run).is_dir():
+                raise InputError(run, "not a run directory")
+            if not run and not (target and golden):
                 raise InputError("", "give --run RUNDIR, or both --target DUMP and --golden DUMP")
-            try:
-                att = src.attribution(step or None) if src is not r else attribute(r, tol, step or None)
-            except ValueError as e:
-                raise InputError(run or target, str(e)) from None
-            print_comparison(att, top, Console(stderr=True) if as_json else None)
+            check_workers(workers, ray)
+            # every rank (or --rank's): the lowest in full here, the others by independent tasks
+            jobs = compare_jobs(run, target, golden, parse_ranks(rank), tolerance=tol, steps=step, soc=soc,
+                                ops_info=ops_info, mode=mode)
+            # with its op graph the run's plan says who decided each precision; without, the dumped dtypes
+            r, src = rank_run(jobs[0])
+            att = attribute_rank(jobs[0], r, src)
+            ranks_doc = other_ranks(jobs, rank_comparison(att, r, jobs[0].rank), workers, ray)
+            console = Console(stderr=True) if as_json else None
+            print_comparison(att, top, console)
+            if ranks_doc:
+                (console or Console()).print("\n".join(compare_rank_lines(ranks_doc["per_rank"], ranks_doc["cross_rank"],
+                                                                         f" on Ray ({ray})" if ray else "")),
+                                             highlight=False, markup=False)
             kept = []
             if csv_out:
                 buf = io.StringIO()
                 att.ops.to_csv(buf, index=True, index_label="node")
                 kept.append((csv_out, atomic_write_text(csv_out, buf.getvalue(), keep_existing=True)))
             if json_out:
-                kept.append((json_out, atomic_write_json(json_out, att.to_dict(), keep_existing=True)))
+                kept.append((json_out, atomic_write_json(json_out, {**att.to_dict(), **ranks_doc}, keep_existing=True)))
             if xlsx_out or msprobe_csv:
                 table = msprobe_table(r.target_dump, r.golden_dump, sorted(set(step)) if step else None)
                 if msprobe_csv:
@@ -114,5 +119,5 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"advisor: error: {e}", err=True)
             raise typer.Exit(e.exit_code)
         if as_json:
-            typer.echo(json_text(att.to_dict()))
-        raise typer.Exit(0 if att.verdict.ok else 1)
+            typer.echo(json_text({**att.to_dict(), **ranks_doc}))
+        raise typer.Exit(0 if ranks_doc.get("ok", att.verdict.ok) else 1)

@@ -8,7 +8,7 @@ import typer
 
 from ..errors import AdvisorError, InputError
 from ..fsutil import check_out_dir, json_text
-from ..ingest.ranks import rank_ranges
+from ..ingest.rankdiff import rank_ranges
 from .common import OpsInfoOption, RayOption, WorkersOption, human_report
 
 

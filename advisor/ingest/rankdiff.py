@@ -1,4 +1,5 @@
-"""Cross-rank findings from per-rank summaries (``ingest.ranks.RankSummary``): what only some ranks show.
+"""Cross-rank findings from per-rank summaries (``ingest.ranks.RankSummary``, read by attribute: this module
+imports nothing of advisor's): what only some ranks show.
 
 Every finding is a dict with ``kind``, ``ranks`` (the ranks it names), ``message`` (one sentence) and its numbers:
 
@@ -25,14 +26,26 @@ from typing import Iterable
 
 import numpy as np
 
-from .ranks import RankSummary, rank_ranges
 
 SLOW = 0.10        # slower than the median by more than this share
 SHARE_GAP = 0.05   # low-precision share further than this from the median
 FLOATS = ("fp16", "bf16", "fp32", "fp64")
 
 
-def cross_rank(summaries: list[RankSummary], slow: float = SLOW) -> list[dict]:
+def rank_ranges(ranks: Iterable[int]) -> str:
+    """``[0, 1, 2, 3, 5]`` -> ``"0-3, 5"``."""
+    rs = sorted(set(ranks))
+    out, i = [], 0
+    while i < len(rs):
+        j = i
+        while j + 1 < len(rs) and rs[j + 1] == rs[j] + 1:
+            j += 1
+        out.append(str(rs[i]) if j == i else f"{rs[i]}-{rs[j]}")
+        i = j + 1
+    return ", ".join(out)
+
+
+def cross_rank(summaries: list, slow: float = SLOW) -> list[dict]:
     """All cross-rank findings (module docstring); none for fewer than two ranks."""
     if len(summaries) < 2:
         return []
@@ -49,7 +62,7 @@ def _ranks(rs: Iterable[int]) -> str:
     return f"rank{'s' if len(rs) > 1 else ''} {rank_ranges(rs)}"
 
 
-def _majority(values: dict[int, object]) -> tuple[object, int] | None:
+def majority(values: dict[int, object]) -> tuple[object, int] | None:
     """The value more than half of the ranks have, with its count (None when no value has a majority)."""
     if not values:
         return None
@@ -57,7 +70,7 @@ def _majority(values: dict[int, object]) -> tuple[object, int] | None:
     return (v, n) if n * 2 > len(values) else None
 
 
-def precision_mix(summaries: list[RankSummary]) -> list[dict]:
+def precision_mix(summaries: list) -> list[dict]:
     """Op types whose set of precisions differs on some ranks."""
     per_type: dict[str, dict[int, tuple]] = {}
     for s in summaries:
@@ -70,7 +83,7 @@ def precision_mix(summaries: list[RankSummary]) -> list[dict]:
     for t, cls in sorted(per_type.items()):
         if len(set(cls.values())) < 2:
             continue
-        maj = _majority(cls)
+        maj = majority(cls)
         if maj is None:
             groups = {}
             for r, c in cls.items():
@@ -91,7 +104,7 @@ def precision_mix(summaries: list[RankSummary]) -> list[dict]:
     return sorted(out, key=lambda f: -f["fp32_us"])
 
 
-def low_share(summaries: list[RankSummary]) -> list[dict]:
+def low_share(summaries: list) -> list[dict]:
     sh = {s.rank: s.low_share for s in summaries if s.low_share is not None}
     if len(sh) < 2:
         return []
@@ -101,7 +114,7 @@ def low_share(summaries: list[RankSummary]) -> list[dict]:
                         f"ranks {100 * med:.1f}%"} for r, v in sh.items() if abs(v - med) > SHARE_GAP]
 
 
-def op_types(summaries: list[RankSummary]) -> list[dict]:
+def op_types(summaries: list) -> list[dict]:
     ranks = {s.rank for s in summaries if s.types}
     if len(ranks) < 2:
         return []
@@ -119,7 +132,7 @@ def op_types(summaries: list[RankSummary]) -> list[dict]:
     return out
 
 
-def slow_ranks(summaries: list[RankSummary], slow: float = SLOW) -> list[dict]:
+def slow_ranks(summaries: list, slow: float = SLOW) -> list[dict]:
     c = {s.rank: s.step_compute_us for s in summaries if s.step_compute_us}
     if len(c) < 2:
         return []
@@ -130,7 +143,7 @@ def slow_ranks(summaries: list[RankSummary], slow: float = SLOW) -> list[dict]:
     return sorted(out, key=lambda f: -f["ratio"])
 
 
-def _step_table(summaries: list[RankSummary], key: str) -> dict[int, dict[int, float]]:
+def _step_table(summaries: list, key: str) -> dict[int, dict[int, float]]:
     t: dict[int, dict[int, float]] = {}
     for s in summaries:
         for st, v in s.steps.items():
@@ -138,7 +151,7 @@ def _step_table(summaries: list[RankSummary], key: str) -> dict[int, dict[int, f
     return t
 
 
-def slow_steps(summaries: list[RankSummary], slow: float = SLOW) -> list[dict]:
+def slow_steps(summaries: list, slow: float = SLOW) -> list[dict]:
     t = _step_table(summaries, "compute_us")
     if not t:
         return []
@@ -162,7 +175,7 @@ def slow_steps(summaries: list[RankSummary], slow: float = SLOW) -> list[dict]:
     return out
 
 
-def step_kernels(summaries: list[RankSummary]) -> list[dict]:
+def step_kernels(summaries: list) -> list[dict]:
     t = _step_table(summaries, "kernels")
     ranks = {s.rank for s in summaries if s.steps}
     out = []
@@ -171,7 +184,7 @@ def step_kernels(summaries: list[RankSummary]) -> list[dict]:
         lack = tuple(sorted(ranks - set(v)))
         if lack:
             missing.setdefault(lack, []).append(st)
-        maj = _majority(v)
+        maj = majority(v)
         if maj is None or len(set(v.values())) < 2:
             continue
         n, _ = maj
@@ -186,7 +199,7 @@ def step_kernels(summaries: list[RankSummary]) -> list[dict]:
     return out
 
 
-def dump_hazards(summaries: list[RankSummary]) -> list[dict]:
+def dump_hazards(summaries: list) -> list[dict]:
     out = []
     with_dumps = [s for s in summaries if s.dumps.get("target")]
     for kind, what in (("overflow", "inf/nan"), ("saturation", "+-65504 (fp16 saturation)")):

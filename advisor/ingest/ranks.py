@@ -30,6 +30,7 @@ from ..oplists import DEFAULT_SOC, OpLists, load_lists
 from .common import is_bookkeeping
 from .discover import Found, discover, source_rank
 from .msprobe import dump_files
+from .rankdiff import cross_rank
 from .run import Run, load_run
 
 SAMPLES = 5   # saturated / overflowing tensors named per rank (the counts are exact)
@@ -216,7 +217,6 @@ def combine(report: dict, summaries: list[RankSummary], lists: OpLists, top: int
     """``findings.summarize``'s profile figures (ranks, steps, kernels, time, shares, casts, how types behaved)
     over all ``summaries`` instead of the one rank it read; adds ``per_rank`` and ``cross_rank``."""
     from .findings import behaved_as, precision_share, type_share
-    from .rankdiff import cross_rank
     table = combined_table(summaries)
     total = sum(s.kernel_time_us for s in summaries)
     cast = {k: sum(s.casts.get(k, 0) for s in summaries) for k in ("inserted", "inserted_time_us", "cast",
@@ -308,19 +308,6 @@ def inspect(path: str | Path, ranks: Iterable[int] | None = None, *, workers: in
         return run, combine(report, summaries, lists)
     report.update(per_rank=[mine.to_dict()], cross_rank=[])
     return run, report
-
-
-def rank_ranges(ranks: Iterable[int]) -> str:
-    """``[0, 1, 2, 3, 5]`` -> ``"0-3, 5"``."""
-    rs = sorted(set(ranks))
-    out, i = [], 0
-    while i < len(rs):
-        j = i
-        while j + 1 < len(rs) and rs[j + 1] == rs[j] + 1:
-            j += 1
-        out.append(str(rs[i]) if j == i else f"{rs[i]}-{rs[j]}")
-        i = j + 1
-    return ", ".join(out)
 
 
 def parse_ranks(specs: Iterable[str] | None) -> list[int] | None:
