@@ -174,8 +174,8 @@ def cross_compare(per: list[RankComparison], tolerance: Tolerance | None = None)
     if bad and len(bad) < len(per):
         ex = bad[0].reasons[0] if bad[0].reasons else ""
         out.append({"kind": "verdict", "ranks": [c.rank for c in bad],
-                    "message": f"{_ranks([c.rank for c in bad])} fail the tolerance, the {len(per) - len(bad)} other "
-                               f"rank(s) pass (rank {bad[0].rank}: {ex})"})
+                    "message": f"{_ranks([c.rank for c in bad])} {'fail' if len(bad) > 1 else 'fails'} the tolerance, "
+                               f"the {len(per) - len(bad)} other rank(s) pass (rank {bad[0].rank}: {ex})"})
     over = [c for c in per if c.overflow.get("count")]
     if over and len(over) < len(per):
         first = over[0].overflow["first"][0]

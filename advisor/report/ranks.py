@@ -66,7 +66,9 @@ def compare_rank_lines(per: list[dict], cross: list[dict], how: str = "") -> lis
     if len(per) < 2:
         return []
     flags = _flags(cross)
-    lines = [f"\nRanks: {len(per)} compared{how}",
+    bad = [d["rank"] for d in per if not d["ok"]]
+    lines = [f"\nRanks: {len(per)} compared{how} (the tables above are rank {per[0]['rank']}'s); "
+             + (f"outside the tolerance: rank(s) {', '.join(map(str, bad))}" if bad else "every rank within the tolerance"),
              f"  {'rank':>5} {'steps':>5} {'verdict':>7} {'worst cosine':>12} {'worst rel-L2':>12} {'finite':>6} "
              f"{'overflow':>8}  first op over tolerance / top culprit type"]
     by_rank = {d["rank"]: d for d in per}
