@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 from advisor.cli import app
 from advisor.errors import InputError
 from advisor.ingest.discover import discover
+from advisor.ingest.msprobe import dump_files
 from advisor.ingest.ranks import load_rank, parse_ranks, rank_dumps, rank_groups, summarize
 
 REPO = Path(__file__).resolve().parents[1]
@@ -123,6 +124,17 @@ def test_one_rank_runs_stay_single_rank(tmp_path):
     assert len(s["per_rank"]) == 1 and s["cross_rank"] == [] and s["dumps"]["target"]
 
 
+def test_msprof_cann8_rank_is_its_one_device_folder(tmp_path):
+    fix = REPO / "tests" / "fixtures" / "ingest" / "op_summary_new.csv"
+    for r in (3, 5):
+        out = tmp_path / f"PROF_00{r}" / "mindstudio_profiler_output"
+        out.mkdir(parents=True)
+        (tmp_path / f"PROF_00{r}" / f"device_{r}").mkdir()
+        shutil.copy(fix, out / "op_summary_20240101.csv")
+    assert sorted(rank_groups(discover(tmp_path))) == [3, 5]
+    assert set(load_rank(tmp_path, 5).kernels["rank"]) == {5}
+
+
 def test_input_errors_cross_process_boundaries_intact():
     e = pickle.loads(pickle.dumps(InputError("/x/kernel_details.csv", "line 3: bad")))
     assert isinstance(e, InputError) and str(e) == "/x/kernel_details.csv: line 3: bad" and e.exit_code == 2
@@ -191,6 +203,9 @@ def test_compare_names_the_rank_that_overflows(dumps):
     code, out3, err = _cli(["compare", "--target", str(t), "--golden", str(g), "--rank", "0,1,3"])
     assert code == 0, err
     assert rank_dumps(dumps)[BAD]["golden"] and sorted(rank_dumps(dumps)) == [0, 1, 2, 3]
+    # one rank's dump files are found without entering the other ranks' folders
+    every = dump_files(t)
+    assert dump_files(t, BAD) == {k: f for k, f in every.items() if k[1] == BAD} and len(every) == 8
 
 
 # ---------------------------------------------------------------------- Ray: the same tasks, the same results

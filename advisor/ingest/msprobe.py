@@ -267,19 +267,24 @@ def _step_rank(folder: Path) -> tuple[int, int]:
     return step, rank
 
 
-def dump_files(root: str | Path) -> dict[tuple[int, int], Path]:
+def dump_files(root: str | Path, rank: int | None = None) -> dict[tuple[int, int], Path]:
     """(step, rank) -> dump.json of every dump under an msprobe dump root (``step<N>/rank<R>|proc<pid>/``),
     found without parsing any (one walk that never enters ``dump_tensor_data/``).  ``rank<R>`` gives R;
     ``proc<pid>`` folders (single-process dumps) are numbered 0, 1, ... in pid order within their step.
-    A folder with a dump.json directly is (-1, -1) unless its path names a step/rank."""
+    A folder with a dump.json directly is (-1, -1) unless its path names a step/rank.  ``rank``: inside
+    ``step<N>`` folders only ``rank<rank>`` (and ``proc*``) folders are entered (one rank of 1,024: no walk
+    through the others)."""
     r = Path(root)
     if r.is_file():
         return {_step_rank(r.parent): r}
     if not r.is_dir():
         raise InputError(r, "no such directory (expected an msprobe dump root)")
     files = []
+    mine = f"rank{rank}"
     for dirpath, dirnames, filenames in os.walk(r):
         dirnames[:] = sorted(x for x in dirnames if x != TENSOR_DIR)
+        if rank is not None and _STEP.match(os.path.basename(dirpath)):
+            dirnames[:] = [x for x in dirnames if x == mine or not _RANK.match(x) or x.startswith("proc")]
         if "dump.json" in filenames:
             files.append(Path(dirpath) / "dump.json")
     if not files:

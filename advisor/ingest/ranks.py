@@ -202,6 +202,9 @@ def rank_summary(run: Run, lists: OpLists, mode: str, rank: int, gray: list[dict
     s.saturation = _hits(saturation_hits(run))
     s.overflow = _hits(saturation_hits(run, "overflow"))
     s.notes = list(run.sources.get("notes", []))
+    if rank >= 0 and len(s.files) > 1:
+        s.notes.append(f"{len(s.files)} profiles claim rank {rank} (msprof device ids repeat on every machine: give "
+                       "each machine's PROF_* folders to advisor separately, or use torch_npu's profiler_info rank_id)")
     return s
 
 

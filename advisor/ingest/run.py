@@ -171,7 +171,9 @@ def read_local_errors(p: Path) -> pd.DataFrame:
 
 def _per_step(root: Path, rank: int | None, step: int | None) -> dict[int, Dump]:
     """step -> Dump of one rank of a dump root (``rank``, else the lowest); only that rank's files are read."""
-    files = dump_files(root)
+    files = dump_files(root, rank) if rank is not None else {}
+    if not any(r == rank for (_, r) in files):  # not there: every rank's files, the lowest is read
+        files = dump_files(root)
     ranks = sorted({r for (_, r) in files})
     want = rank if rank is not None and rank in ranks else (ranks[0] if ranks else -1)
     keep = {k: f for k, f in sorted(files.items()) if k[1] == want and (step is None or k[0] == step)}
