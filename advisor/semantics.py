@@ -336,10 +336,12 @@ class Compiled:
         import numpy as np
         idx = self.index
         es, ed = [], []
-        for u, v, d in self.graph.edges(data=True):
-            if d.get("float", True):
-                es.append(idx[u])
-                ed.append(idx[v])
+        for u, nbrs in self.graph._succ.items():  # networkx's adjacency itself: no view per edge
+            iu = idx[u]
+            for v, d in nbrs.items():
+                if d.get("float", True):
+                    es.append(iu)
+                    ed.append(idx[v])
         return np.asarray(es, dtype=np.int64), np.asarray(ed, dtype=np.int64)
 
     # ------------------------------------------------------------------ planning

@@ -228,3 +228,44 @@ def test_ray_results_equal_the_local_ones(ray_local, job, local_json, dumps):
     code2, on_ray, err2 = _cli(["compare", "--run", str(dumps), "--json", "--ray", "auto"])
     assert (code, code2) == (1, 1), err2
     assert json.loads(on_ray) == json.loads(local)
+
+
+def _summary(rank: int, steps: dict, types: dict | None = None, overflow: int = 0):
+    from advisor.ingest.ranks import RankSummary
+    t = types or {"MatMul": {"fp16": [100.0, 10]}, "Add": {"fp32": [50.0, 5]}}
+    prec: dict = {}
+    for ps in t.values():
+        for p, (tm, n) in ps.items():
+            prec.setdefault(p, [0.0, 0])
+            prec[p][0] += tm
+            prec[p][1] += n
+    return RankSummary(rank=rank, kernels=sum(v["kernels"] for v in steps.values()), types=t, precision=prec,
+                       steps=steps, dumps={"target": [0]}, overflow={"count": overflow, "first": [
+                           {"step": 0, "entry": "Aten.exp.default.0.forward", "tensor": "output.0"}] * overflow},
+                       saturation={"count": 0, "first": []})
+
+
+def test_cross_rank_steps_shares_types_and_overflow():
+    from advisor.ingest.rankdiff import cross_rank
+
+    def st(*comp, kernels=10):
+        return {i + 1: {"kernels": kernels, "busy_us": c, "compute_us": c, "span_us": c} for i, c in enumerate(comp)}
+    s = [_summary(r, st(100, 100, 200, 100, 100, 100)) for r in range(4)]  # step 3 slow on every rank
+    s[1].steps[2]["compute_us"] = 180                                        # step 2 slow on rank 1 only
+    s[2].steps[4]["kernels"] = 11                                            # another kernel count
+    del s[3].steps[4]                                                        # rank 3 lacks step 4
+    s[0].types = {"MatMul": {"fp16": [100.0, 10]}, "Add": {"fp32": [50.0, 5]}, "TopK": {"fp32": [5.0, 1]}}
+    s[2] = _summary(2, s[2].steps, {"MatMul": {"fp32": [400.0, 10]}, "Add": {"fp32": [50.0, 5]}}, overflow=3)
+    got = {(f["kind"], tuple(f["ranks"]), tuple(f.get("steps", ()))) for f in cross_rank(s)}
+    assert ("slow-step", (0, 1, 2, 3), (3,)) in got
+    assert ("slow-step-rank", (1,), (2,)) in got
+    assert ("step-kernels", (2,), (4,)) in got and ("steps-missing", (3,), (4,)) in got
+    assert ("precision-mix", (2,), ()) in got and ("low-share", (2,), ()) in got
+    assert ("op-types", (0,), ()) in got and ("overflow", (2,), ()) in got
+    assert not any(k == "slow-rank" for k, _, _ in got)
+    msgs = " ".join(f["message"] for f in cross_rank(s))
+    assert "op type TopK runs only on rank 0" in msgs and "rank 3 lacks step 4" in msgs
+    # a split with no majority is named as such
+    two = [_summary(0, st(1), {"X": {"fp16": [1.0, 1]}}), _summary(1, st(1), {"X": {"fp32": [1.0, 1]}})]
+    mix = [f for f in cross_rank(two) if f["kind"] == "precision-mix"]
+    assert mix and "fp16 on rank 0; fp32 on rank 1" in mix[0]["message"]

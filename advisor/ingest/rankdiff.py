@@ -194,7 +194,8 @@ def step_kernels(summaries: list) -> list[dict]:
                             "message": f"step {st} runs {int(x):,} kernels on rank {r} but {int(n):,} on most ranks"})
     for lack, steps in missing.items():
         out.append({"kind": "steps-missing", "steps": steps, "ranks": list(lack),
-                    "message": f"{_ranks(lack)} lack step{'s' if len(steps) > 1 else ''} {rank_ranges(steps)} "
+                    "message": f"{_ranks(lack)} lack{'' if len(lack) > 1 else 's'} step{'s' if len(steps) > 1 else ''} "
+                               f"{rank_ranges(steps)} "
                                "that other ranks have"})
     return out
 
