@@ -76,14 +76,15 @@ def one_rank(work: Path, rows: int, repeat: int, msprof: str | None) -> None:
         ma = timed([msprof, "advisor", "computation", "-d", str(csv.parent.parent), "-o", str(work / "msprof_one")])
         print(f"  msprof-analyze advisor computation (same folder): wall {ma['wall']:.2f} s, cpu {ma['cpu']:.2f} s, "
               f"peak RSS {ma['rss_mib']:,.0f} MiB, exit {ma['code']}")
-    # the same rows without a Step Id column: the op graph is every kernel (msprof op_summary has no step)
+    # the same rows without a Step Id column (msprof op_summary has none): the op graph is one iteration when the
+    # kernels repeat exactly (ingest.infer.first_iteration), else every kernel
     nostep = work / "nostep" / "PROF_1" / "device_0" / "summary"
     nostep.mkdir(parents=True)
     with open(csv, encoding="utf-8") as f, open(nostep / "op_summary_0_1.csv", "w", encoding="utf-8") as g:
         for line in f:
             g.write(line.split(",", 1)[1])
     ns = timed([PY, "-m", "advisor", "-v", "recommend", "--profile", str(work / "nostep"), "--out", str(work / "a2")])
-    print(f"  the same rows with no step column (one op graph of every kernel): wall {ns['wall']:.1f} s, "
+    print(f"  the same rows as a step-less op_summary: wall {ns['wall']:.1f} s, "
           f"cpu {ns['cpu']:.1f} s, peak RSS {ns['rss_mib']:,.0f} MiB, exit {ns['code']}")
     print(f"    stages: {stages(ns['stderr'])}")
     shutil.rmtree(work / "nostep", ignore_errors=True)

@@ -23,7 +23,7 @@ from ..progress import Progress
 from .common import shape_ints
 from .discover import Found, discover, pick_ge_dump, source_rank
 from .ge_dump import read_ge_dump
-from .infer import graph_from_kernels
+from .infer import first_iteration, graph_from_kernels
 from .msprobe import Dump, dump_files, dump_steps, load_dumps
 from .profile import read_kernels, read_op_statistic
 
@@ -264,10 +264,13 @@ def load_run(path: str | Path, rank: int | None = None, step: int | None = None,
             _join_kernels(graph, gk)
             graph_step = step
     elif len(gk):
-        say(f"building the op graph from {len(gk) if graph_step is None else int((gk['step'] == graph_step).sum()):,} "
+        one = first_iteration(gk) if graph_step is None else gk  # no step ids: one iteration when they repeat
+        say(f"building the op graph from {len(one) if graph_step is None else int((gk['step'] == graph_step).sum()):,} "
             "kernels (edges inferred)")
-        graph = graph_from_kernels(gk, step=graph_step)
-        sources["graph"] = "inferred from kernels (execution order + shapes)"
+        graph = graph_from_kernels(one, step=graph_step)
+        sources["graph"] = "inferred from kernels (execution order + shapes)" + (
+            f"; the first of the {len(gk) / len(one):,.1f} identical iterations of a table without step ids"
+            if len(one) < len(gk) else "")
     if graph is not None:
         with no_gc():
             annotate_flops(graph)
