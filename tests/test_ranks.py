@@ -94,6 +94,12 @@ def test_rank_subsets(job):
     assert parse_ranks(["3", "0,8", "4-6"]) == [0, 3, 4, 5, 6, 8] and parse_ranks(None) is None
 
 
+def test_ray_missing_is_one_line(job, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # as if the [cluster] extra were not installed
+    code, out, err = _cli(["inspect", "--profile", str(job), "--ray", "local"])
+    assert code == 2 and err.strip().count("\n") == 0 and "pip install 'advisor[cluster]'" in err
+
+
 def test_each_rank_reads_only_its_own_files(job, tmp_path):
     """A broken file of one rank breaks that rank's analysis only when it is read: load_rank(0) never opens
     rank 6's kernel_details.csv; a full inspect names that file in one line (from a worker process)."""
