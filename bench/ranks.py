@@ -3,6 +3,7 @@ and a generated 64-rank x 10^5-row job through ``advisor inspect`` with 1 and 2 
 with msprof-analyze on the same folders when it is installed.
 
     python bench/ranks.py [--ranks 64] [--rows 100000] [--one-rows 1000000] [--repeat 2] [--msprof PATH] [--quick]
+                          [--only one|ranks]
 
 Every command runs as a fresh process under /usr/bin/time (wall, user+sys CPU, peak RSS of that process).  This
 machine has 2 cores shared with other jobs: wall times move with the load (printed), CPU times much less, so
@@ -135,6 +136,7 @@ def main() -> None:
     ap.add_argument("--msprof", default=shutil.which("msprof-analyze"), help="msprof-analyze executable")
     ap.add_argument("--no-ray", action="store_true")
     ap.add_argument("--quick", action="store_true", help="8 ranks x 10,000 rows, one rank of 100,000 rows")
+    ap.add_argument("--only", choices=("one", "ranks"), help="only the one-rank part or only the many-ranks part")
     a = ap.parse_args()
     if a.quick:
         a.ranks, a.rows, a.one_rows, a.repeat = 8, 10_000, 100_000, 1
@@ -145,8 +147,10 @@ def main() -> None:
         ray_ok = False
     print(f"{os.cpu_count()} cores; msprof-analyze: {a.msprof or 'not installed'}; ray: {'yes' if ray_ok else 'no'}")
     with tempfile.TemporaryDirectory() as td:
-        one_rank(Path(td), a.one_rows, a.repeat, a.msprof)
-        many_ranks(Path(td), a.ranks, a.rows, a.msprof, ray_ok)
+        if a.only != "ranks":
+            one_rank(Path(td), a.one_rows, a.repeat, a.msprof)
+        if a.only != "one":
+            many_ranks(Path(td), a.ranks, a.rows, a.msprof, ray_ok)
 
 
 if __name__ == "__main__":
