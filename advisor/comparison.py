@@ -7,47 +7,56 @@ import io
 from pathlib import Path
 from typing import Iterable
 
-from .compare.attribution import Attribution, attribute
+from .compare.attribution import Attribution
 from .compare.tolerance import Tolerance
 from .errors import InputError
 from .ingest.run import Run
 
 
+def compare_ranks_of(run: str | None, target: str | None, golden: str | None, tol: Tolerance, *,
+                     ranks: Iterable[int] | None = None, steps: Iterable[int] | None = None,
+                     soc: str | None = None, ops_info: str | None = None, mode: str | None = None,
+                     workers: int | None = None, ray: str | None = None) -> tuple[Attribution, Run, dict]:
+    """``advisor compare`` on a run directory or on a target and a golden dump: (the first rank's
+    attribution, its run, the ranks document: every other rank compared by independent tasks and the
+    cross-rank findings, ``{}`` with one rank).  With its op graph a rank's plan says who decided each
+    precision; without, the dumped dtypes do."""
+    from .cluster import attribute_rank, compare_jobs, other_ranks, rank_comparison, rank_run
+    from .tasks import check_workers
+    if run and not Path(run).is_dir():
+        raise InputError(run, "not a run directory")
+    if not run and not (target and golden):
+        raise InputError("", "give --run RUNDIR, or both --target DUMP and --golden DUMP")
+    check_workers(workers, ray)
+    jobs = compare_jobs(run, target, golden, ranks, tolerance=tol, steps=steps, soc=soc, ops_info=ops_info,
+                        mode=mode)
+    r, analysis = rank_run(jobs[0])
+    att = attribute_rank(jobs[0], r, analysis)
+    return att, r, other_ranks(jobs, rank_comparison(att, r, jobs[0].rank), workers, ray)
+
+
+def first_rank_attribution(run: str | None, target: str | None, golden: str | None, tol: Tolerance,
+                           steps: Iterable[int] | None = None, **how) -> tuple[Attribution, Run]:
+    """(attribution, run) of the first rank only (``how``: soc, ops_info, mode)."""
+    from .cluster import attribute_rank, compare_jobs, rank_run
+    if run and not Path(run).is_dir():
+        raise InputError(run, "not a run directory")
+    jobs = compare_jobs(run, target, golden, tolerance=tol, steps=steps, **how)
+    r, analysis = rank_run(jobs[0])
+    return attribute_rank(jobs[0], r, analysis), r
+
+
 def run_attribution(path: str, tol: Tolerance, *, soc: str | None = None, ops_info: str | None = None,
                     mode: str | None = None, steps: Iterable[int] | None = None) -> tuple[Attribution, Run]:
-    """(attribution, run) of a capture/tune run directory: with its op graph the run's plan says who
-    decided each precision; without, the dumped dtypes do."""
-    from .analysis import analyze
-    from .ingest.run import load_run
-    p = Path(path)
-    if not p.is_dir():
-        raise InputError(p, "not a run directory")
-    r = load_run(p)
-    if r.target_dump is None or r.golden_dump is None:
-        raise InputError(p, "the run has no target/golden precision dumps (dump/mixed, dump/fp32)")
-    a = analyze(r, tolerance=tol, soc=soc, ops_info=ops_info, mode=mode) if r.graph is not None else None
-    try:
-        return (a.attribution(steps) if a is not None else attribute(r, tol, steps)), r
-    except ValueError as e:
-        raise InputError(path, str(e)) from None
-
-
-def dumps_attribution(target: str, golden: str, tol: Tolerance, steps: Iterable[int] | None = None
-                      ) -> tuple[Attribution, Run]:
-    """(attribution, run) of a target and a golden msprobe dump alone (dataflow inferred, precision = the
-    dumped dtype)."""
-    from .ingest.run import run_from_dumps
-    r = run_from_dumps(target, golden)
-    try:
-        return attribute(r, tol, steps), r
-    except ValueError as e:
-        raise InputError(target, str(e)) from None
+    """(attribution, run) of a capture/tune run directory's first rank, as ``advisor compare --run``."""
+    return first_rank_attribution(str(path), None, None, tol, steps, soc=soc, ops_info=ops_info, mode=mode)
 
 
 def write_outputs(att: Attribution, run: Run, *, csv_out: str | None = None, json_out: str | None = None,
                   xlsx_out: str | None = None, msprobe_csv: str | None = None,
-                  steps: Iterable[int] | None = None) -> list[tuple[str, Path | None]]:
-    """Write the requested files (an existing one kept as ``.bak``); returns (file, its backup or None)."""
+                  steps: Iterable[int] | None = None, extra: dict | None = None) -> list[tuple[str, Path | None]]:
+    """Write the requested files (an existing one kept as ``.bak``; ``extra`` joins the JSON's keys); returns
+    (file, its backup or None)."""
     from .compare.msprobe_table import msprobe_table, write_csv, write_xlsx
     from .fsutil import atomic_write_json, atomic_write_text
     kept = []
@@ -56,7 +65,7 @@ def write_outputs(att: Attribution, run: Run, *, csv_out: str | None = None, jso
         att.ops.to_csv(buf, index=True, index_label="node")
         kept.append((csv_out, atomic_write_text(csv_out, buf.getvalue(), keep_existing=True)))
     if json_out:
-        kept.append((json_out, atomic_write_json(json_out, att.to_dict(), keep_existing=True)))
+        kept.append((json_out, atomic_write_json(json_out, {**att.to_dict(), **(extra or {})}, keep_existing=True)))
     if xlsx_out or msprobe_csv:
         table = msprobe_table(run.target_dump, run.golden_dump, sorted(set(steps)) if steps else None)
         if msprobe_csv:

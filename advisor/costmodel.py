@@ -211,8 +211,11 @@ def build_time_model(c: Any, low_dtype: str = "fp16", ran_low: np.ndarray | None
     ran = np.zeros(n, dtype=np.int8)          # 1 ran low, 2 ran fp32, 0 unknown
     kernel = np.zeros(n, bool)
     cache: dict = {}
+    nodes = g._node            # networkx's node -> attributes (no view call per node of 10^6-node graphs)
+    kinds = [int(k) for k in c.kind]
+    nonfloat = int(NodeKind.NONFLOAT)  # plain ints: a numpy scalar == enum member costs 3 enum look-ups
     for i, node in enumerate(c.order):
-        a = g.nodes[node]
+        a = nodes[node]
         if a.get("role", "op") != "op" or not a.get("kernel", True):
             continue
         d = a.get("duration_us")
@@ -220,7 +223,7 @@ def build_time_model(c: Any, low_dtype: str = "fp16", ran_low: np.ndarray | None
             d = float(d) if d is not None else math.nan
         except (TypeError, ValueError):
             d = math.nan
-        if kind[i] == NodeKind.NONFLOAT:
+        if kinds[i] == nonfloat:
             if d == d and d > 0:
                 dur[i] = d
             continue

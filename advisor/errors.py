@@ -25,6 +25,9 @@ class InputError(AdvisorError):
         where, what = one_line(self.path), one_line(problem)
         super().__init__(f"{where}: {what}" if where else what)
 
+    def __reduce__(self):  # rebuilt from (path, problem) when it crosses a process (advisor.tasks workers)
+        return (type(self), (self.path, self.problem))
+
 
 class MixlistError(InputError):
     """A mixlist GE would reject (bad JSON, wrong structure, conflicting edits)."""

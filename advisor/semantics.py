@@ -363,10 +363,9 @@ class Compiled:
         import numpy as np
         idx = self.index
         es, ed = [], []
-        for u, v, d in self.graph.edges(data=True):
-            if d.get("float", True):
-                es.append(idx[u])
-                ed.append(idx[v])
+        for u, nbrs in self.graph.adjacency():  # networkx's own adjacency dicts: no view per edge
+            es.extend(idx[u] for d in nbrs.values() if d.get("float", True))
+            ed.extend(idx[v] for v, d in nbrs.items() if d.get("float", True))
         return np.asarray(es, dtype=np.int64), np.asarray(ed, dtype=np.int64)
 
     @cached_property

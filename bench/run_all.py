@@ -9,6 +9,7 @@ Scripts run as subprocesses (their own full output is kept below the table):
   recommend.py     recommend on a 100,000-op synthetic graph (target <= 30 s)
   tune.py          runs-to-pass of advisor tune vs ONNX-style halving vs INC-style one-by-one, same runner/budget
   bruteforce.py    advisor's edits vs the brute-force minimum on every planted example, low-precision share kept
+  ranks.py         one 10^6-row rank (recommend vs pd.read_csv) and 64 ranks x 10^5 rows (inspect, workers, Ray)
 """
 from __future__ import annotations
 
@@ -74,6 +75,22 @@ def main(argv: list[str] | None = None) -> int:
     outputs["recommend.py"] = out
     rec_s, rec_edits = grab(r"recommend: ([\d.]+) s", out), grab(r"edits (\[.*?\])", out)
     rows.append(("recommend on a 100k-op graph", f"{rec_s} s ({rec_edits})", "<= 30 s"))
+
+    out, _ = run("ranks.py", *(["--quick"] if q else []), timeout=3600)
+    outputs["ranks.py"] = out
+    ratio_wall = grab(r"ratio to pd.read_csv: wall ([\d.]+x)", out)
+    ratio_cpu = grab(r"ratio to pd.read_csv: wall [\d.]+x, cpu ([\d.]+x)", out)
+    peak = grab(r"advisor recommend --profile: .*?peak RSS ([\d,]+ MiB)", out)
+    msprof = grab(r"msprof-analyze advisor computation \(same folder\): wall ([\d.]+ s)", out)
+    rows.append(("one 10^6-row rank: recommend --profile vs pd.read_csv", f"wall {ratio_wall}, cpu {ratio_cpu}, peak {peak}",
+                 f"<= 3x pd.read_csv, <= 1024 MiB; msprof-analyze advisor computation {msprof}"))
+    same = grab(r"results with Ray identical to --workers 1: (\w+)", out)
+    for w in ("workers 1", "workers 2", "ray local"):
+        m = re.search(r"advisor inspect --" + w + r": wall ([\d.]+ s).*?names rank \d+ \(precision mix\) and rank \d+ "
+                      r"\(slow\): (\w+)", out)
+        if m:
+            rows.append((f"64 ranks x 10^5 rows: inspect --{w}", f"{m.group(1)} (names both planted ranks: {m.group(2)})",
+                         f"--workers 2 faster than --workers 1; Ray results identical: {same}"))
 
     tune_args = ["--seeds", "0" if q else "40", "--methods", "tune", "onnx-halving", "inc-onebyone", "--workloads"]
     tune_args += ["mlp_exp", "cnn_control"] if q else ["mlp_exp", "transformer_hazard", "two_hazards", "layernorm_bias",

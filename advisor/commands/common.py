@@ -27,6 +27,11 @@ def overrides_of(keep_dtype: Optional[str], customize_dtypes: Optional[str]):
     return load(keep_dtype, customize_dtypes)
 
 
+WorkersOption = typer.Option(None, "--workers", help="Local worker processes analysing ranks in parallel (default: the cores).")
+RayOption = typer.Option(None, "--ray", help="Run the per-rank tasks on Ray: local (start one here), auto (the running "
+                                             "cluster) or the cluster's address; needs advisor[cluster].")
+
+
 def chip_lists(soc: str, ops_info: Optional[str]) -> OpLists:
     return load_lists(soc, ops_info)
 

@@ -10,7 +10,8 @@ from typer.core import TyperCommand
 from ..compare.cli_options import (AllowNonfiniteOption, MaxLossRelOption, MaxRelL2Option, MinCosineOption,
                                    MinGradCosineOption, MsprobeRuleOption)
 from ..errors import AdvisorError, InputError
-from .common import tolerance
+from .common import RayOption, WorkersOption, tolerance
+
 
 class _CompareCommand(TyperCommand):
     """``--json`` is a flag (JSON on stdout) like on every command; ``--json FILE`` -- its meaning before
@@ -56,13 +57,19 @@ def register(app: typer.Typer) -> None:
         max_loss_rel: float = MaxLossRelOption,
         min_grad_cosine: float = MinGradCosineOption,
         msprobe_rule: bool = MsprobeRuleOption,
+        rank: Optional[List[str]] = typer.Option(None, "--rank", help="only these ranks (repeatable; 3, 0,4,8 or 0-63; "
+                                                 "default: every rank with both dumps)"),
+        workers: Optional[int] = WorkersOption,
+        ray: Optional[str] = RayOption,
     ) -> None:
         """Compare a low-precision run against FP32: per-op metrics, first op over tolerance, culprit op types.
         Exit 0 within tolerance, 1 outside, 2 bad input."""
         from rich.console import Console
 
-        from ..comparison import dumps_attribution, run_attribution, write_outputs
+        from ..comparison import compare_ranks_of, write_outputs
         from ..fsutil import json_text
+        from ..ingest.ranks import parse_ranks
+        from ..report.ranks import compare_rank_lines
         from ..report.terminal import print_comparison
         if "legacy_json" in ctx.meta:
             typer.echo(f"advisor: note: --json FILE is deprecated, use --json-out {ctx.meta['legacy_json']} "
@@ -71,15 +78,16 @@ def register(app: typer.Typer) -> None:
             tol = tolerance(min_cosine, max_rel_l2, allow_nonfinite, max_loss_rel, min_grad_cosine, msprobe_rule)
             if run and (target or golden):
                 raise InputError(run, "give either --run or --target/--golden, not both")
-            if run:
-                att, r = run_attribution(run, tol, soc=soc, ops_info=ops_info, mode=mode, steps=step or None)
-            elif target and golden:
-                att, r = dumps_attribution(target, golden, tol, step or None)
-            else:
-                raise InputError("", "give --run RUNDIR, or both --target DUMP and --golden DUMP")
-            print_comparison(att, top, Console(stderr=True) if as_json else None)
+            att, r, ranks_doc = compare_ranks_of(run, target, golden, tol, ranks=parse_ranks(rank), steps=step,
+                                                 soc=soc, ops_info=ops_info, mode=mode, workers=workers, ray=ray)
+            console = Console(stderr=True) if as_json else None
+            print_comparison(att, top, console)
+            if ranks_doc:
+                (console or Console()).print("\n".join(compare_rank_lines(ranks_doc["per_rank"], ranks_doc["cross_rank"],
+                                                                          f" on Ray ({ray})" if ray else "")),
+                                             highlight=False, markup=False)
             kept = write_outputs(att, r, csv_out=csv_out, json_out=json_out, xlsx_out=xlsx_out,
-                                 msprobe_csv=msprobe_csv, steps=step)
+                                 msprobe_csv=msprobe_csv, steps=step, extra=ranks_doc)
             for path, bak in kept:
                 if bak:
                     typer.echo(f"kept the previous {path} as {bak}", err=True)
@@ -87,5 +95,5 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"advisor: error: {e}", err=True)
             raise typer.Exit(e.exit_code)
         if as_json:
-            typer.echo(json_text(att.to_dict()))
-        raise typer.Exit(0 if att.verdict.ok else 1)
+            typer.echo(json_text({**att.to_dict(), **ranks_doc}))
+        raise typer.Exit(0 if ranks_doc.get("ok", att.verdict.ok) else 1)

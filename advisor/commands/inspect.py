@@ -1,15 +1,15 @@
 """advisor inspect --profile DIR: what a run directory holds, what is missing, profile-only findings."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import typer
 
 from ..errors import AdvisorError, InputError
-from ..fsutil import check_out_dir
-from .common import OpsInfoOption, SocOption, chip_lists, human_report
+from ..fsutil import check_out_dir, json_text
+from ..ingest.rankdiff import rank_ranges
+from .common import OpsInfoOption, RayOption, WorkersOption, human_report
 
 
 def _export(g, path: str) -> Optional[Path]:
@@ -43,7 +43,7 @@ def _print(s: dict) -> None:
     e(f"  msprobe dump roots: {len(f.get('dump_roots', []))}" + "".join(f"\n    {x}" for x in f.get("dump_roots", [])))
     if f.get("run_json"):
         e(f"  run.json: {f['run_json']}  (mode {s['mode']}, soc {s['soc']})")
-    ranks = ", ".join(str(r) for r in s["ranks"] if r is not None and r >= 0) or "unknown (no profiler_info)"
+    ranks = rank_ranges(r for r in s["ranks"] if r is not None and r >= 0) or "unknown (no profiler_info)"
     steps = ", ".join(map(str, s["steps"][:20])) + (" ..." if len(s["steps"]) > 20 else "") or "-"
     e(f"  ranks: {ranks}   steps: {steps}   kernels: {s['kernels']:,}   kernel time: {s['kernel_time_us']:,.1f} us")
     if "graph" in s:
@@ -118,35 +118,33 @@ def _print(s: dict) -> None:
 def register(app: typer.Typer) -> None:
     @app.command("inspect")
     def inspect_cmd(profile: str = typer.Option(..., "--profile", help="Run directory, profiler output or a single file."),
-                    rank: Optional[int] = typer.Option(None, "--rank", help="Only this rank (default: all ranks; graph from the lowest)."),
+                    rank: Optional[List[str]] = typer.Option(None, "--rank", help="Only these ranks (repeatable; 3, 0,4,8 or 0-63; "
+                                                             "default: all ranks; the op graph is the lowest one's)."),
                     step: Optional[int] = typer.Option(None, "--step", help="Only this step (default: all; graph from the first)."),
                     export: Optional[str] = typer.Option(None, "--export", help="Write the op graph to FILE.graphml or FILE.dot."),
                     as_json: bool = typer.Option(False, "--json", help="Print the findings as JSON."),
-                    soc: str = SocOption, ops_info: Optional[str] = OpsInfoOption,
+                    workers: Optional[int] = WorkersOption, ray: Optional[str] = RayOption,
+                    soc: Optional[str] = typer.Option(None, "--soc", help="Chip whose default lists apply (default: run.json's, "
+                                                      "else ascend910b)."),
+                    ops_info: Optional[str] = OpsInfoOption,
                     mode: Optional[str] = typer.Option(None, "--mode", help="Precision mode for the semantics (default: run.json's, else mixed_float16).")) -> None:
         """Show what a run directory holds (ranks, steps, op counts, precision mix), what is missing for
-        which analysis, and profile-only findings."""
+        which analysis, and profile-only findings; on a multi-rank job every rank, and what differs between ranks."""
         from ..cli import fail
         from ..progress import StageLog
+        from ..report.ranks import profile_rank_lines
         try:
-            from ..ingest.findings import summarize
-            from ..ingest.run import load_run
+            from ..ingest.ranks import inspect, parse_ranks
+            from ..tasks import check_workers
             p = Path(profile)
             if not p.exists():
                 raise InputError(p, "no such file or directory")
+            check_workers(workers, ray)
             if export:
                 check_out_dir(Path(export).parent, "--export folder")
             log = StageLog()
-            run = load_run(p, rank=rank, step=step, progress=log)
-            if run.found is not None and run.found.empty:
-                raise InputError(p, "found no profile (kernel_details.csv, op_summary_*.csv), GE graph dump or msprobe dump here")
-            use_soc = soc if soc != "ascend910b" or not run.meta.get("soc") else run.meta.get("soc")
-            lists = chip_lists(use_soc, ops_info or run.meta.get("ops_info"))
-            if run.mixlist is not None:
-                from ..mixlist import effective
-                lists = effective(lists, run.mixlist)
-            log("semantics and profile-only findings")
-            s = summarize(run, lists, mode)
+            run, s = inspect(p, parse_ranks(rank), workers=workers, ray=ray, progress=log, step=step, soc=soc,
+                             ops_info=ops_info, mode=mode)
             log.done()
             kept = None
             if export:
@@ -155,9 +153,11 @@ def register(app: typer.Typer) -> None:
                 kept = _export(run.graph, export)
                 s["exported"] = export
             if as_json:
-                typer.echo(json.dumps(s, indent=2, ensure_ascii=False, default=str))
+                typer.echo(json_text(s))
             with human_report(as_json):
                 _print(s)
+                for line in profile_rank_lines(s, f" on Ray ({ray})" if ray else ""):
+                    typer.echo(line)
                 if export:
                     typer.echo(f"\nop graph written to {export}" + (f" (previous file kept as {kept})" if kept else ""))
         except AdvisorError as e:

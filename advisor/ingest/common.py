@@ -50,9 +50,11 @@ BOOKKEEPING_PREFIXES = ("Hcom", "Hccl", "hcom", "hccl", "Mem", "Notify", "Event"
 BOOKKEEPING_CORES = frozenset({"HCCL", "AI_CPU", "DSA_SQE", "COMMUNICATION", "MEMCPY"})
 
 
-def is_bookkeeping(op_type: str) -> bool:
+def is_bookkeeping(op_type: str, core: str | None = None) -> bool:
     """True for op types kept as nodes but excluded from precision decisions (``decides=False``); kernel
-    rows also by their core (``BOOKKEEPING_CORES``, checked in ``infer``)."""
+    rows also by their core (``core`` in ``BOOKKEEPING_CORES``; ``infer`` checks it vectorised)."""
+    if core and str(core).strip().upper() in BOOKKEEPING_CORES:
+        return True
     t = str(op_type)
     return t in BOOKKEEPING_TYPES or t.startswith(BOOKKEEPING_PREFIXES)
 

@@ -102,7 +102,7 @@ def discover(path: str | os.PathLike) -> Found:
             found.profiles.append(src)
             claimed.update(ofiles)
         if d.name in ("mindstudio_profiler_output", "summary") and any(_OPSUM.match(f) for f in names):
-            m = re.match(r"device_(\d+)$", d.parent.name)
+            m = re.match(r"device_(\d+)$", d.parent.name) if d.name == "summary" else _only_device(d.parent)
             kf = _pick_kernel_file(files)
             if kf not in claimed:
                 found.profiles.append(ProfileSource("msprof", d.parent if d.name == "summary" else d.parent,
@@ -135,6 +135,29 @@ def discover(path: str | os.PathLike) -> Found:
                 found.local_error = d / "local_error.csv"
     found.dump_roots = list(dump_roots)
     return found
+
+
+def _only_device(prof: Path):
+    """The ``device_N`` match of a CANN 8 ``PROF_*`` folder holding exactly one device folder (the rank of
+    its ``mindstudio_profiler_output``), else None."""
+    try:
+        devs = [m for x in prof.iterdir() if (m := re.match(r"device_(\d+)$", x.name)) and x.is_dir()]
+    except OSError:
+        return None
+    return devs[0] if len(devs) == 1 else None
+
+
+def source_rank(src: ProfileSource) -> int:
+    """Rank of a profile: ``rank_id`` in its profiler_info, else the ``_<rank>`` of that file's name, else
+    msprof's ``device_N``, else -1 (docs/formats.md, "Discovery")."""
+    from .profile import read_profiler_info
+    if src.profiler_info is not None:
+        r = read_profiler_info(src.profiler_info)["rank"]
+        if r >= 0:
+            return r
+    if src.device is not None:
+        return int(src.device)
+    return -1
 
 
 def pick_ge_dump(paths: list[Path]) -> Path | None:

@@ -18,30 +18,47 @@ LOW = ("fp16", "bf16")
 FP16_MAX = 65504.0
 
 
-def precision_share(k: pd.DataFrame) -> list[dict]:
-    """Kernel time per precision (``precision`` column of the kernel frame) with its share."""
+def kernel_table(k: pd.DataFrame) -> pd.DataFrame:
+    """Kernel time and count per (type, precision) of a kernel frame: columns type, precision, time_us,
+    kernels (sorted by type, precision).  Tables of several ranks add up (``ingest.ranks.combined_table``)."""
     if not len(k):
-        return []
-    d = pd.DataFrame({"precision": k["precision"].astype(str).to_numpy(), "dur": k["duration_us"].fillna(0.0).to_numpy(),
-                      "n": 1})
-    g = d.groupby("precision", sort=True).agg(time_us=("dur", "sum"), kernels=("n", "sum"))
-    tot = float(g["time_us"].sum())
-    g["share"] = g["time_us"] / tot if tot > 0 else 0.0
-    g = g.sort_values("time_us", ascending=False)
-    return [{"precision": p, "time_us": float(r.time_us), "kernels": int(r.kernels), "share": float(r.share)}
-            for p, r in g.iterrows()]
-
-
-def type_share(k: pd.DataFrame, top: int | None = None) -> list[dict]:
-    """Kernel time per op type and precision, largest first."""
-    if not len(k):
-        return []
+        return pd.DataFrame({"type": pd.Series(dtype=object), "precision": pd.Series(dtype=object),
+                             "time_us": pd.Series(dtype=float), "kernels": pd.Series(dtype=np.int64)})
     d = pd.DataFrame({"type": k["type"].astype(str).to_numpy(), "precision": k["precision"].astype(str).to_numpy(),
                       "dur": k["duration_us"].fillna(0.0).to_numpy(), "n": 1})
-    tot = float(d["dur"].sum())
-    g = d.groupby(["type", "precision"], sort=False).agg(time_us=("dur", "sum"), kernels=("n", "sum")).reset_index()
+    g = d.groupby(["type", "precision"], sort=True).agg(time_us=("dur", "sum"), kernels=("n", "sum"))
+    return g.reset_index()
+
+
+def _table(k: pd.DataFrame) -> pd.DataFrame:
+    return k if "time_us" in k.columns else kernel_table(k)
+
+
+def _by_time(g: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """Largest time first; ties in key order (deterministic whatever order the rows came in)."""
+    return g.sort_values(["time_us", *keys], ascending=[False] + [True] * len(keys), kind="stable")
+
+
+def precision_share(t: pd.DataFrame) -> list[dict]:
+    """Kernel time per precision (of a kernel frame or its ``kernel_table``) with its share."""
+    if not len(t):
+        return []
+    t = _table(t)
+    g = t.groupby("precision", sort=True).agg(time_us=("time_us", "sum"), kernels=("kernels", "sum"))
+    tot = float(g["time_us"].sum())
     g["share"] = g["time_us"] / tot if tot > 0 else 0.0
-    g = g.sort_values("time_us", ascending=False)
+    g = _by_time(g.reset_index(), ["precision"])
+    return [{"precision": r.precision, "time_us": float(r.time_us), "kernels": int(r.kernels), "share": float(r.share)}
+            for r in g.itertuples()]
+
+
+def type_share(t: pd.DataFrame, top: int | None = None) -> list[dict]:
+    """Kernel time per op type and precision (of a kernel frame or its ``kernel_table``), largest first."""
+    if not len(t):
+        return []
+    t = _table(t)
+    tot = float(t["time_us"].sum())
+    g = _by_time(t.assign(share=t["time_us"] / tot if tot > 0 else 0.0), ["type", "precision"])
     if top:
         g = g.head(top)
     return [{"type": r.type, "precision": r.precision, "time_us": float(r.time_us), "kernels": int(r.kernels),
@@ -76,25 +93,23 @@ def casts(k: pd.DataFrame) -> dict:
             "share": float(dur[cst].sum() / tot) if tot > 0 else 0.0}
 
 
-def behaved_as(k: pd.DataFrame, lists: OpLists) -> list[dict]:
-    """Per float op type, how its kernels actually ran: "low" (all fp16/bf16, behaved white),
-    "fp32" (all fp32, behaved black or gray-kept-fp32), "mixed" (gray following its inputs);
-    with the list the type is on for this chip."""
-    if not len(k):
+def behaved_as(t: pd.DataFrame, lists: OpLists) -> list[dict]:
+    """Per float op type (of a kernel frame or its ``kernel_table``), how its kernels actually ran: "low" (all fp16/bf16, behaved
+    white), "fp32" (all fp32, behaved black or gray-kept-fp32), "mixed" (gray following its inputs); with the
+    list the type is on for this chip."""
+    t = _table(t) if len(t) else t
+    d = t[t["precision"] != "n/a"] if len(t) else t
+    if not len(d):
         return []
-    d = pd.DataFrame({"type": k["type"].astype(str).to_numpy(), "precision": k["precision"].astype(str).to_numpy(),
-                      "dur": k["duration_us"].fillna(0.0).to_numpy()})
-    d = d[d["precision"] != "n/a"]
-    if d.empty:
-        return []
-    d["low"] = d["precision"].isin(LOW)
-    g = d.groupby("type", sort=False).agg(kernels=("low", "size"), low=("low", "sum"), time_us=("dur", "sum"))
+    d = d.assign(low=np.where(d["precision"].isin(LOW), d["kernels"], 0))
+    g = d.groupby("type", sort=True).agg(kernels=("kernels", "sum"), low=("low", "sum"), time_us=("time_us", "sum"))
     out = []
-    for t, r in g.sort_values("time_us", ascending=False).iterrows():
+    for r in _by_time(g.reset_index(), ["type"]).itertuples():
+        t_ = r.type
         behaved = "low" if r.low == r.kernels else ("fp32" if r.low == 0 else "mixed")
-        lst = lists.list_of(t)
+        lst = lists.list_of(t_)
         as_list = {"low": "white", "fp32": "black", "mixed": "gray"}[behaved]
-        out.append({"type": t, "list": lst, "behaved": behaved, "behaved_as": as_list, "kernels": int(r.kernels),
+        out.append({"type": t_, "list": lst, "behaved": behaved, "behaved_as": as_list, "kernels": int(r.kernels),
                     "low_kernels": int(r.low), "time_us": float(r.time_us),
                     "differs": (lst == "white" and behaved != "low") or (lst == "black" and behaved != "fp32")})
     return out
@@ -192,25 +207,34 @@ def missing(run: Run) -> list[str]:
     return msgs
 
 
-def summarize(run: Run, lists: OpLists, mode: str | None = None, top: int = 15) -> dict[str, Any]:
-    """Everything ``advisor inspect`` prints, as a JSON-able dict."""
-    k = run.kernels
+def run_mode(run: Run, mode: str | None = None) -> str:
+    """The precision mode to plan a run in: ``mode``, else run.json's, else the default (also for a mode
+    semantics does not know)."""
     mode = mode or run.meta.get("mode") or run.meta.get("precision_mode") or semantics.DEFAULT_MODE
     try:
         semantics.mode_info(mode)
     except ValueError:
         mode = semantics.DEFAULT_MODE
+    return mode
+
+
+def summarize(run: Run, lists: OpLists, mode: str | None = None, top: int = 15) -> dict[str, Any]:
+    """Everything ``advisor inspect`` prints about a run, as a JSON-able dict (the profile figures over all of
+    ``run.kernels``; ``ingest.ranks.combine`` puts several ranks' figures in their place)."""
+    k = run.kernels
+    mode = run_mode(run, mode)
     found = run.found
+    table = kernel_table(k)
     out: dict[str, Any] = {
         "path": str(run.path),
         "found": found.to_dict() if found else {},
         "ranks": run.ranks, "steps": run.steps, "graph_rank": run.rank, "graph_step": run.step,
         "kernels": int(len(k)),
         "kernel_time_us": float(k["duration_us"].fillna(0).sum()) if len(k) else 0.0,
-        "precision_share": precision_share(k),
-        "type_share": type_share(k, top),
+        "precision_share": precision_share(table),
+        "type_share": type_share(table, top),
         "casts": casts(k),
-        "behaved_as": behaved_as(k, lists),
+        "behaved_as": behaved_as(table, lists),
         "mode": mode, "soc": lists.soc,
     }
     if run.graph is not None:

@@ -198,6 +198,28 @@ def _graph_from_kernels(kf: pd.DataFrame, step: int | None, infer: bool) -> nx.D
     return g
 
 
+MAX_PERIOD_TRIES = 64  # candidate iteration lengths tried (where the first kernel's name comes again)
+
+
+def first_iteration(kf: pd.DataFrame) -> pd.DataFrame:
+    """The rows (in execution order) of the first iteration of a kernel table without step ids (msprof
+    op_summary has none) when its kernel names repeat exactly, iteration after iteration (a last partial
+    iteration allowed): the smallest such period that starts where the first kernel's name comes again.
+    Else the table itself.  One iteration is what the op graph of a table with steps is built from."""
+    n = len(kf)
+    if n < 4 or (kf["step"].to_numpy() >= 0).any():
+        return kf
+    if not _in_order(kf):
+        kf = kf.sort_values(["step", "start_ns"], kind="stable")
+    codes = pd.factorize(kf["name"], sort=False)[0]
+    for p in np.flatnonzero(codes == codes[0])[1:MAX_PERIOD_TRIES + 1].tolist():
+        if 2 * p > n:
+            break
+        if np.array_equal(codes[p:], codes[:n - p]):
+            return kf.iloc[:p]
+    return kf
+
+
 def _dedupe(keys: list) -> list:
     """Keys made unique by appending ``#`` (rare: only when a name looks like a repeat key)."""
     seen: set = set()

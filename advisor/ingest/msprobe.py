@@ -10,6 +10,7 @@ the machine where the dump was made and is ignored) and rejected if it escapes i
 from __future__ import annotations
 
 import math
+import os
 import re
 import warnings
 from dataclasses import dataclass, field
@@ -265,36 +266,55 @@ def _step_rank(folder: Path) -> tuple[int, int]:
     return step, rank
 
 
-def load_dump_root(root: str | Path) -> dict[tuple[int, int], Dump]:
-    """All dumps under a msprobe dump root (``step<N>/rank<R>|proc<pid>/dump.json``), keyed by
-    (step, rank).  ``rank<R>`` gives R; ``proc<pid>`` folders (single-process dumps) are numbered
-    0, 1, ... in pid order within their step.  A folder with a dump.json directly is (-1, -1)
-    unless its path names a step/rank."""
+def dump_files(root: str | Path, rank: int | None = None) -> dict[tuple[int, int], Path]:
+    """(step, rank) -> dump.json of every dump under an msprobe dump root (``step<N>/rank<R>|proc<pid>/``),
+    found without parsing any (one walk that never enters ``dump_tensor_data/``).  ``rank<R>`` gives R;
+    ``proc<pid>`` folders (single-process dumps) are numbered 0, 1, ... in pid order within their step.
+    A folder with a dump.json directly is (-1, -1) unless its path names a step/rank.  ``rank``: inside
+    ``step<N>`` folders only ``rank<rank>`` (and ``proc*``) folders are entered (one rank of 1,024: no walk
+    through the others)."""
     r = Path(root)
     if r.is_file():
-        d = load_dump(r)
-        return {(d.step, d.rank): d}
+        return {_step_rank(r.parent): r}
     if not r.is_dir():
         raise InputError(r, "no such directory (expected an msprobe dump root)")
-    files = sorted(r.rglob("dump.json"))
+    files = []
+    mine = f"rank{rank}"
+    for dirpath, dirnames, filenames in os.walk(r):
+        dirnames[:] = sorted(x for x in dirnames if x != TENSOR_DIR)
+        if rank is not None and _STEP.match(os.path.basename(dirpath)):
+            dirnames[:] = [x for x in dirnames if x == mine or not _RANK.match(x) or x.startswith("proc")]
+        if "dump.json" in filenames:
+            files.append(Path(dirpath) / "dump.json")
     if not files:
         raise InputError(r, "no dump.json found under this folder (expected step*/rank*|proc*/dump.json)")
-    out: dict[tuple[int, int], Dump] = {}
+    out: dict[tuple[int, int], Path] = {}
     procs: dict[int, list[tuple[int, Path]]] = {}
-    for f in files:
+    for f in sorted(files):
         m = _RANK.match(f.parent.name)
         if m and m.group(1) == "proc":
-            step, _ = _step_rank(f.parent)
-            procs.setdefault(step, []).append((int(m.group(2)), f))
-            continue
-        d = load_dump(f)
-        out[(d.step, d.rank)] = d
+            procs.setdefault(_step_rank(f.parent)[0], []).append((int(m.group(2)), f))
+        else:
+            out[_step_rank(f.parent)] = f
     for step, lst in procs.items():
         for i, (_, f) in enumerate(sorted(lst)):
-            d = load_dump(f)
-            d.rank = i
-            out.setdefault((step, i), d)
+            out.setdefault((step, i), f)
     return out
+
+
+def load_dumps(files: dict[tuple[int, int], Path]) -> dict[tuple[int, int], Dump]:
+    """``dump_files``' (or a subset's) dumps, keyed the same way (a proc folder's dump gets its number as rank)."""
+    out = {}
+    for (step, rank), f in files.items():
+        d = load_dump(f)
+        d.rank = rank
+        out[(step, rank)] = d
+    return out
+
+
+def load_dump_root(root: str | Path) -> dict[tuple[int, int], Dump]:
+    """All dumps under a msprobe dump root, keyed by (step, rank) (``dump_files``)."""
+    return load_dumps(dump_files(root))
 
 
 def dump_steps(path: str | Path) -> dict[int, Dump]:

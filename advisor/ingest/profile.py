@@ -322,7 +322,7 @@ def _canonical(tbl, headers: dict[str, str], path: Path, what: str, rank: Any = 
     return pd.DataFrame(out)
 
 
-_KD_WANTED = set(_ALIASES)
+_KD_WANTED = set(KERNEL_COLUMNS) & set(_ALIASES)   # the kernel frame's columns: no other column is converted
 
 
 def read_kernel_details(path: str | Path, rank: Any = None) -> pd.DataFrame:

@@ -21,11 +21,11 @@ from ..fsutil import check_user_file, read_user_json, resolve_inside
 from ..graph import no_gc, normalize_dtype
 from ..progress import Progress
 from .common import shape_ints
-from .discover import Found, discover, pick_ge_dump
+from .discover import Found, discover, pick_ge_dump, source_rank
 from .ge_dump import read_ge_dump
-from .infer import graph_from_kernels
-from .msprobe import Dump, dump_steps, load_dump_root
-from .profile import read_kernels, read_op_statistic, read_profiler_info
+from .infer import first_iteration, graph_from_kernels
+from .msprobe import Dump, dump_files, dump_steps, load_dumps
+from .profile import read_kernels, read_op_statistic
 
 
 @dataclass
@@ -170,35 +170,35 @@ def read_local_errors(p: Path) -> pd.DataFrame:
     return df
 
 
-def _profile_rank(src) -> int:
-    if src.profiler_info is not None:
-        r = read_profiler_info(src.profiler_info)["rank"]
-        if r >= 0:
-            return r
-    if src.device is not None:
-        return int(src.device)
-    return -1
-
-
-def _per_step(roots: dict, rank: int | None, step: int | None) -> dict[int, Dump]:
-    ranks = sorted({r for (_, r) in roots})
+def _per_step(root: Path, rank: int | None, step: int | None) -> dict[int, Dump]:
+    """step -> Dump of one rank of a dump root (``rank``, else the lowest); only that rank's files are read."""
+    files = dump_files(root, rank) if rank is not None else {}
+    if not any(r == rank for (_, r) in files):  # not there: every rank's files, the lowest is read
+        files = dump_files(root)
+    ranks = sorted({r for (_, r) in files})
     want = rank if rank is not None and rank in ranks else (ranks[0] if ranks else -1)
-    out = {}
-    for (s, r), d in sorted(roots.items()):
-        if r == want and (step is None or s == step):
-            out[max(s, 0) if s >= 0 else 0] = d
-    return out
+    keep = {k: f for k, f in sorted(files.items()) if k[1] == want and (step is None or k[0] == step)}
+    return {max(s, 0): d for (s, _), d in load_dumps(keep).items()}
 
 
-def load_run(path: str | Path, rank: int | None = None, step: int | None = None, progress: Progress = None) -> Run:
+def is_golden_root(base: Path, root: Path) -> bool:
+    """A dump root below ``base`` whose path (from ``base`` on) names fp32/golden/bench: the golden run."""
+    parts = [x.lower() for x in root.parts[len(base.parts) - (0 if base.is_dir() else 1):]]
+    words = {w for x in parts for w in re.split(r"[_\-.]", x)}
+    return bool(words & {"fp32", "golden", "bench", "benchmark"})
+
+
+def load_run(path: str | Path, rank: int | None = None, step: int | None = None, progress: Progress = None,
+             found: Found | None = None) -> Run:
     """Read everything under ``path`` into a Run (see module docstring).  ``rank``/``step`` select
     one rank / one step; by default all kernel rows are kept and the graph is built from the
-    lowest rank's first step.  ``progress(msg)`` is told each stage as it starts."""
+    lowest rank's first step.  ``progress(msg)`` is told each stage as it starts.  ``found``: what to
+    read instead of discovering ``path`` (``ingest.ranks`` hands each rank only its own files)."""
     say = progress or (lambda msg: None)
     p = Path(path)
     if not p.exists():
         raise InputError(p, "no such file or directory")
-    found = discover(p)
+    found = found if found is not None else discover(p)
     sources: dict[str, Any] = {}
     meta, mix = _read_settings(found, sources)
     kernels, trace, opstats = _read_profiles(found, sources, say)
@@ -246,7 +246,7 @@ def _read_profiles(found: Found, sources: dict, say) -> tuple[pd.DataFrame, dict
                 say(f"reading {src.trace_view}")
                 trace = _read_trace(src.trace_view, sources)
             continue
-        r = _profile_rank(src)
+        r = source_rank(src)
         say(f"reading {src.kernels}")
         frame = read_kernels(src.kernels, rank=r)
         if src.trace_view is not None:
@@ -299,10 +299,13 @@ def _read_graph(found: Found, gk: pd.DataFrame, step: int | None, graph_step: in
             _join_kernels(graph, gk)
             graph_step = step
     elif len(gk):
-        say(f"building the op graph from {len(gk) if graph_step is None else int((gk['step'] == graph_step).sum()):,} "
+        one = first_iteration(gk) if graph_step is None else gk  # no step ids: one iteration when they repeat
+        say(f"building the op graph from {len(one) if graph_step is None else int((gk['step'] == graph_step).sum()):,} "
             "kernels (edges inferred)")
-        graph = graph_from_kernels(gk, step=graph_step)
-        sources["graph"] = "inferred from kernels (execution order + shapes)"
+        graph = graph_from_kernels(one, step=graph_step)
+        sources["graph"] = "inferred from kernels (execution order + shapes)" + (
+            f"; the first of the {len(gk) / len(one):,.1f} identical iterations of a table without step ids"
+            if len(one) < len(gk) else "")
     if graph is not None:
         with no_gc():
             annotate_flops(graph)
@@ -315,22 +318,15 @@ def _read_dumps(found: Found, p: Path, rank: int | None, step: int | None, sourc
     is the golden, the first other one the target."""
     target = golden = None
     roots = list(found.dump_roots)
-    if not roots:
-        return target, golden
-
-    def is_golden(r: Path) -> bool:
-        parts = [x.lower() for x in r.parts[len(p.parts) - (0 if p.is_dir() else 1):]]
-        words = {w for x in parts for w in re.split(r"[_\-.]", x)}
-        return bool(words & {"fp32", "golden", "bench", "benchmark"})
-    gold = [r for r in roots if is_golden(r)]
-    targ = [r for r in roots if not is_golden(r)]
+    gold = [r for r in roots if is_golden_root(p, r)]
+    targ = [r for r in roots if not is_golden_root(p, r)]
     if targ:
         say(f"reading dump {targ[0]}")
-        target = _per_step(load_dump_root(targ[0]), rank, step)
+        target = _per_step(targ[0], rank, step)
         sources["target_dump"] = str(targ[0])
     if gold:
         say(f"reading dump {gold[0]}")
-        golden = _per_step(load_dump_root(gold[0]), rank, step)
+        golden = _per_step(gold[0], rank, step)
         sources["golden_dump"] = str(gold[0])
     return target, golden
 
@@ -349,13 +345,17 @@ def _link_dumps(graph: nx.DiGraph, target: dict[int, Dump]) -> None:
 def run_from_dumps(target: str | Path, golden: str | Path) -> Run:
     """A Run of two msprobe dumps alone (a dump.json, its rank folder or a root with step*/rank*|proc*/):
     target and golden per step, no graph, no profile."""
-    t, g = dump_steps(target), dump_steps(golden)
+    return run_of_dumps(target, dump_steps(target), dump_steps(golden))
+
+
+def run_of_dumps(path: str | Path, t: dict[int, Dump], g: dict[int, Dump], rank: int | None = None) -> Run:
+    """A Run of target and golden dumps (step -> Dump) alone: no graph, no profile."""
     if not set(t) & set(g):
-        raise InputError(target, f"target steps {sorted(t)} and golden steps {sorted(g)} do not overlap")
+        raise InputError(path, f"target steps {sorted(t)} and golden steps {sorted(g)} do not overlap")
     empty = pd.DataFrame({c: pd.Series(dtype=object) for c in ("step", "rank", "name", "type", "core", "start_us",
                                                                  "duration_us", "precision")})
-    return Run(path=Path(target), graph=None, kernels=empty, target_dump=t, golden_dump=g,
-               steps=sorted(set(t) & set(g)))
+    return Run(path=Path(path), graph=None, kernels=empty, target_dump=t, golden_dump=g,
+               steps=sorted(set(t) & set(g)), rank=rank, ranks=[] if rank is None else [rank])
 
 
 TRACE_MAX_BYTES = 512 << 20  # a bigger trace_view.json is not linked (json parsing would dominate)
