@@ -32,3 +32,12 @@ def workload():
     model = LinearLN().eval()
     batches = [(torch.randn(16, 32),) for _ in range(4)]
     return model, batches
+
+
+def deep_workload():
+    """The same hazard before 8 well-scaled (Linear, ReLU) layers (examples/onnx_models.py's export): most of
+    the compute is after the LayerNorm, so keeping only the two faulty ops keeps most of it in fp16."""
+    torch.manual_seed(0)
+    model = LinearLN(depth=8).eval()
+    batches = [(torch.randn(16, 32),) for _ in range(4)]
+    return model, batches

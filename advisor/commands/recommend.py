@@ -32,6 +32,9 @@ def register(app: typer.Typer) -> None:
         rank: Optional[int] = typer.Option(None, "--rank", help="rank of a multi-rank run"),
         step: Optional[int] = typer.Option(None, "--step", help="profile step to build the graph from"),
         no_perf: bool = typer.Option(False, "--no-perf", help="do not look for performance edits"),
+        granularity: str = typer.Option("auto", "--granularity", help="op: per-op keep_dtype lines where they keep "
+                                        "more compute low than list edits (keep_dtype.cfg); type: list edits only; "
+                                        "auto: op for ONNX models, force_fp16-like modes and runs using keep_dtype"),
         min_cosine: float = typer.Option(0.999, "--min-cosine", help="final outputs: minimum cosine vs FP32"),
         max_rel_l2: float = typer.Option(1e-2, "--max-rel-l2", help="final outputs: maximum relative L2 vs FP32"),
         allow_nonfinite: bool = typer.Option(False, "--allow-nonfinite", help="do not require finite outputs"),
@@ -55,7 +58,8 @@ def register(app: typer.Typer) -> None:
             log = StageLog()
             rec = recommend(profile, tol, base_mixlist=base, exclude=tuple(exclude or ()), max_edits=max_edits,
                             soc=soc, ops_info=ops_info, mode=mode, rank=rank, step=step, perf=not no_perf,
-                            progress=log, overrides=overrides_of(keep_dtype, customize_dtypes))
+                            progress=log, overrides=overrides_of(keep_dtype, customize_dtypes),
+                            granularity=granularity)
             log("writing outputs")
             paths = write_outputs(rec, out_dir)
             log.done()

@@ -1,5 +1,6 @@
-"""recommend(): the smallest type-level list edits that bring a run within tolerance while keeping the most
-compute in low precision, each explained (docs/recommend.md).
+"""recommend(): the smallest list edits (and, where they keep more compute low, per-op keep_dtype lines:
+granularity.py) that bring a run within tolerance while keeping the most compute in low precision, each
+explained (docs/recommend.md).
 
 The order of evidence: what was **measured** decides whether a change is needed at all (the run's own final
 outputs, loss and gradients against FP32); a candidate list is **replayed** on the run's recorded FP32 ops
@@ -24,11 +25,14 @@ from ..mixlist import Mixlist, check_op_types, compose
 from ..oplists import BLACK, OpLists, precision_free
 from ..semantics import DEFAULT_MODE, Plan, low_mask, mode_info, uses_mixlist
 from . import findings as F
-from .edits import Edit, edits_mixlist, lists_with
+from .edits import Edit, edits_mixlist, keeps_apply, lists_with, overrides_with
 from .explain import EditReport, curve, explain, flips, local_vs_received, worst_instances
+from .granularity import (KEEP_DTYPE_NAME, mixed_mode_alternative, per_op_by_default, rec_snippets,
+                          type_level_alternative)
 from .model import ErrorModel, build_evidence
 
 SCHEMA = "advisor.recommendation/1"
+GRANULARITIES = ("auto", "type", "op")
 
 
 @dataclass
@@ -55,6 +59,9 @@ class Recommendation:
     loss_scale: Any = None
     perf_mixlist: Mixlist | None = None
     snippets: dict = field(default_factory=dict)
+    keep_dtype: list[str] = field(default_factory=list)   # keep_dtype.cfg lines (the run's own and the advised)
+    type_level_alternative: dict | None = None            # when per-op keeps won: the best type-level advice
+    mixed_mode_alternative: dict | None = None            # force_fp16 & co: a mixed mode + mixlist keeping more low
     curve: dict = field(default_factory=dict)     # for the report (not serialised)
 
     @property
@@ -74,7 +81,9 @@ class Recommendation:
             "predicted": self.predicted, "minimality": self.minimality,
             "fewest_edit_alternative": self.alternative, "closest": self.closest, "findings": self.findings,
             "calibration": self.calibration, "search": self.search, "loss_scale": self.loss_scale,
-            "notes": self.notes, "snippets": self.snippets})
+            "notes": self.notes, "snippets": self.snippets, "keep_dtype": self.keep_dtype,
+            "type_level_alternative": self.type_level_alternative,
+            "mixed_mode_alternative": self.mixed_mode_alternative})
 
     @classmethod
     def from_dict(cls, d: Mapping) -> "Recommendation":
@@ -88,7 +97,8 @@ class Recommendation:
                    dict(d.get("minimality") or {}), d.get("fewest_edit_alternative"), d.get("closest"),
                    list(d.get("findings") or []), dict(d.get("calibration") or {}), dict(d.get("search") or {}),
                    list(d.get("notes") or []), d.get("loss_scale"), ml(d.get("performance_mixlist")),
-                   dict(d.get("snippets") or {}))
+                   dict(d.get("snippets") or {}), list(d.get("keep_dtype") or []), d.get("type_level_alternative"),
+                   d.get("mixed_mode_alternative"))
 
 
 @dataclass
@@ -112,6 +122,7 @@ class Outcome:
     errors_before: np.ndarray | None = None          # per node errors for the report's curve
     errors_after: np.ndarray | None = None
     judge: Any = None                                # edits -> (ok, summary): the same judge for performance edits
+    type_level: dict | None = None                   # the type-level alternative when per-op keeps won
 
 
 # ---------------------------------------------------------------------- entry points
@@ -121,13 +132,18 @@ def recommend(run: Any, tolerance: Tolerance | None = None, base_mixlist: Mixlis
               rank: int | None = None, step: int | None = None, budget: int = 200, perf: bool = True,
               ops: pd.DataFrame | None = None, measured_final: float | None = None,
               avoid: Iterable[Mixlist | None] = (), widen: bool = False, max_candidates: int = 10, max_evals: int = 2000, time_budget_s: float | None = 20.0,
-              mixlist_path: str = "modify_mixlist.json", progress: Any = None, overrides: Any = None) -> Recommendation:
+              mixlist_path: str = "modify_mixlist.json", progress: Any = None, overrides: Any = None,
+              granularity: str = "auto") -> Recommendation:
     """Recommend list edits for a run: a run directory, an ``ingest.Run`` or an ``Analysis``.
 
     ``base_mixlist``: where the search starts (default: the run's own list); the result's ``mixlist`` is
     relative to the chip defaults.  ``steps``: the steps judged (default: all; tune passes its calibration
     steps).  ``budget``: replays the measured search may spend.  ``ops``/``measured_final``: measured per-op
-    errors and final error to use instead of comparing the run's dumps (the estimated path)."""
+    errors and final error to use instead of comparing the run's dumps (the estimated path).  ``granularity``:
+    ``op`` (per-op keep_dtype lines where they beat type-level edits, see replay_search), ``type`` (list
+    edits only) or ``auto``: ``op`` where the run's consumer takes keep_dtype files (``per_op_by_default``)."""
+    if granularity not in GRANULARITIES:
+        raise InputError("--granularity", f"expected one of {', '.join(GRANULARITIES)}, not {granularity!r}")
     a = run if isinstance(run, Analysis) else analyze(run, tolerance=tolerance, soc=soc, ops_info=ops_info,
                                                       mode=mode, rank=rank, step=step, progress=progress,
                                                       overrides=overrides)   # per-op overrides: the base's
@@ -135,7 +151,8 @@ def recommend(run: Any, tolerance: Tolerance | None = None, base_mixlist: Mixlis
     if base_mixlist is not None:
         check_op_types(base_mixlist, a.defaults, (t for t in a.compiled.types))
     ctx = _Context(a, base_mixlist, set(exclude), max_edits, None if steps is None else list(steps), notes=[],
-                   avoid=list(avoid), widen=widen)
+                   avoid=list(avoid), widen=widen,
+                   per_op=granularity == "op" or (granularity == "auto" and per_op_by_default(a)))
     say("judging the measured run")
     measured = ctx.measured()
     gradient_only = measured is not None and measured["gradient_only"]
@@ -188,6 +205,8 @@ class _Context:
     findings: list[dict] = field(default_factory=list)
     calibration: dict = field(default_factory=dict)
     mode: str = ""
+    per_op: bool = True
+    mixed_mode: dict | None = None
 
     def __post_init__(self):
         a = self.a
@@ -195,11 +214,14 @@ class _Context:
             self.start = a.run_mixlist
         self.base_lists = a.lists_with(self.start)
         self.mode = a.mode
-        if not uses_mixlist(a.mode):
+        if not uses_mixlist(a.mode) and keeps_apply(a.mode) and a.recording is not None and self.per_op:
+            self.notes.append(f"precision mode {a.mode!r} ignores modify_mixlist (GE applies it only in the mixed "
+                              "modes): the advice is ATC --keep_dtype lines (OpType:: lines for whole types)")
+        elif not uses_mixlist(a.mode):
             self.notes.append(f"precision mode {a.mode!r} ignores modify_mixlist (GE applies it only in "
                               "mixed_float16/mixed_bfloat16 / allow_mix_precision*); edits below assume the mixed mode.")
             self.mode = "mixed_bfloat16" if mode_info(a.mode)[1] == "bf16" else DEFAULT_MODE
-        self.base_plan = a.compiled.plan(self.base_lists, self.mode)
+        self.base_plan = a.compiled.plan(self.base_lists, self.mode, a.plan.overrides)
         self.evidence = build_evidence(a.compiled, None, a.run.local_errors) if _has_local(a) else None
 
     def proposable(self, t: str) -> bool:
@@ -271,7 +293,7 @@ class _Context:
         skip = {tuple(self.a.compiled.plan(self.a.lists_with(m), self.mode).precision_list) for m in self.avoid}
         s = ReplaySearch(self.a, self.base_lists, self.steps, exclude=self.exclude, budget=budget,
                          max_exhaustive=min(3, self.max_edits), proposable=self.proposable, skip=skip,
-                         widen=self.widen)
+                         widen=self.widen, per_op=self.per_op, mode=self.mode)
         r = s.run()
         cover = r.base.coverage
         how = "replayed" if cover == 1.0 else "replayed, incomplete"
@@ -304,10 +326,13 @@ class _Context:
                    "note": "fewest edits; it keeps less compute in low precision than the recommendation"}
         without = {e: self.summary(s.trial(best.edits - {e}).plan, s.judged(best.edits - {e}).final(), how)
                    for e in best.edits}
+        type_level = type_level_alternative(self, r.type_level, how) if r.type_level is not None else None
+        if not uses_mixlist(self.mode):
+            self.mixed_mode = mixed_mode_alternative(self, best, budget, skip, how)
         return Outcome("recommended", how, self.base_plan, best.edits, best.plan, base,
                        self.summary(best.plan, best.final(), how), without, minimality, alt, None, r.stats,
                        s.reasons(best.edits), score=base_err, errors_before=base_err,
-                       errors_after=s.node_errors(best), judge=judge)
+                       errors_after=s.node_errors(best), judge=judge, type_level=type_level)
 
     # ------------------------------------------------------------------ estimated
     def estimated(self, ops: pd.DataFrame | None, measured_final: float | None, max_candidates: int,
@@ -405,10 +430,12 @@ class _Context:
                              a.defaults.soc, self.start, out.minimality, out.alternative, out.closest, self.findings,
                              self.calibration, {**out.search, "max_edits": self.max_edits},
                              self.notes, measured["train"] if measured and measured["train"] else None, perf_ml)
-        from .snippets import mixlist_snippets
-        rec.snippets = mixlist_snippets(mixlist_path, self.mode,
-                                        sorted(e.type for e in out.chosen if e.kind == "black-add"),
-                                        sorted(e.type for e in out.chosen if e.kind == "white-add"))
+        keeps = [e for e in out.chosen if e.is_keep]
+        if keeps:
+            rec.keep_dtype = [ln for ln in overrides_with(self.base_plan.overrides, keeps).keep_dtype_text().splitlines()]
+        rec.type_level_alternative = out.type_level
+        rec.mixed_mode_alternative = self.mixed_mode
+        rec.snippets = rec_snippets(rec, mixlist_path, KEEP_DTYPE_NAME)
         rec.curve = curve(a.compiled, out.errors_before, out.errors_after, None, out.base_plan, chosen_plan, a.times)
         return rec
 
@@ -418,7 +445,9 @@ class _Context:
         c = self.a.compiled
         with_plan = with_plan or out.chosen_plan
         if without_plan is None:
-            without_plan = self.a.compiled.what_if(self.base_plan, lists_with(self.base_lists, out.chosen - {e}))
+            rest = out.chosen - {e}
+            without_plan = self.a.compiled.what_if(self.base_plan, lists_with(self.base_lists, rest),
+                                                   overrides_with(self.base_plan.overrides, rest))
         without = without if without is not None else out.without.get(e, out.base)
         with_ = with_ if with_ is not None else out.result
         nflip, fl = flips(without_plan, with_plan)

@@ -29,14 +29,16 @@ class EditReport:
 
     def to_dict(self) -> dict:
         return {"edit": str(self.edit), "list": self.edit.list, "action": self.edit.action, "type": self.edit.type,
-                "kind": self.edit.kind, "purpose": self.purpose, "explanation": self.explanation,
+                "kind": self.edit.kind, **({"op": self.edit.op, "line": self.edit.line} if self.edit.is_keep else {}),
+                "purpose": self.purpose, "explanation": self.explanation,
                 "evidence": self.evidence, "predicted_time_change_us": round(self.time_change_us, 3),
                 "predicted_flips": self.flips, "predicted_flip_count": self.flip_count,
                 **({"predicted_without_this_edit": self.final_without} if self.final_without is not None else {})}
 
     @classmethod
     def from_dict(cls, d: Mapping) -> "EditReport":
-        return cls(Edit(d["kind"], d["type"]), d["purpose"], d["explanation"], dict(d.get("evidence") or {}),
+        return cls(Edit(d["kind"], d["type"], d.get("op") or ""), d["purpose"], d["explanation"],
+                   dict(d.get("evidence") or {}),
                    list(d.get("predicted_flips") or []), int(d.get("predicted_flip_count") or 0),
                    float(d.get("predicted_time_change_us") or 0.0), d.get("predicted_without_this_edit"))
 

@@ -18,6 +18,17 @@ construction, and that is checked by replay anyway.
 3. **Greedy + delta debugging** when no such set passes: all candidates together, widened to every low
    type if needed; then edits are dropped one by one (the costliest in share first) while the rest passes,
    until the set is 1-minimal by replay.
+4. **Per-op keeps** (``per_op``: the mode honours ATC ``--keep_dtype``): the onsets, their producers and the
+   ops on those producers' decision chains, one ``keep`` candidate per op instance (at most ``MAX_KEEPS``,
+   worst replayed error first; only for types with several low instances, since otherwise a keep is the
+   type-level edit with a longer file).  Sets mixing them with type-level edits, at least one keep in each,
+   are replayed in share order -- only those whose share beats the best type-level set by more than
+   ``KEEP_MARGIN`` -- and the first that passes replaces the type-level answer, which is kept as the
+   alternative.  The weighing: a type-level edit is simpler (one line that survives re-export of the
+   model, where op names may change), so per-op advice must buy at least one point of float time.
+
+In modes without a mixlist (``force_fp16``, ``allow_fp32_to_fp16``: GE ignores modify_mixlist there) the
+type-level candidates are ``OpType::`` keep lines instead of list edits.
 
 Every number carries how it was obtained: ``replayed`` (complete coverage), ``replayed, incomplete`` (some ops
 could not be re-executed: their recorded FP32 outputs stood in, so the error is a lower bound).
@@ -33,12 +44,14 @@ from typing import Any, Hashable, Iterable, Sequence
 import numpy as np
 
 from ..oplists import BLACK, WHITE, OpLists
-from ..semantics import LOW, Plan
-from .edits import Edit, lists_with
+from ..semantics import LOW, Plan, uses_mixlist
+from .edits import KEEP, Edit, keeps_apply, lists_with, overrides_with
 
 DEFAULT_BUDGET = 200
 MAX_EXHAUSTIVE = 3
 MAX_TYPES = 24
+MAX_KEEPS = 8
+KEEP_MARGIN = 0.01        # per-op advice must keep this much more float time low than type-level advice
 
 
 @dataclass
@@ -100,6 +113,7 @@ class SearchResult:
     minimality: list[dict]
     candidates: list[Edit]
     stats: dict
+    type_level: Trial | None = None       # the best type-level set when per-op keeps won
 
 
 class ReplaySearch:
@@ -108,8 +122,11 @@ class ReplaySearch:
     def __init__(self, analysis: Any, base_lists: OpLists, steps: Sequence[int] | None = None,
                  exclude: Iterable[str] = (), budget: int = DEFAULT_BUDGET, max_exhaustive: int = MAX_EXHAUSTIVE,
                  max_types: int = MAX_TYPES, proposable: Any = None, skip: Iterable[tuple] = (),
-                 widen: bool = False):
+                 widen: bool = False, per_op: bool = False, mode: str | None = None):
         self.a = analysis
+        mode = mode or analysis.mode          # another mode than the run's: a what-if search (the replay takes any plan)
+        self.per_op = per_op and keeps_apply(mode)
+        self.type_keeps = not uses_mixlist(mode)     # type-level edits are OpType:: keep lines
         self.proposable = proposable or (lambda t: t not in self.exclude)
         self.skip = set(skip)      # plans (precision tuples) already tried by measurement: never proposed again
         self.widen = widen
@@ -124,14 +141,21 @@ class ReplaySearch:
         self._base_result = None
         self.failed_keys: set = set()
         self._cand_nodes: dict[str, list[int]] = {}
-        self._base_plan = analysis.plan_of(base_lists)
+        self._base_plan = (analysis.plan_of(base_lists) if mode == analysis.mode else
+                           analysis.compiled.plan(base_lists, mode, analysis.plan.overrides))
+        self._keep_cands: list[Edit] = []
+        self._keep_nodes: dict[Edit, list[int]] = {}
         self.base = self.trial(frozenset())
 
     # ------------------------------------------------------------------ evaluation
     def trial(self, edits: frozenset) -> Trial:
         """The Trial of an edit set (plan and share; no replay yet)."""
-        plan = self._base_plan if not edits else self.a.compiled.what_if(self._base_plan,
-                                                                          lists_with(self.base_lists, edits))
+        if not edits:
+            plan = self._base_plan
+        else:
+            keeps = any(e.is_keep for e in edits)
+            plan = self.a.compiled.what_if(self._base_plan, lists_with(self.base_lists, edits),
+                                           overrides_with(self._base_plan.overrides, edits) if keeps else None)
         return Trial(frozenset(edits), plan, self.a.low_share(plan), tuple(plan.precision_list))
 
     def judge(self, t: Trial) -> Trial:
@@ -206,7 +230,9 @@ class ReplaySearch:
 
     def reasons(self, edits: Iterable[Edit]) -> dict:
         """Edit -> (node indices of its type among the candidates' ops, why it was a candidate)."""
-        return {e: (self._cand_nodes.get(e.type, []), "on the path from an error onset to the outputs, or a producer of it")
+        return {e: (self._keep_nodes[e], "an error onset, a producer of one or on its decision chain: kept alone")
+                if e in self._keep_nodes else
+                (self._cand_nodes.get(e.type, []), "on the path from an error onset to the outputs, or a producer of it")
                 for e in edits}
 
     def candidates(self, widen: bool = False) -> list[Edit]:
@@ -256,11 +282,48 @@ class ReplaySearch:
         out: list[Edit] = []
         for t in types:
             cls = self.base_lists.list_of(t)
+            if self.type_keeps:
+                out.append(Edit(KEEP, t))
+                continue
             if cls != BLACK:
                 out.append(Edit("black-add", t))
             if cls == WHITE:
                 out.append(Edit("white-remove", t))
-        self._rank = {e: i for i, e in enumerate(out)}
+        if self.per_op and not widen:
+            self._keep_cands = self._instance_keeps(onsets, errs, kernels, set(types))
+        self._rank = {e: i for i, e in enumerate(out + self._keep_cands)}
+        return out
+
+    def _instance_keeps(self, onsets: list, errs: dict, kernels: set, types: set) -> list[Edit]:
+        """Per-op keep candidates: the onsets, their producers and those producers' decision chains (low
+        kernels of a candidate type with more than one low instance), onsets first, then worst error."""
+        a, c, g, plan = self.a, self.a.compiled, self.a.graph, self._base_plan
+        near: dict = {n: 0 for n in onsets}
+        for n in onsets:
+            for p in g.predecessors(n):
+                near.setdefault(p, 1)
+                q, k = p, 0
+                while k < 64:
+                    v = plan.why(q).via
+                    if v is None or v == q:
+                        break
+                    near.setdefault(v, 2)
+                    q, k = v, k + 1
+        count: dict[str, int] = {}
+        for n in kernels:
+            count[c.types[c.index[n]]] = count.get(c.types[c.index[n]], 0) + 1
+        picked = [n for n in near if n in kernels and c.types[c.index[n]] in types
+                  and count[c.types[c.index[n]]] > 1]
+
+        def err(n) -> float:
+            e, nf = errs.get(n, (0.0, False))
+            return math.inf if nf else e
+        picked.sort(key=lambda n: (near[n], -err(n), str(n)))
+        out = []
+        for n in picked[:MAX_KEEPS]:
+            e = Edit(KEEP, c.types[c.index[n]], str(a.graph.nodes[n].get("name", n)))
+            self._keep_nodes[e] = [c.index[n]]
+            out.append(e)
         return out
 
     # ------------------------------------------------------------------ search
@@ -280,20 +343,53 @@ class ReplaySearch:
                 if set(wide) != set(cands):
                     cands = wide
                     best = self._reduce(cands, stats, widen=True)
+        fewest = self._fewest(cands, best) if best is not None else None
+        type_level = None
+        if self._keep_cands and self.budget_left > 0:
+            keep_best = self._with_keeps(cands, best, stats)
+            if keep_best is not None:
+                type_level, best = best, keep_best
+                stats["granularity"] = "per-op"
         judged = list(self._by_key.values())
         closest = min(judged, key=lambda t: (t.worst(), t.size))
-        fewest = self._fewest(cands, best) if best is not None else None
         minimality = self.minimality(best) if best is not None else []
-        stats.update(candidates=len(cands), replays=self.replays, seconds=round(time.perf_counter() - t0, 3),
-                     truncated=best is None and self.budget_left <= 0)
-        return SearchResult(base, best, fewest, closest, minimality, cands, stats)
+        stats.update(candidates=len(cands) + len(self._keep_cands), replays=self.replays,
+                     seconds=round(time.perf_counter() - t0, 3), truncated=best is None and self.budget_left <= 0)
+        return SearchResult(base, best, fewest, closest, minimality, cands + self._keep_cands, stats, type_level)
+
+    def _with_keeps(self, cands: list[Edit], best: Trial | None, stats: dict) -> Trial | None:
+        """The best passing set with at least one per-op keep whose share beats ``best`` (the type-level
+        answer) by more than KEEP_MARGIN; None when there is none within the budget."""
+        floor = (best.share if best is not None else -1.0) + KEEP_MARGIN
+        pool = cands + self._keep_cands
+        sets: list[Trial] = []
+        for k in range(1, self.max_exhaustive + 1):
+            for combo in itertools.combinations(pool, k):
+                if not any(e.per_op for e in combo) or len({e.slot for e in combo}) < k:
+                    continue
+                typed = {e.type for e in combo if not e.per_op}
+                if any(e.per_op and e.type in typed for e in combo):
+                    continue                  # the type-level edit already covers the kept op
+                t = self.trial(frozenset(combo))
+                if t.share > floor and t.key != self.base.key and t.key not in self.skip:
+                    sets.append(t)
+        stats["per_op_enumerated"] = len(sets)
+        rank = self._rank
+        sets.sort(key=lambda t: (-round(t.share, 9), t.size, sorted(rank.get(e, 0) for e in t.edits)))
+        for t in sets:
+            if self.budget_left <= 0 and t.key not in self._by_key:
+                stats["per_op_truncated"] = True
+                return None
+            if self.judge(t).ok:
+                return t
+        return None
 
     def _exhaustive(self, cands: list[Edit], stats: dict) -> Trial | None:
         """Sets of up to max_exhaustive edits, one per type, replayed in share order; the first pass wins."""
         sets: list[Trial] = []
         for k in range(1, self.max_exhaustive + 1):
             for combo in itertools.combinations(cands, k):
-                if len({e.type for e in combo}) < k:
+                if len({e.slot for e in combo}) < k:
                     continue
                 sets.append(self.trial(frozenset(combo)))
         stats["enumerated"] = len(sets)

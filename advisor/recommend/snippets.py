@@ -9,6 +9,8 @@ from __future__ import annotations
 import json
 from typing import Iterable, Mapping
 
+from ..semantics import uses_mixlist
+
 # GE op type -> torch functions that produce it (for the PyTorch eager policy).  Types not listed
 # keep their GE name in a comment so the user can map them by hand.
 GE_TO_TORCH = {
@@ -68,6 +70,41 @@ def mixlist_snippets(mixlist_path: str, mode: str, fp32_types: Iterable[str], lo
     if mixlist_obj is not None:
         snippets["modify_mixlist_json"] = json.dumps(mixlist_obj, indent=2)
     return snippets
+
+
+def deployment_snippets(mixlist_path: str, mode: str, fp32_types: Iterable[str], low_types: Iterable[str] = (),
+                        keep_path: str | None = None, keep_lines: Iterable[str] = (),
+                        has_list_edits: bool = True, type_level_fp32: Iterable[str] | None = None
+                        ) -> dict[str, str]:
+    """``mixlist_snippets`` and, when the advice has keep_dtype lines, the consumers of per-op files
+    (docs/recommend.md, "Per-op advice"): the full atc command line (``--keep_dtype``), the IR-build option
+    (``aclgrphBuildModel``'s ``keep_dtype``), TF 1.x's ``npu_scope.keep_dtype_scope()``; torch_npu eager and
+    torchair take no per-op file, so their snippets stay type-level (the type-level alternative)."""
+    out = mixlist_snippets(mixlist_path, mode, fp32_types, low_types)
+    lines = list(keep_lines)
+    if not keep_path or not lines:
+        return out
+    mixed = uses_mixlist(mode)
+    bf16 = "bfloat16" in mode or mode.endswith("bf16")
+    pm = ("--precision_mode_v2=" + ("mixed_bfloat16" if bf16 else "mixed_float16")) if mixed else f"--precision_mode={mode}"
+    ml = f" --modify_mixlist={mixlist_path}" if mixed and has_list_edits else ""
+    out["atc"] = (f"atc --model=model.onnx --framework=5 --output=model --soc_version=<soc> {pm}{ml} "
+                  f"--keep_dtype={keep_path}")
+    opts = {"keep_dtype": keep_path, **({"modify_mixlist": mixlist_path} if ml else {})}
+    out["ir_build_options"] = ("# GE IR build (aclgrphBuildModel / ge.ir_option): keep_dtype is a build option\n"
+                               f"build_options = {json.dumps(opts)}\n")
+    names = [ln for ln in lines if not ln.startswith("OpType::")]
+    out["tf1_keep_dtype_scope"] = (
+        "# TF 1.x (TF Adapter): no keep_dtype session option; build the kept ops inside keep_dtype_scope\n"
+        "from npu_bridge.estimator.npu import npu_scope\n"
+        "with npu_scope.keep_dtype_scope():\n"
+        "    ...  # the layers creating: " + (", ".join(names) or "(type-level lines only)") + "\n")
+    out["per_op_not_accepted"] = ("torch_npu eager and torchair take no keep_dtype file: use the type-level "
+                                  "alternative there (modify_mixlist.type_level.json, type_level_alternative in "
+                                  "recommendation.json); the PyTorch eager policy above follows it.")
+    if type_level_fp32 is not None:
+        out["pytorch_eager_autocast"] = _torch_policy(sorted(set(type_level_fp32)), sorted(set(low_types)), bf16)
+    return out
 
 
 def _torch_policy(fp32_types: list[str], low_types: list[str], bf16: bool) -> str:

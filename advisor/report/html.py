@@ -211,6 +211,11 @@ def _alt(d: Mapping) -> str:
         out.append(f'<p class="fewest">fewest-edit alternative: <code>{escape(", ".join(a["edits"]))}</code> '
                    f'(predicted rel-L2 {_f(a["predicted"].get("final_rel_l2"))}, low-precision share '
                    f'{_f(a["predicted"].get("low_precision_share"))}) &mdash; {escape(a.get("note", ""))}</p>')
+    tl = d.get("type_level_alternative")
+    if tl:
+        out.append(f'<p class="fewest">type-level alternative: <code>{escape(", ".join(tl["edits"]))}</code> '
+                   f'(low-precision share {_f(tl["predicted"].get("low_precision_share"))}) &mdash; '
+                   f'{escape(tl.get("note", ""))}</p>')
     c = d.get("closest")
     if c:
         out.append(f'<p class="closest">closest: <code>{escape(", ".join(c["edits"]) or "(no edit)")}</code> '

@@ -60,6 +60,11 @@ def print_recommendation(d: Mapping, console: Console | None = None, paths: Mapp
     a = d.get("fewest_edit_alternative")
     if a:
         con.print(f"fewest-edit alternative: {', '.join(a['edits'])}")
+    tl = d.get("type_level_alternative")
+    if tl:
+        con.print(f"type-level alternative (where per-op files are not accepted): {', '.join(tl['edits'])} -> "
+                  f"low-precision share {_f(tl['predicted'].get('low_precision_share'))} ({tl.get('how')}; the "
+                  f"advice above keeps {_f((d.get('predicted') or {}).get('recommended', {}).get('low_precision_share'))})")
     c = d.get("closest")
     if c:
         con.print(f"[red]no edit set within limits meets the tolerance[/red]; closest: "

@@ -86,8 +86,9 @@ class Stages:
         """recommend on a measured run, starting from ``base`` (the list that run used), never editing
         ``exclude_types`` nor proposing a list with the plan of one in ``avoid`` (already run)."""
         from ..recommend import recommend
+        # list edits only: a tune run applies a mixlist per candidate (per-op keeps are recommend's advice)
         rec = recommend(run, self.tolerance, base_mixlist=base, exclude=tuple(exclude_types), steps=steps,
-                        avoid=avoid, widen=widen)
+                        avoid=avoid, widen=widen, granularity="type")
         pred = (rec.predicted or {}).get("recommended") or {}
         m = rec.mixlist if rec.mixlist is not None and not rec.mixlist.is_empty() else None
         perf = rec.perf_mixlist
