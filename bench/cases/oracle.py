@@ -39,7 +39,7 @@ CACHE_VERSION = 1
 
 def _safe(o):
     """Non-finite floats -> None (strict JSON)."""
-    from advisor.tune import json_safe
+    from advisor.fsutil import json_safe
     return json_safe(o)
 
 
