@@ -26,18 +26,13 @@ def kernel_frame(run_dir: str | Path):
 
 
 def low_precision_share(run_dir: str | Path) -> float | None:
-    """Low-precision share of measured kernel time: the summed ``Duration(us)`` of the kernels whose
-    precision is fp16 or bf16, divided by the summed duration of the kernels whose precision is a float type
-    (fp16, bf16, fp32, fp64), over every step in the run's kernel_details.csv.  A kernel's precision is
-    ingest's ``kernel_precision`` (the lowest float dtype among its inputs, else its outputs); kernels with no
-    float input or output (precision "n/a": integer ops, fills, shape ops) count in neither sum.  None when
-    the run has no float kernel time."""
+    """Low-precision share of measured kernel time, advisor's own definition (``costmodel.kernel_low_share``:
+    fp16/bf16 kernel time over fp16/bf16/fp32 kernel time, every step of the run's kernel_details.csv; a
+    kernel's precision is ingest's ``kernel_precision``, kernels without a float input or output count in
+    neither sum).  None when the run has no float kernel time."""
+    from advisor.costmodel import kernel_low_share
     k = kernel_frame(run_dir)
-    dur = k["duration_us"].fillna(0.0).astype(float)
-    total = float(dur[k["precision"].isin(FLOAT)].sum())
-    if total <= 0:
-        return None
-    return float(dur[k["precision"].isin(LOW)].sum()) / total
+    return kernel_low_share(k["precision"].astype(str).tolist(), k["duration_us"].astype(float).tolist())
 
 
 def candidate_types(run_dir: str | Path, soc: str = "ascend910b", ops_info: str | None = None,
