@@ -159,3 +159,33 @@ def test_per_op_only_where_it_beats_type_level(name, tmp_path):
     target = json.loads((prof / "run.json").read_text())["target"]
     ok, share = _fresh(target, tmp_path / "fresh", tmp_path / "advice")
     assert ok
+
+
+def test_force_fp16_names_a_better_mixed_mode(tmp_path):
+    """The what-if search in the matching mixed mode: a list found there is reported (note and
+    mixed_mode_alternative) only when it keeps more than KEEP_MARGIN more compute low than the keeps.  Here the
+    keeps' share is stood in by -1 (any passing mixed list beats it; here the only one keeps 0 %) and by 1
+    (nothing can)."""
+    from types import SimpleNamespace
+
+    from advisor.recommend.core import SearchContext
+    from advisor.recommend.granularity import mixed_mode_alternative
+    run = capture(load_target("examples/onnx_models.py:layernorm_bias"), tmp_path / "run", mode="force_fp16")
+    a = analyze(run)
+    ctx = SearchContext(a, None, set(), 4, None, notes=[], per_op=True)
+    low = mixed_mode_alternative(ctx, SimpleNamespace(share=-1.0), 200, set(), "replayed")
+    assert low is not None and low["mode"] == "mixed_float16" and low["modify_mixlist"]
+    assert any("switching to --precision_mode_v2=mixed_float16" in n for n in ctx.notes)
+    ml_ok, _ = _fresh_with(low["modify_mixlist"], tmp_path / "fresh")
+    assert ml_ok                                                # the named mixed-mode list passes a fresh capture
+    ctx.notes.clear()
+    assert mixed_mode_alternative(ctx, SimpleNamespace(share=1.0), 200, set(), "replayed") is None
+    assert not ctx.notes
+
+
+def _fresh_with(mixlist_obj, out):
+    from advisor.mixlist import parse_obj
+    d = capture(load_target("examples/onnx_models.py:layernorm_bias"), out, mode="mixed_float16",
+                mixlist=parse_obj(mixlist_obj, "mixed"), dump="stats", local=False)
+    att, _ = run_attribution(str(d), Tolerance())
+    return att.verdict.ok, analyze(d).measured_low_share

@@ -150,7 +150,7 @@ def recommend(run: Any, tolerance: Tolerance | None = None, base_mixlist: Mixlis
     say = progress or (lambda msg: None)
     if base_mixlist is not None:
         check_op_types(base_mixlist, a.defaults, (t for t in a.compiled.types))
-    ctx = _Context(a, base_mixlist, set(exclude), max_edits, None if steps is None else list(steps), notes=[],
+    ctx = SearchContext(a, base_mixlist, set(exclude), max_edits, None if steps is None else list(steps), notes=[],
                    avoid=list(avoid), widen=widen,
                    per_op=granularity == "op" or (granularity == "auto" and per_op_by_default(a)))
     say("judging the measured run")
@@ -191,7 +191,7 @@ def _has_local(a: Analysis) -> bool:
 
 # ---------------------------------------------------------------------- the search context
 @dataclass
-class _Context:
+class SearchContext:
     """One recommendation in progress: the analysis, where the search starts and what it may touch."""
 
     a: Analysis
