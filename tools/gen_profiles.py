@@ -55,7 +55,7 @@ PROFILES: tuple[Profile, ...] = (
     Profile("minilm_fp16", "examples/minilm.py:workload", batches=1,
             purpose="all-MiniLM-L6-v2 real weights, mixed_float16 (clean)"),
     Profile("minilm_bf16", "examples/minilm.py:workload", mode="mixed_bfloat16", batches=1,
-            purpose="all-MiniLM-L6-v2 real weights, mixed_bfloat16 (clean)"),
+            purpose="all-MiniLM-L6-v2 real weights, mixed_bfloat16 (batch 0 only: it passes; batches 1-3 exceed rel. L2 0.01 by 2-4 %, examples/README.md)"),
     Profile("cnn_onnx", "examples/onnx_models.py:cnn", mode="force_fp16",
             purpose="the control CNN exported to ONNX, ATC's inference default force_fp16 (clean)"),
     Profile("minilm_onnx", "examples/onnx_models.py:minilm", mode="force_fp16", batches=1,

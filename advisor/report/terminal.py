@@ -22,15 +22,16 @@ def _f(x: Any) -> str:
     return str(x)
 
 
-def _pred_table(pred: Mapping, keys=("base", "recommended", "with_performance_edits", "a", "b")) -> Table:
-    t = Table(title="prediction (error model + cost model)")
-    for c in ("plan", "final rel-L2", "non-finite", "time us", "casts", "low-prec share"):
+def _pred_table(pred: Mapping, keys=("measured", "base", "recommended", "with_performance_edits", "a", "b")) -> Table:
+    t = Table(title="prediction (final error: how says measured / replayed / estimated; time and share: cost "
+                    "model anchored to the profile)")
+    for c in ("plan", "final rel-L2", "non-finite", "how", "time us", "casts", "low-prec share"):
         t.add_column(c)
     for k in keys:
         p = pred.get(k)
         if isinstance(p, Mapping):
-            t.add_row(k, _f(p.get("final_rel_l2")), _f(p.get("final_nonfinite")), _f(p.get("time_us")),
-                      _f(p.get("casts")), _f(p.get("low_precision_share")))
+            t.add_row(k, _f(p.get("final_rel_l2")), _f(p.get("final_nonfinite")), str(p.get("how") or "estimated"),
+                      _f(p.get("time_us")), _f(p.get("casts")), _f(p.get("low_precision_share")))
     return t
 
 
