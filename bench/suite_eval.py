@@ -94,9 +94,16 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--tune", action="store_true", help="also run advisor tune on every case")
     ap.add_argument("--max-runs", type=int, default=6)
     ap.add_argument("--out", help="write the per-case results as JSON")
+    ap.add_argument("--summary", help="only re-summarise this results JSON (with the current oracle) and exit")
     a = ap.parse_args(argv)
+    if a.summary:
+        d = json.loads(Path(a.summary).read_text())
+        rows = [{k: v for k, v in r.items() if k != "oracle"} for r in d["cases"]]
+        attach_oracle(rows, d["set"])
+        summary = summarize(rows)
+        print(json.dumps(summary, indent=2))
+        return summary
     from bench.cases.suite import cases
-    oracle = _oracle(a.set)
     rows = []
     all_cases = cases(a.set)
     idx = [int(x) for x in a.cases] if a.cases else range(len(all_cases))
@@ -110,24 +117,30 @@ def main(argv: list[str] | None = None) -> dict:
                     r["tune"] = eval_tune(f"{i:02d}", a.set, Path(tmp) / "t", a.max_runs)
             except Exception as e:  # noqa: BLE001 - a benchmark row, not a crash of the whole run
                 r["error"] = f"{type(e).__name__}: {e}"
-        o = oracle.get(case.name)
-        if o is not None:
-            best = max((p["share"] for p in o.get("best_share", [])), default=None)
-            r["oracle"] = {"base_passes": o.get("base_passes"), "best_share": best,
-                           "best": [p["edits"] for p in o.get("best_share", [])]}
         rows.append(r)
         rr = r.get("recommend", {})
         print(f"{case.name:42s} {case.kind:8s} rec {rr.get('status', r.get('error', '?'))[:20]:20s} "
               f"{','.join(rr.get('black_add', [])) or '-':24s} pass {rr.get('passes')} share "
-              f"{rr.get('share') if rr.get('share') is None else round(rr['share'], 3)} oracle "
-              f"{(r.get('oracle') or {}).get('best_share')}"
+              f"{rr.get('share') if rr.get('share') is None else round(rr['share'], 3)}"
               + (f" | tune {r['tune']['confirmed']} runs {r['tune']['runs_to_pass']}" if "tune" in r else ""),
               flush=True)
+    attach_oracle(rows, a.set)   # read only now: advisor's runs never see it (it may finish while they run)
     summary = summarize(rows)
     print(json.dumps(summary, indent=2))
     if a.out:
         Path(a.out).write_text(json.dumps({"set": a.set, "summary": summary, "cases": rows}, indent=1) + "\n")
     return summary
+
+
+def attach_oracle(rows: list[dict], set_name: str) -> None:
+    """Each row's oracle facts: base passes?, the best share, the best-share sets."""
+    oracle = _oracle(set_name)
+    for r in rows:
+        o = oracle.get(r["case"])
+        if o is not None:
+            best = max((p["share"] for p in o.get("best_share", [])), default=None)
+            r["oracle"] = {"base_passes": o.get("base_passes"), "best_share": best,
+                           "best": [p["edits"] for p in o.get("best_share", [])]}
 
 
 def summarize(rows: list[dict]) -> dict:
@@ -141,6 +154,11 @@ def summarize(rows: list[dict]) -> dict:
         if o.get("best_share") is not None and r["recommend"]["passes"] and r["recommend"]["share"] is not None:
             gaps.append(round(100 * (o["best_share"] - r["recommend"]["share"]), 2))
     tuned = [r for r in rows if "tune" in r]
+    tgaps = []
+    for r in tuned:
+        o = r.get("oracle") or {}
+        if o.get("best_share") is not None and r["tune"]["confirmed"] and r["tune"]["share"] is not None:
+            tgaps.append(round(100 * (o["best_share"] - r["tune"]["share"]), 2))
     return {"cases": len(rows), "errors": sum(1 for r in rows if "error" in r),
             "recommend_passes": f"{passes}/{len(rec)}",
             "controls_or_base_passing_with_black_edit": sum(1 for r in controls if r["recommend"]["black_add"]),
@@ -148,7 +166,12 @@ def summarize(rows: list[dict]) -> dict:
                                  "max": max(gaps) if gaps else None},
             "tune_confirmed": f"{sum(1 for r in tuned if r['tune']['confirmed'])}/{len(tuned)}" if tuned else None,
             "tune_within_reference_plus_3": (f"{sum(1 for r in tuned if (r['tune']['runs_to_pass'] or 99) <= 4)}"
-                                             f"/{len(tuned)}") if tuned else None}
+                                             f"/{len(tuned)}") if tuned else None,
+            "tune_share_gap_points": {"within_1": sum(1 for g in tgaps if g <= 1.0), "of": len(tgaps),
+                                      "max": max(tgaps) if tgaps else None},
+            "controls_or_base_passing_tune_black_edit": sum(
+                1 for r in tuned if (r["kind"] == "control" or (r.get("oracle") or {}).get("base_passes"))
+                and any(e.startswith("black") for e in (r["tune"].get("edits") or [])))}
 
 
 if __name__ == "__main__":
