@@ -352,12 +352,12 @@ def read_user_bytes(path: str | os.PathLike, what: str) -> bytes:
         raise InputError(p, f"cannot read {what}: {e.strerror or e}") from None
 
 
-def read_user_text(path: str | os.PathLike, what: str) -> str:
-    """A user's text file, or one clear InputError: unreadable, empty, binary or not UTF-8.
-    ``what`` names the expected file in the message ("an msprobe dump.json")."""
+def read_user_text(path: str | os.PathLike, what: str, allow_empty: bool = False) -> str:
+    """A user's text file, or one clear InputError: unreadable, empty (unless ``allow_empty``), binary or not
+    UTF-8.  ``what`` names the expected file in the message ("an msprobe dump.json")."""
     p = Path(path)
     raw = read_user_bytes(p, what)
-    if not raw.strip():
+    if not raw.strip() and not allow_empty:
         raise InputError(p, f"empty file, expected {what}")
     if b"\x00" in raw[:4096]:
         raise InputError(p, f"binary data, expected {what}")

@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Iterable, Mapping
 
 from .errors import InputError
-from .fsutil import read_user_bytes
+from .fsutil import read_user_text
 
 KEEP_WHAT = "an ATC --keep_dtype file"
 CUSTOM_WHAT = "an ATC --customize_dtypes file"
@@ -209,13 +209,7 @@ class Document:
 
 def read_text(path: str | Path, what: str) -> str:
     """A user's text file through fsutil; an empty file is allowed (it overrides nothing)."""
-    raw = read_user_bytes(path, what)
-    if b"\x00" in raw[:4096]:
-        raise InputError(path, f"binary data, expected {what}")
-    try:
-        return raw.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise InputError(path, f"not UTF-8 text, expected {what}") from None
+    return read_user_text(path, what, allow_empty=True)
 
 
 def _lines(text: str) -> list[str]:
