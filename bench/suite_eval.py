@@ -171,7 +171,7 @@ def summarize(rows: list[dict]) -> dict:
                                       "max": max(tgaps) if tgaps else None},
             "controls_or_base_passing_tune_black_edit": sum(
                 1 for r in tuned if (r["kind"] == "control" or (r.get("oracle") or {}).get("base_passes"))
-                and any(e.startswith("black") for e in (r["tune"].get("edits") or [])))}
+                and ((r["tune"].get("edits") or {}).get("black-list") or {}).get("to-add"))}
 
 
 if __name__ == "__main__":
