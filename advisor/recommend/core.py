@@ -56,6 +56,7 @@ class Recommendation:
     perf_mixlist: Mixlist | None = None
     snippets: dict = field(default_factory=dict)
     curve: dict = field(default_factory=dict)     # for the report (not serialised)
+    ranks: dict | None = None                     # a multi-rank run's per-rank evidence (recommend/ranks.py)
 
     @property
     def exit_code(self) -> int:
@@ -74,7 +75,7 @@ class Recommendation:
             "predicted": self.predicted, "minimality": self.minimality,
             "fewest_edit_alternative": self.alternative, "closest": self.closest, "findings": self.findings,
             "calibration": self.calibration, "search": self.search, "loss_scale": self.loss_scale,
-            "notes": self.notes, "snippets": self.snippets})
+            "notes": self.notes, "snippets": self.snippets, **({"ranks": self.ranks} if self.ranks else {})})
 
     @classmethod
     def from_dict(cls, d: Mapping) -> "Recommendation":
@@ -88,7 +89,7 @@ class Recommendation:
                    dict(d.get("minimality") or {}), d.get("fewest_edit_alternative"), d.get("closest"),
                    list(d.get("findings") or []), dict(d.get("calibration") or {}), dict(d.get("search") or {}),
                    list(d.get("notes") or []), d.get("loss_scale"), ml(d.get("performance_mixlist")),
-                   dict(d.get("snippets") or {}))
+                   dict(d.get("snippets") or {}), ranks=d.get("ranks"))
 
 
 @dataclass
