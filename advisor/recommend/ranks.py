@@ -14,7 +14,8 @@ A run directory whose dumps (or profiles) hold several ranks is recommended for 
    "driven by rank R (...)" sentence in its explanation.  Performance edits must pass on every rank as well, else
    they are dropped (said in the notes).
 
-``recommend_run`` is the entry of ``advisor recommend``: a single-rank run goes to ``core.recommend`` as before.
+``recommend_run`` is the entry of ``advisor recommend``: a single-rank run, or a multi-rank profile without dumps
+(no per-rank verdict to take), goes to ``core.recommend`` as before.
 """
 from __future__ import annotations
 
@@ -92,7 +93,7 @@ def recommend_run(path: str | Path, tolerance: Tolerance | None = None, *, rank:
     a multi-rank run, read from its own files), else every rank's evidence (module docstring).  ``kw``: the
     other ``core.recommend`` arguments."""
     groups = rank_groups(discover(path)) if Path(path).is_dir() else {}
-    if len(groups) < 2:
+    if len(groups) < 2 or not any(f.dump_roots for f in groups.values()):   # one rank, or profiles only
         return recommend(path, tolerance, rank=rank, step=step, progress=progress, **kw)
     if rank is not None:
         run = load_rank(path, rank, step=step, progress=progress)
@@ -173,6 +174,7 @@ class _Ranks:
         drivers = {e: [c["rank"] for c in per if c["checks"][1 + i]["ok"] is False] for i, e in enumerate(order)}
         by_rank = {c["rank"]: c for c in measured}
         rec.edits = [_ranked(r, drivers.get(r.edit, []), by_rank, per, order) for r in rec.edits]
+        notes.extend(f"{r.edit}: {r.driven}" for r in rec.edits if isinstance(r, RankedEditReport))
         failing = [c["rank"] for c in measured if (c["measured"] or {}).get("ok") is False]
         m = rec.predicted.get("measured")
         if m is not None:
@@ -210,9 +212,10 @@ class RankedEditReport(EditReport):
     """An edit of a multi-rank recommendation: the ranks whose replay fails without it."""
 
     ranks: list[int] = dataclasses.field(default_factory=list)
+    driven: str = ""                  # "driven by rank 1 (overflow in Exp)"
 
     def to_dict(self) -> dict:
-        return {**super().to_dict(), "ranks": self.ranks}
+        return {**super().to_dict(), "ranks": self.ranks, "driven": self.driven}
 
 
 def _ranked(r: EditReport, ranks: list[int], measured: dict[int, dict], per: list[dict], order: list) -> EditReport:
@@ -228,10 +231,11 @@ def _ranked(r: EditReport, ranks: list[int], measured: dict[int, dict], per: lis
             without = next(p for p in per if p["rank"] == k)["checks"][1 + order.index(r.edit)]
             why.append("non-finite outputs without it" if without.get("final_nonfinite") else
                        f"final rel L2 {without.get('final_rel_l2')} without it")
-    text = (f" Driven by rank{'s' if len(ranks) > 1 else ''} {_names(ranks)} ({'; '.join(dict.fromkeys(why))})."
-            if ranks else " Needed on no rank by replay (the list passes every rank without it).")
+    driven = (f"driven by rank{'s' if len(ranks) > 1 else ''} {_names(ranks)} ({'; '.join(dict.fromkeys(why))})"
+              if ranks else "needed on no rank by replay (the list passes every rank without it)")
     fields = {f.name: getattr(r, f.name) for f in dataclasses.fields(EditReport)}
-    return RankedEditReport(**{**fields, "explanation": r.explanation + text}, ranks=ranks)
+    return RankedEditReport(**{**fields, "explanation": f"{r.explanation} {driven[0].upper()}{driven[1:]}."},
+                            ranks=ranks, driven=driven)
 
 
 def _names(ranks: Iterable[int]) -> str:
