@@ -65,31 +65,51 @@ def run_tasks(fn: Callable[[Any], Any], jobs: Sequence[Any], *, workers: int | N
         raise AdvisorError(f"a worker process died ({e}); out of memory? try fewer --workers") from None
 
 
-def _on_ray(fn, jobs: list, address: str, alongside) -> tuple[Any, list]:
+def import_ray(option: str = "--ray"):
+    """The ``ray`` module, or one line (exit 2) naming ``option`` when the [cluster] extra is missing."""
     try:
         import ray
     except ImportError:
-        raise InputError("--ray", "Ray is not installed: pip install 'advisor[cluster]'") from None
-    started = False
-    if not ray.is_initialized():
-        try:  # "local": a Ray instance on this machine, for this command only
-            ray.init(address=None if address == "local" else address, include_dashboard=False,
-                     log_to_driver=False, configure_logging=False)
-        except Exception as e:  # noqa: BLE001 - Ray raises ConnectionError, RuntimeError, ValueError, ...
-            raise InputError("--ray", f"cannot connect to Ray at {address!r} ({type(e).__name__}: "
-                                      f"{' '.join(str(e).split())[:200]})") from None
-        started = True
+        raise InputError(option, "Ray is not installed: pip install 'advisor[cluster]'") from None
+    return ray
+
+
+def ray_connect(address: str, option: str = "--ray") -> bool:
+    """Connect this process to Ray at ``address`` (``local``: a Ray instance on this machine for this command
+    only; ``auto``: the running cluster; else the cluster's address).  An already-initialised Ray is used as
+    is.  Returns True when this call initialised Ray (the caller then calls ``ray.shutdown()`` when done)."""
+    ray = import_ray(option)
+    if ray.is_initialized():
+        return False
+    try:
+        ray.init(address=None if address == "local" else address, include_dashboard=False,
+                 log_to_driver=False, configure_logging=False)
+    except Exception as e:  # noqa: BLE001 - Ray raises ConnectionError, RuntimeError, ValueError, ...
+        raise InputError(option, f"cannot connect to Ray at {address!r} ({type(e).__name__}: "
+                                 f"{' '.join(str(e).split())[:200]})") from None
+    return True
+
+
+def ray_result(refs):
+    """``ray.get(refs)``; a task's ``AdvisorError`` is raised as itself, any other failure as one line."""
+    import ray
+    try:
+        return ray.get(refs)
+    except ray.exceptions.RayTaskError as e:
+        cause = getattr(e, "cause", None)
+        if isinstance(cause, AdvisorError):
+            raise cause from None
+        raise AdvisorError(f"a Ray task failed: {' '.join(str(e).split())[:300]}") from None
+
+
+def _on_ray(fn, jobs: list, address: str, alongside) -> tuple[Any, list]:
+    started = ray_connect(address)
+    import ray
     try:
         remote = ray.remote(num_cpus=1, max_retries=0)(fn)
         refs = [remote.remote(j) for j in jobs]
         first = alongside() if alongside is not None else None
-        try:
-            return first, ray.get(refs)
-        except ray.exceptions.RayTaskError as e:
-            cause = getattr(e, "cause", None)
-            if isinstance(cause, AdvisorError):
-                raise cause from None
-            raise AdvisorError(f"a Ray task failed: {' '.join(str(e).split())[:300]}") from None
+        return first, ray_result(refs)
     finally:
         if started:
             ray.shutdown()

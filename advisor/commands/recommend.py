@@ -9,7 +9,7 @@ import typer
 
 from ..errors import AdvisorError
 from ..fsutil import check_out_dir
-from .common import human_report, overrides_of, tolerance
+from .common import RayOption, WorkersOption, human_report, overrides_of, tolerance
 
 
 def register(app: typer.Typer) -> None:
@@ -29,7 +29,9 @@ def register(app: typer.Typer) -> None:
         soc: Optional[str] = typer.Option(None, "--soc", help="chip (default: run.json's, else ascend910b)"),
         ops_info: Optional[str] = typer.Option(None, "--ops-info", help="a real CANN aic-<soc>-ops-info.json"),
         mode: Optional[str] = typer.Option(None, "--mode", help="precision mode (default: run.json's)"),
-        rank: Optional[int] = typer.Option(None, "--rank", help="rank of a multi-rank run"),
+        rank: Optional[int] = typer.Option(None, "--rank", help="only this rank of a multi-rank run (default: "
+                                           "every rank's evidence)"),
+        workers: Optional[int] = WorkersOption, ray: Optional[str] = RayOption,
         step: Optional[int] = typer.Option(None, "--step", help="profile step to build the graph from"),
         no_perf: bool = typer.Option(False, "--no-perf", help="do not look for performance edits"),
         granularity: str = typer.Option("auto", "--granularity", help="op: per-op keep_dtype lines where they keep "
@@ -49,17 +51,20 @@ def register(app: typer.Typer) -> None:
 
         from .. import mixlist as mx
         from ..progress import StageLog, note
-        from ..recommend import recommend, write_outputs
+        from ..recommend import write_outputs
+        from ..recommend.ranks import recommend_run
+        from ..tasks import check_workers
         from ..report import print_recommendation
         try:
+            check_workers(workers, ray)
             tol = tolerance(min_cosine, max_rel_l2, allow_nonfinite, max_loss_rel, min_grad_cosine)
             base = mx.load(mixlist) if mixlist else None
             out_dir = check_out_dir(Path(out) if out else Path(profile) / "advice")
             log = StageLog()
-            rec = recommend(profile, tol, base_mixlist=base, exclude=tuple(exclude or ()), max_edits=max_edits,
-                            soc=soc, ops_info=ops_info, mode=mode, rank=rank, step=step, perf=not no_perf,
-                            progress=log, overrides=overrides_of(keep_dtype, customize_dtypes),
-                            granularity=granularity)
+            rec = recommend_run(profile, tol, base_mixlist=base, exclude=tuple(exclude or ()), max_edits=max_edits,
+                                soc=soc, ops_info=ops_info, mode=mode, rank=rank, step=step, perf=not no_perf,
+                                progress=log, overrides=overrides_of(keep_dtype, customize_dtypes),
+                                workers=workers, ray=ray, granularity=granularity)
             log("writing outputs")
             paths = write_outputs(rec, out_dir)
             log.done()

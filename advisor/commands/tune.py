@@ -31,14 +31,25 @@ _Parallel = typer.Option(1, "--parallel", help="Run up to K candidate lists at o
                                                "child process; with --runner command one per --devices entry).")
 _Devices = typer.Option(None, "--devices", help="NPUs for --runner command, one per concurrent run: e.g. 0,1,2,3 "
                                                 "(each run gets its own ASCEND_RT_VISIBLE_DEVICES).")
+_Ray = typer.Option(None, "--ray", help="Run every candidate as a Ray task asking for --npus-per-run NPUs, on "
+                                        "whichever node has them free: local, auto or the cluster's address (--out "
+                                        "and the current folder on storage every node shares).")
+_NpusPerRun = typer.Option(None, "--npus-per-run", help="NPUs each run asks Ray for (with --ray; default 1).")
 _LossScale = typer.Option(None, "--loss-scale", help="Static loss scale of the first run (training); tune raises it "
                                                      "when only the gradients fail by underflow.")
 
 
 def _runner(runner: str, target: str | None, cmd: str | None, timeout: float | None, devices: str | None,
-            soc: str, ops_info: str | None, seed: int, fixed: dict):
+            soc: str, ops_info: str | None, seed: int, fixed: dict, ray: str | None = None,
+            npus_per_run: int | None = None):
     """The runner the options describe (one-line errors for combinations that cannot work)."""
     from ..runners import make_runner
+    if ray is not None and not ray.strip():
+        raise InputError("--ray", "empty address (use local, auto or the cluster's address)")
+    if npus_per_run is not None and not ray:
+        raise InputError("--npus-per-run", "applies to --ray (Ray gives each run its NPUs)")
+    if devices and ray:
+        raise InputError("--devices", "give --devices or --ray, not both (Ray assigns each run its NPUs)")
     if runner == "emulator" and not target:
         raise InputError("TARGET", "the emulator runner needs a workload, e.g. examples/mlp_exp.py:workload")
     devs = [d.strip() for d in devices.split(",") if d.strip()] if devices else None
@@ -49,8 +60,12 @@ def _runner(runner: str, target: str | None, cmd: str | None, timeout: float | N
     if fixed and runner != "emulator":
         raise InputError("--runner", "--keep-dtype/--customize-dtypes/--inputs/--input-shape are applied by "
                                      "the emulator runner; a command applies its own (ATC options)")
-    return make_runner(runner, target=target, cmd=cmd, timeout=timeout, devices=devs, soc=soc, ops_info=ops_info,
-                       seed=seed, **fixed)
+    r = make_runner(runner, target=target, cmd=cmd, timeout=timeout, devices=devs, soc=soc, ops_info=ops_info,
+                    seed=seed, **fixed)
+    if ray:
+        from ..runners.ray_runner import RayRunner
+        return RayRunner(r, ray, 1 if npus_per_run is None else npus_per_run)
+    return r
 
 
 def register(app: typer.Typer) -> None:
@@ -67,7 +82,8 @@ def register(app: typer.Typer) -> None:
              seed: int = typer.Option(0, "--seed", help="Emulator seed."),
              no_learn: bool = typer.Option(False, "--no-learn", help="Do not use the learned edit-effect model."),
              no_perf: bool = typer.Option(False, "--no-perf", help="Do not try performance edits after a pass."),
-             parallel: int = _Parallel, devices: Optional[str] = _Devices, loss_scale: Optional[float] = _LossScale,
+             parallel: int = _Parallel, devices: Optional[str] = _Devices, ray: Optional[str] = _Ray,
+             npus_per_run: Optional[int] = _NpusPerRun, loss_scale: Optional[float] = _LossScale,
              min_cosine: float = MinCosineOption, max_rel_l2: float = MaxRelL2Option,
              allow_nonfinite: bool = AllowNonfiniteOption, max_loss_rel: float = MaxLossRelOption,
              min_grad_cosine: float = MinGradCosineOption, msprobe_rule: bool = MsprobeRuleOption,
@@ -83,7 +99,7 @@ def register(app: typer.Typer) -> None:
         try:
             r = _runner(runner, target, cmd, timeout, devices, soc, ops_info, seed,
                         {"keep_dtype": keep_dtype, "customize_dtypes": customize_dtypes, "inputs": inputs,
-                         "input_shapes": input_shape})
+                         "input_shapes": input_shape}, ray, npus_per_run)
             tol = tolerance(min_cosine, max_rel_l2, allow_nonfinite, max_loss_rel, min_grad_cosine, msprobe_rule)
             base = load(mixlist) if mixlist else None
             check_run_out(out)

@@ -63,6 +63,7 @@ class Recommendation:
     type_level_alternative: dict | None = None            # when per-op keeps won: the best type-level advice
     mixed_mode_alternative: dict | None = None            # force_fp16 & co: a mixed mode + mixlist keeping more low
     curve: dict = field(default_factory=dict)     # for the report (not serialised)
+    ranks: dict | None = None                     # a multi-rank run's per-rank evidence (recommend/ranks.py)
 
     @property
     def exit_code(self) -> int:
@@ -83,7 +84,8 @@ class Recommendation:
             "calibration": self.calibration, "search": self.search, "loss_scale": self.loss_scale,
             "notes": self.notes, "snippets": self.snippets, "keep_dtype": self.keep_dtype,
             "type_level_alternative": self.type_level_alternative,
-            "mixed_mode_alternative": self.mixed_mode_alternative})
+            "mixed_mode_alternative": self.mixed_mode_alternative,
+            **({"ranks": self.ranks} if self.ranks else {})})
 
     @classmethod
     def from_dict(cls, d: Mapping) -> "Recommendation":
@@ -98,7 +100,7 @@ class Recommendation:
                    list(d.get("findings") or []), dict(d.get("calibration") or {}), dict(d.get("search") or {}),
                    list(d.get("notes") or []), d.get("loss_scale"), ml(d.get("performance_mixlist")),
                    dict(d.get("snippets") or {}), list(d.get("keep_dtype") or []), d.get("type_level_alternative"),
-                   d.get("mixed_mode_alternative"))
+                   d.get("mixed_mode_alternative"), ranks=d.get("ranks"))
 
 
 @dataclass
