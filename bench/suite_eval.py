@@ -95,6 +95,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--max-runs", type=int, default=6)
     ap.add_argument("--out", help="write the per-case results as JSON")
     ap.add_argument("--summary", help="only re-summarise this results JSON (with the current oracle) and exit")
+    ap.add_argument("--markdown", action="store_true", help="with --summary: also print the per-case table")
     a = ap.parse_args(argv)
     if a.summary:
         d = json.loads(Path(a.summary).read_text())
@@ -102,6 +103,8 @@ def main(argv: list[str] | None = None) -> dict:
         attach_oracle(rows, d["set"])
         summary = summarize(rows)
         print(json.dumps(summary, indent=2))
+        if a.markdown:
+            print(markdown(rows))
         return summary
     from bench.cases.suite import cases
     rows = []
@@ -130,6 +133,27 @@ def main(argv: list[str] | None = None) -> dict:
     if a.out:
         Path(a.out).write_text(json.dumps({"set": a.set, "summary": summary, "cases": rows}, indent=1) + "\n")
     return summary
+
+
+def markdown(rows: list[dict]) -> str:
+    """Per case: recommend's advice, its fresh capture and share; tune's confirmed list, runs and share; the
+    oracle's best share."""
+    def pct(x):
+        return "—" if x is None else f"{100 * x:.1f}%"
+
+    def advice(rr):
+        if rr.get("loss_scale"):
+            return f"loss scale 2^{int(rr['loss_scale']).bit_length() - 1}"
+        return "+".join(rr.get("black_add") or []) or "(none)"
+    out = ["| case | recommend (single shot) | fresh capture | share | tune confirms | runs to pass | share | "
+           "oracle best share |", "|---|---|---|---|---|---|---|---|"]
+    for r in rows:
+        rr, t, o = r.get("recommend", {}), r.get("tune", {}), r.get("oracle") or {}
+        tl = "+".join(((t.get("edits") or {}).get("black-list") or {}).get("to-add") or []) or "(none)"
+        out.append(f"| {r['case']} | {advice(rr)} | {'passes' if rr.get('passes') else 'FAILS'} | {pct(rr.get('share'))} "
+                   f"| {tl if t.get('confirmed') else 'not confirmed'} | {t.get('runs_to_pass')} | {pct(t.get('share'))} "
+                   f"| {pct(o.get('best_share'))} |")
+    return "\n".join(out)
 
 
 def attach_oracle(rows: list[dict], set_name: str) -> None:

@@ -24,6 +24,8 @@ _Cmd = typer.Option(None, "--cmd", help="Command for --runner command, e.g. \"py
 _Timeout = typer.Option(None, "--timeout", help="Seconds before a run (emulator capture or command) is killed with "
                                                 "its whole process tree and recorded as timed out.")
 _Mixlist = typer.Option(None, "--mixlist", help="Start from this modify_mixlist instead of the default lists.")
+_Dump = typer.Option(None, "--dump", help="Emulator runs: tensors | stats (default as capture: tensors up to 2M "
+                                         "parameters). Tensor dumps let recommend replay candidates on larger models.")
 _Inputs = typer.Option(None, "--inputs", help="ONNX model TARGET: .npz of its inputs (repeat for more batches).")
 _InputShape = typer.Option(None, "--input-shape", help="ONNX model TARGET: generated input of this shape, "
                                                        "name:1,3,224,224.")
@@ -56,9 +58,11 @@ def _runner(runner: str, target: str | None, cmd: str | None, timeout: float | N
     if devs is not None and runner != "command":
         raise InputError("--devices", "applies to --runner command (the emulator runs on the CPU)")
     overrides_of(fixed.get("keep_dtype"), fixed.get("customize_dtypes"))   # a malformed file: one line first
+    if fixed.get("dump") not in (None, "tensors", "stats"):
+        raise InputError("--dump", f"expected tensors or stats, not {fixed['dump']!r}")
     fixed = {k: v for k, v in fixed.items() if v}
     if fixed and runner != "emulator":
-        raise InputError("--runner", "--keep-dtype/--customize-dtypes/--inputs/--input-shape are applied by "
+        raise InputError("--runner", "--keep-dtype/--customize-dtypes/--inputs/--input-shape/--dump are applied by "
                                      "the emulator runner; a command applies its own (ATC options)")
     r = make_runner(runner, target=target, cmd=cmd, timeout=timeout, devices=devs, soc=soc, ops_info=ops_info,
                     seed=seed, **fixed)
@@ -79,7 +83,7 @@ def register(app: typer.Typer) -> None:
              soc: str = SocOption, ops_info: Optional[str] = OpsInfoOption, mixlist: Optional[str] = _Mixlist,
              keep_dtype: Optional[str] = KeepDtypeOption, customize_dtypes: Optional[str] = CustomizeDtypesOption,
              inputs: Optional[List[str]] = _Inputs, input_shape: Optional[List[str]] = _InputShape,
-             seed: int = typer.Option(0, "--seed", help="Emulator seed."),
+             dump: Optional[str] = _Dump, seed: int = typer.Option(0, "--seed", help="Emulator seed."),
              no_learn: bool = typer.Option(False, "--no-learn", help="Do not use the learned edit-effect model."),
              no_perf: bool = typer.Option(False, "--no-perf", help="Do not try performance edits after a pass."),
              parallel: int = _Parallel, devices: Optional[str] = _Devices, ray: Optional[str] = _Ray,
@@ -99,7 +103,7 @@ def register(app: typer.Typer) -> None:
         try:
             r = _runner(runner, target, cmd, timeout, devices, soc, ops_info, seed,
                         {"keep_dtype": keep_dtype, "customize_dtypes": customize_dtypes, "inputs": inputs,
-                         "input_shapes": input_shape}, ray, npus_per_run)
+                         "input_shapes": input_shape, "dump": dump}, ray, npus_per_run)
             tol = tolerance(min_cosine, max_rel_l2, allow_nonfinite, max_loss_rel, min_grad_cosine, msprobe_rule)
             base = load(mixlist) if mixlist else None
             check_run_out(out)
