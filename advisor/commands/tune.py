@@ -26,6 +26,9 @@ _Timeout = typer.Option(None, "--timeout", help="Seconds before a run (emulator 
 _Mixlist = typer.Option(None, "--mixlist", help="Start from this modify_mixlist instead of the default lists.")
 _Dump = typer.Option(None, "--dump", help="Emulator runs: tensors | stats (default as capture: tensors up to 2M "
                                          "parameters). Tensor dumps let recommend replay candidates on larger models.")
+_Granularity = typer.Option("auto", "--granularity", help="type: list edits only; op: per-op keep_dtype lines "
+                            "too where they keep more compute low (each run applies them: the emulator itself, a "
+                            "command through ADVISOR_KEEP_DTYPE); auto: op for ONNX models with the emulator runner")
 _Inputs = typer.Option(None, "--inputs", help="ONNX model TARGET: .npz of its inputs (repeat for more batches).")
 _InputShape = typer.Option(None, "--input-shape", help="ONNX model TARGET: generated input of this shape, "
                                                        "name:1,3,224,224.")
@@ -72,6 +75,15 @@ def _runner(runner: str, target: str | None, cmd: str | None, timeout: float | N
     return r
 
 
+def _granularity(value: str, runner: str) -> str:
+    """recommend's granularity inside tune: ``auto`` is recommend's auto with the emulator runner (it applies
+    keep lines itself) and ``type`` with a command (whose script may not pass ADVISOR_KEEP_DTYPE to ATC)."""
+    from ..recommend.core import GRANULARITIES
+    if value not in GRANULARITIES:
+        raise InputError("--granularity", f"expected one of {', '.join(GRANULARITIES)}, not {value!r}")
+    return "type" if value == "auto" and runner != "emulator" else value
+
+
 def register(app: typer.Typer) -> None:
     @app.command("tune")
     def tune(target: Optional[str] = typer.Argument(None, help="Workload path/to/file.py:function (emulator runner); "
@@ -83,7 +95,7 @@ def register(app: typer.Typer) -> None:
              soc: str = SocOption, ops_info: Optional[str] = OpsInfoOption, mixlist: Optional[str] = _Mixlist,
              keep_dtype: Optional[str] = KeepDtypeOption, customize_dtypes: Optional[str] = CustomizeDtypesOption,
              inputs: Optional[List[str]] = _Inputs, input_shape: Optional[List[str]] = _InputShape,
-             dump: Optional[str] = _Dump, seed: int = typer.Option(0, "--seed", help="Emulator seed."),
+             dump: Optional[str] = _Dump, granularity: str = _Granularity, seed: int = typer.Option(0, "--seed", help="Emulator seed."),
              no_learn: bool = typer.Option(False, "--no-learn", help="Do not use the learned edit-effect model."),
              no_perf: bool = typer.Option(False, "--no-perf", help="Do not try performance edits after a pass."),
              parallel: int = _Parallel, devices: Optional[str] = _Devices, ray: Optional[str] = _Ray,
@@ -113,7 +125,8 @@ def register(app: typer.Typer) -> None:
             log = StageLog()
             s = do_tune(r, out, mode=mode, max_runs=max_runs, holdout=holdout, resume=resume, tolerance=tol,
                         learn=not no_learn, perf=not no_perf, base_mixlist=base, soc=soc, ops_info=ops_info,
-                        progress=log, parallel=parallel, loss_scale=loss_scale)
+                        progress=log, parallel=parallel, loss_scale=loss_scale,
+                        granularity=_granularity(granularity, runner))
             log.done()
         except AdvisorError as e:
             typer.echo(f"advisor: error: {e}", err=True)

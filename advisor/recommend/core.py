@@ -25,7 +25,7 @@ from ..mixlist import Mixlist, check_op_types, compose
 from ..oplists import BLACK, OpLists, precision_free
 from ..semantics import DEFAULT_MODE, Plan, low_mask, mode_info, uses_mixlist
 from . import findings as F
-from .edits import Edit, edits_mixlist, keeps_apply, lists_with, overrides_with
+from .edits import Edit, edits_mixlist, keep_line_edit, keeps_apply, lists_with, overrides_with
 from .explain import EditReport, curve, explain, flips, local_vs_received, worst_instances
 from .granularity import (KEEP_DTYPE_NAME, mixed_mode_alternative, per_op_by_default, rec_snippets,
                           type_level_alternative)
@@ -292,7 +292,9 @@ class SearchContext:
     # ------------------------------------------------------------------ replayed
     def replayed(self, budget: int) -> Outcome:
         from .replay_search import ReplaySearch
-        skip = {tuple(self.a.compiled.plan(self.a.lists_with(m), self.mode).precision_list) for m in self.avoid}
+        skip = {tuple(self.a.compiled.plan(self.a.lists_with(m), self.mode,
+                                           overrides_with(self.base_plan.overrides, [keep_line_edit(ln) for ln in keeps])
+                                           ).precision_list) for m, keeps in map(_avoided, self.avoid)}
         s = ReplaySearch(self.a, self.base_lists, self.steps, exclude=self.exclude, budget=budget,
                          max_exhaustive=min(3, self.max_edits), proposable=self.proposable, skip=skip,
                          widen=self.widen, per_op=self.per_op, mode=self.mode)
@@ -532,6 +534,11 @@ def perf_candidates(plan: Plan, times: Any, lists: OpLists, ev: Any, proposable:
                     "local_nonfinite": bool(ev.local_nf[inst].any()) if ev is not None and ev.have_local else False})
     out.sort(key=lambda d: -d["saving_us"])
     return out
+
+
+def _avoided(item: Any) -> tuple[Mixlist | None, tuple]:
+    """An ``avoid`` entry: a mixlist, or a (mixlist, keep_dtype lines) pair."""
+    return item if isinstance(item, tuple) else (item, ())
 
 
 def _tolerance_dict(tol: Tolerance) -> dict:

@@ -68,6 +68,13 @@ def keeps_apply(mode: str) -> bool:
     return family != "origin" and low is not None
 
 
+def keep_line_edit(line: str) -> Edit:
+    """The keep edit of a keep_dtype line (an op name, or ``OpType::T``)."""
+    if line.startswith(OPTYPE_PREFIX):
+        return Edit(KEEP, line[len(OPTYPE_PREFIX):])
+    return Edit(KEEP, "", line)
+
+
 def list_edits(edits: Iterable[Edit]) -> list[Edit]:
     return [e for e in edits if not e.is_keep]
 

@@ -140,6 +140,7 @@ def print_tune_summary(s: Mapping, out: str, console: Console | None = None) -> 
     con = console or Console(highlight=False)
     for h in s["history"]:
         ed = [f"{lst[:5]} {a} {t}" for lst, v in h["edits"].items() for a in ("to-add", "to-remove") for t in v[a]]
+        ed += [f"keep_dtype {ln}" for ln in h.get("keep_dtype") or []]
         mark = "PASS" if h["ok"] else ("----" if h["ok"] is None else "fail")
         p = h.get("predicted") or {}
         pred = ""
@@ -166,7 +167,8 @@ def print_tune_summary(s: Mapping, out: str, console: Console | None = None) -> 
         rate = pr.get("replay_miss_rate")
         con.print(f"predictions: {pr['runs_with_a_prediction']} checked by a run, {pr['misses']} wrong"
                   + (f"; replay miss rate {rate:.0%}" if rate is not None else ""), markup=False)
-    con.print(f"wrote {out}/modify_mixlist.json, {out}/summary.json, {out}/report.html", markup=False)
+    keep = f", {out}/keep_dtype.cfg" if s.get("keep_dtype") else ""
+    con.print(f"wrote {out}/modify_mixlist.json{keep}, {out}/summary.json, {out}/report.html", markup=False)
 
 
 def _f6(x: Any) -> str:

@@ -31,6 +31,7 @@ tr.ok td{{background:#eef8ee}}tr.bad td{{background:#fbeeee}}</style></head><bod
 <h1>advisor tune: <span id="status" data-status="{status}" class="{'ok' if s['confirmed'] else 'bad'}">{verdict}</span></h1>
 {_summary(s)}
 <h2>modify_mixlist.json</h2><pre id="mixlist">{e(ml)}</pre>
+{_keep_html(s)}
 <h2>Iterations</h2><p id="links-note" class="muted">Everything on this page is inline except the links in the
 folder column: they point into the <code>iter_NN/</code> folders beside this file (comparison, recommendation,
 final metrics, logs), so keep report.html in the tune folder with them.</p>
@@ -54,13 +55,23 @@ def _fmt(x, spec=".4g"):
     return html.escape(str(x))
 
 
-def _edits_txt(ed: dict) -> str:
+def _keep_html(s: dict) -> str:
+    """keep_dtype.cfg of the confirmed list (per-op advice), when it has one."""
+    lines = s.get("keep_dtype") or []
+    if not lines:
+        return ""
+    return ('<h2>keep_dtype.cfg</h2><pre id="keep_dtype">' + html.escape("".join(f"{ln}\n" for ln in lines))
+            + "</pre>")
+
+
+def _edits_txt(ed: dict, keeps: list | None = None) -> str:
     """An iteration's list edits against the default lists, one per line."""
     parts = []
     for lst, v in ed.items():
         for action in ("to-add", "to-remove"):
             for t in v.get(action, []):
                 parts.append(f"{lst} {action} <code>{html.escape(t)}</code>")
+    parts += [f"keep_dtype <code>{html.escape(ln)}</code>" for ln in keeps or []]
     return "<br>".join(parts) or "<i>default lists</i>"
 
 
@@ -104,7 +115,7 @@ def _iteration_row(h: dict, out: Path | None) -> str:
     return (
         f"<tr class='iteration {cls}' data-iteration='{h['iteration']}' data-ok='{str(bool(h['ok'])).lower()}'>"
         f"<td>{h['iteration']}</td><td>{e(h['dir'])}<br>{_links(h, out)}</td><td>{e(h['reason'])}</td>"
-        f"<td>{_edits_txt(h['edits'])}</td><td>{e(h['status'])}</td><td class='{cls}'>{_fmt(h['ok'])}</td>"
+        f"<td>{_edits_txt(h['edits'], h.get('keep_dtype'))}</td><td>{e(h['status'])}</td><td class='{cls}'>{_fmt(h['ok'])}</td>"
         f"<td>{_fmt(h['calibration_ok'])}</td><td>{_fmt(h['holdout_ok'])}</td><td>{_fmt(h['cosine'], '.6f')}</td>"
         f"<td>{_fmt(h['rel_l2'])}</td><td>{_fmt(h['finite'])}</td><td>{_fmt(h['low_precision_time_share'], '.1%')}</td>"
         f"<td>{_prediction(h)}</td><td>{_fmt((h['predicted'] or {}).get('rel_l2'))}</td><td>{_fmt(h['runs_after'])}</td>"

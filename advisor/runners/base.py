@@ -11,7 +11,7 @@ import time
 from abc import ABC, abstractmethod
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from ..mixlist import Mixlist
 
@@ -64,11 +64,13 @@ class Runner(ABC):
         """Validate the configuration once before the first run (raise InputError if unusable)."""
 
     @abstractmethod
-    def run(self, mixlist: Mixlist | None, mode: str, run_dir: Path, loss_scale: float | None = None) -> RunResult:
+    def run(self, mixlist: Mixlist | None, mode: str, run_dir: Path, loss_scale: float | None = None,
+            keep_dtype: Sequence[str] = ()) -> RunResult:
         """Execute the workload with ``mixlist`` (None = the default lists) under ``mode`` and
         leave a run directory at ``run_dir``; ``loss_scale``: the static loss scale of a training
-        workload's backward (None: the workload's own).  The loop passes ``loss_scale`` only when it
-        sets one, so a runner written without the parameter keeps working until then."""
+        workload's backward (None: the workload's own); ``keep_dtype``: ATC --keep_dtype lines the run adds
+        (per-op advice).  The loop passes ``loss_scale`` / ``keep_dtype`` only when it sets them, so a runner
+        written without the parameters keeps working until then."""
 
     def reference(self, run_dir: Path) -> RunResult:
         """Execute the FP32 reference into ``run_dir`` (only needed when ``run`` results have no
@@ -92,6 +94,18 @@ def timed(fn, *a, **kw) -> tuple[Any, float]:
     t0 = time.monotonic()
     out = fn(*a, **kw)
     return out, time.monotonic() - t0
+
+
+def write_keep_file(lines: Sequence[str], path: Path, base: str | None = None) -> Path | None:
+    """Write the keep_dtype file a run uses: the lines of ``base`` (the user's own file, if any) and ``lines``
+    (atomically); None when there is nothing to keep."""
+    if not lines:
+        return None
+    from ..fsutil import atomic_write_text
+    from ..overrides import load
+    own = load(base).keep_dtype_text().splitlines() if base else []
+    atomic_write_text(path, "".join(f"{ln}\n" for ln in dict.fromkeys([*own, *lines])))
+    return path
 
 
 def write_mixlist_file(mixlist: Mixlist | None, path: Path) -> Path | None:

@@ -15,11 +15,12 @@ import shutil
 import time
 import traceback
 from pathlib import Path
+from typing import Sequence
 
 from ..errors import AdvisorError, InputError
 from ..fsutil import make_out_dir
 from ..mixlist import Mixlist
-from .base import FAILED, OK, TIMEOUT, Runner, RunResult, write_mixlist_file
+from .base import FAILED, OK, TIMEOUT, Runner, RunResult, write_keep_file, write_mixlist_file
 
 
 class EmulatorRunner(Runner):
@@ -84,7 +85,8 @@ class EmulatorRunner(Runner):
             self._worker.close()
             self._worker = None
 
-    def run(self, mixlist: Mixlist | None, mode: str, run_dir: Path, loss_scale: float | None = None) -> RunResult:
+    def run(self, mixlist: Mixlist | None, mode: str, run_dir: Path, loss_scale: float | None = None,
+            keep_dtype: Sequence[str] = ()) -> RunResult:
         run_dir = Path(run_dir)
         if run_dir.exists():  # a run whose iteration was not recorded (interrupted tune): ours to replace
             shutil.rmtree(run_dir)
@@ -94,6 +96,9 @@ class EmulatorRunner(Runner):
               "loss_scale": loss_scale}
         kw = {k: v for k, v in kw.items() if v is not None or k == "mixlist"}
         kw.update(self.fixed)
+        keep = write_keep_file(keep_dtype, run_dir.parent / "keep_dtype_used.cfg", self.fixed.get("keep_dtype"))
+        if keep is not None:          # the user's own keep lines and the candidate's, in one ATC file
+            kw["keep_dtype"] = str(keep)
         if isinstance(self.target, (str, Path)):
             return self._run_isolated(mixlist, run_dir, kw)
         t0 = time.monotonic()

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Sequence
 
 from ..errors import InputError
 from ..mixlist import Mixlist
@@ -86,17 +87,19 @@ class RayRunner(Runner):
         if self.owner:
             self.session.close()
 
-    def run(self, mixlist: Mixlist | None, mode: str, run_dir: Path, loss_scale: float | None = None) -> RunResult:
-        return self._submit("run", mixlist, mode, run_dir, loss_scale)
+    def run(self, mixlist: Mixlist | None, mode: str, run_dir: Path, loss_scale: float | None = None,
+            keep_dtype: Sequence[str] = ()) -> RunResult:
+        return self._submit("run", mixlist, mode, run_dir, loss_scale, tuple(keep_dtype))
 
     def reference(self, run_dir: Path) -> RunResult:
         return self._submit("reference", None, None, run_dir, None)
 
-    def _submit(self, kind: str, mixlist, mode, run_dir: Path, loss_scale) -> RunResult:
+    def _submit(self, kind: str, mixlist, mode, run_dir: Path, loss_scale, keep_dtype: tuple = ()) -> RunResult:
         self.session.open()
         import ray
         task = ray.remote(run_on_node).options(resources={NPU: self.npus}, num_cpus=1, max_retries=0)
-        ref = task.remote(self.inner, self.cwd, kind, mixlist, mode, str(Path(run_dir).absolute()), loss_scale)
+        ref = task.remote(self.inner, self.cwd, kind, mixlist, mode, str(Path(run_dir).absolute()), loss_scale,
+                          keep_dtype)
         try:
             return ray_result(ref)
         except KeyboardInterrupt:
@@ -104,7 +107,8 @@ class RayRunner(Runner):
             raise
 
 
-def run_on_node(inner: Runner, cwd: str, kind: str, mixlist, mode, run_dir: str, loss_scale) -> RunResult:
+def run_on_node(inner: Runner, cwd: str, kind: str, mixlist, mode, run_dir: str, loss_scale,
+                keep_dtype: tuple = ()) -> RunResult:
     """The Ray task: one run of ``inner`` on the node Ray chose, with the NPUs Ray assigned."""
     import ray
     node = ray.util.get_node_ip_address()
@@ -123,10 +127,10 @@ def run_on_node(inner: Runner, cwd: str, kind: str, mixlist, mode, run_dir: str,
     try:
         if kind == "reference":
             res = inner.reference(Path(run_dir))
-        elif loss_scale is not None:
-            res = inner.run(mixlist, mode, Path(run_dir), loss_scale=loss_scale)
         else:
-            res = inner.run(mixlist, mode, Path(run_dir))
+            kw = {**({"loss_scale": loss_scale} if loss_scale is not None else {}),
+                  **({"keep_dtype": keep_dtype} if keep_dtype else {})}
+            res = inner.run(mixlist, mode, Path(run_dir), **kw)
     finally:
         inner.close()
         os.chdir(before_cwd)

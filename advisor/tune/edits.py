@@ -1,4 +1,5 @@
-"""Edit sets as tune journals them: ``(list, action, op type)`` tuples, relative to the chip defaults."""
+"""Edit sets as tune journals them: ``(list, action, op type)`` tuples, relative to the chip defaults, and per-op
+keeps as ``("keep_dtype", "keep", line)`` (a line of ATC's --keep_dtype file: an op name or ``OpType::T``)."""
 from __future__ import annotations
 
 from typing import Iterable, Sequence
@@ -6,15 +7,28 @@ from typing import Iterable, Sequence
 from ..mixlist import Mixlist
 
 Edit = tuple[str, str, str]  # (list, action, op type) e.g. ("black", "to-add", "Exp")
+KEEP_LIST, KEEP_ACTION = "keep_dtype", "keep"
 
 
-def edits_of(m: Mixlist | None) -> frozenset[Edit]:
-    return frozenset() if m is None else frozenset(m.entries())
+def edits_of(m: Mixlist | None, keeps: Iterable[str] = ()) -> frozenset[Edit]:
+    """The edits of a list and its per-op keep lines."""
+    out = frozenset() if m is None else frozenset(m.entries())
+    return out | {(KEEP_LIST, KEEP_ACTION, ln) for ln in keeps}
+
+
+def keeps_of(edits: Iterable[Edit]) -> tuple[str, ...]:
+    """The keep_dtype lines among ``edits`` (sorted)."""
+    return tuple(sorted(e[2] for e in edits if e[0] == KEEP_LIST))
+
+
+def list_edits(edits: Iterable[Edit]) -> frozenset[Edit]:
+    return frozenset(e for e in edits if e[0] != KEEP_LIST)
 
 
 def mixlist_from_edits(edits: Iterable[Edit]) -> Mixlist | None:
+    """The mixlist of the list edits among ``edits`` (keeps are not list edits)."""
     parts: dict[str, list[str]] = {}
-    for lst, action, t in sorted(edits):
+    for lst, action, t in sorted(list_edits(edits)):
         parts.setdefault(f"{lst}_{'add' if action == 'to-add' else 'remove'}", []).append(t)
     if not parts:
         return None

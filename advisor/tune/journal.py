@@ -19,7 +19,7 @@ from typing import Any, Callable
 from ..errors import InputError
 from ..fsutil import atomic_write_json, read_user_json
 from ..mixlist import Mixlist, parse_obj
-from .edits import edits_from_json, edits_of, edits_to_json
+from .edits import KEEP_ACTION, KEEP_LIST, edits_from_json, edits_of, edits_to_json, keeps_of, list_edits
 
 STATE_FILE = "tune_state.json"
 STATE_VERSION = 1
@@ -54,6 +54,11 @@ class Iteration:
     @property
     def dir(self) -> str:
         return f"iter_{self.index:02d}"
+
+    @property
+    def keeps(self) -> tuple[str, ...]:
+        """The keep_dtype lines this iteration adds (per-op advice)."""
+        return keeps_of(self.edits)
 
     def as_mixlist(self) -> Mixlist | None:
         """The list this iteration runs (None: the chip defaults)."""
@@ -112,8 +117,8 @@ class TuneState:
                 "started": self.started, "updated": self.updated}
 
     def new_iteration(self, mixlist: Mixlist | None, reason: str, predicted: dict | None,
-                      parent: int | None = None, loss_scale: float | None = None) -> Iteration:
-        it = Iteration(len(self.iterations), edits_of(mixlist), (mixlist or Mixlist()).to_dict(), reason,
+                      parent: int | None = None, loss_scale: float | None = None, keeps=()) -> Iteration:
+        it = Iteration(len(self.iterations), edits_of(mixlist, keeps), (mixlist or Mixlist()).to_dict(), reason,
                        predicted or {}, parent, loss_scale=loss_scale)
         self.iterations.append(it)
         return it
@@ -198,7 +203,8 @@ def _list_of(test: Callable) -> Callable:
 
 def _edit(x) -> bool:
     return (isinstance(x, list) and len(x) == 3 and all(isinstance(v, str) for v in x)
-            and x[0] in ("black", "white", "gray") and x[1] in ("to-add", "to-remove"))
+            and ((x[0] in ("black", "white", "gray") and x[1] in ("to-add", "to-remove"))
+                 or (x[0] == KEEP_LIST and x[1] == KEEP_ACTION and bool(x[2].strip()) and "\n" not in x[2])))
 
 
 class _Check:
@@ -255,13 +261,14 @@ class _Check:
         if it.get("dir") != f"iter_{i:02d}":
             self.bad(f"{w}.dir", f"is {it.get('dir')!r}, not the folder 'iter_{i:02d}' inside --out (a folder "
                                  "outside it is never used)")
-        edits = self.get(it, "edits", w, _list_of(_edit), "a list of [list, action, op type] edits")
+        edits = self.get(it, "edits", w, _list_of(_edit), "a list of [list, action, op type] edits (or "
+                         "[\"keep_dtype\", \"keep\", line])")
         ml = self.get(it, "mixlist", w, _dict, "a modify_mixlist object")
         try:
             m = parse_obj(ml, f"{w}.mixlist")
         except InputError as e:
             self.bad(f"{w}.mixlist", f"is not a valid modify_mixlist ({e.problem})")
-        if edits_of(m) != edits_from_json(edits):
+        if edits_of(m) != list_edits(edits_from_json(edits)):
             self.bad(f"{w}.edits", "differ from its mixlist")
         reason = self.get(it, "reason", w, _str, "a string")
         pred = self.get(it, "predicted", w, _dict, "an object")

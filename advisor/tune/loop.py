@@ -180,14 +180,17 @@ class Tuner:
     def _start_run(self, it: Iteration, runner: Runner, ahead: int = 0) -> RunResult:
         d = self._folder(it.dir)
         d.mkdir(parents=True, exist_ok=True)
-        n = len(it.edits)
+        n = len(it.edits) - len(it.keeps)
         what = f"{n} list edit{'s' if n != 1 else ''}" if n else "the starting lists"
         if it.loss_scale is not None:
             what += f", loss scale {scale_text(it.loss_scale)}"
+        if it.keeps:
+            what += f", {len(it.keeps)} keep_dtype line{'s' if len(it.keeps) != 1 else ''}"
         self.say(f"run {self.state.runs + 1 + ahead} of at most {self.cfg.max_runs}: {it.dir} ({what})")
-        if it.loss_scale is not None:      # only then: a Runner written before loss scales keeps working
-            return runner.run(it.as_mixlist(), self.cfg.mode, d / "run", loss_scale=it.loss_scale)
-        return runner.run(it.as_mixlist(), self.cfg.mode, d / "run")
+        # loss_scale / keep_dtype only when set: a Runner written before them keeps working
+        kw = {**({"loss_scale": it.loss_scale} if it.loss_scale is not None else {}),
+              **({"keep_dtype": it.keeps} if it.keeps else {})}
+        return runner.run(it.as_mixlist(), self.cfg.mode, d / "run", **kw)
 
     def _record_run(self, it: Iteration, res: RunResult) -> None:
         st = self.state
@@ -336,7 +339,8 @@ class Tuner:
                 stop = "run budget spent"
         for c in nxt:
             it.next = {"edits": edits_to_json(c.edits), "reason": c.reason}
-            self.state.new_iteration(c.mixlist, c.reason, c.predicted, parent=it.index, loss_scale=c.loss_scale)
+            self.state.new_iteration(c.mixlist, c.reason, c.predicted, parent=it.index, loss_scale=c.loss_scale,
+                                     keeps=c.keeps)
         if not nxt:
             self.state.status = "confirmed" if self.state.passing() else "exhausted"
             self.state.stop_reason = stop or ""
@@ -389,6 +393,7 @@ class Tuner:
             v, m, r = it.verdict or {}, it.measured or {}, it.result or {}
             hist.append({
                 "iteration": it.index, "dir": it.dir, "reason": it.reason, "edits": edits_summary(it.edits),
+                **({"keep_dtype": list(it.keeps)} if it.keeps else {}),
                 "status": r.get("status", "pending"), "message": r.get("message", ""),
                 "ok": v.get("ok"), "calibration_ok": (v.get("calibration") or {}).get("ok"),
                 "holdout_ok": (v.get("holdout") or {}).get("ok") if v.get("holdout") else None,
@@ -406,6 +411,7 @@ class Tuner:
             "captures": self.state.captures, "executions": self.state.executions,
             "max_runs": self.cfg.max_runs, "mode": self.cfg.mode,
             "best_iteration": b.index if b else None, "edits": edits_summary(b.edits if b else frozenset()),
+            "keep_dtype": list(b.keeps) if b else [],
             "loss_scale": b.loss_scale if b else None,
             "final": {"cosine": meas.get("cosine"), "rel_l2": meas.get("rel_l2"), "finite": meas.get("finite")},
             "low_precision_time_share": b.low_precision_time_share if b else None,
@@ -426,6 +432,8 @@ class Tuner:
         b = self.best()
         m = b.as_mixlist() if b else None
         atomic_write_text(self.out / "modify_mixlist.json", (m or Mixlist()).to_json(), keep_existing=True)
+        if b is not None and b.keeps:       # per-op advice confirmed with the list: ATC's --keep_dtype file
+            atomic_write_text(self.out / "keep_dtype.cfg", "".join(f"{ln}\n" for ln in b.keeps), keep_existing=True)
         atomic_write_json(self.out / "summary.json", s)
         atomic_write_text(self.out / "report.html", render_html(s, self.out), keep_existing=False)
         return s
@@ -449,10 +457,12 @@ def tune(runner: Runner, out: str | os.PathLike, mode: str = "mixed_float16", ma
          holdout: int | None = None, resume: bool = False, tolerance=None, learn: bool = True,
          base_mixlist: Mixlist | None = None, stages: Stages | None = None, soc: str | None = None,
          ops_info: str | None = None, perf: bool = True, progress=None, parallel: int = 1,
-         loss_scale: float | None = None) -> dict:
+         loss_scale: float | None = None, granularity: str = "type") -> dict:
     """Run the tuning loop; returns the summary (also written to ``out/summary.json``).
     ``progress(msg)`` hears each run as it starts and its verdict; ``parallel``: runs at once;
-    ``loss_scale``: the static loss scale of the first run (a training workload's; later runs may raise it)."""
+    ``loss_scale``: the static loss scale of the first run (a training workload's; later runs may raise it);
+    ``granularity``: recommend's (``type``: list edits; ``op``/``auto``: per-op keep lines too, which the runner
+    applies with each run -- ``Runner.run(keep_dtype=...)``)."""
     from ..semantics import mode_info, uses_mixlist
     try:
         mode_info(mode)
@@ -468,7 +478,7 @@ def tune(runner: Runner, out: str | os.PathLike, mode: str = "mixed_float16", ma
         raise InputError("--parallel", "must be >= 1")
     if loss_scale is not None and not (0 < loss_scale < math.inf):
         raise InputError("--loss-scale", f"must be a finite number > 0, not {loss_scale}")
-    st = stages or Stages(tolerance, soc=soc, ops_info=ops_info, mode=mode)
+    st = stages or Stages(tolerance, soc=soc, ops_info=ops_info, mode=mode, granularity=granularity)
     t = Tuner(runner, st, TuneConfig(Path(out), mode, max_runs, holdout, learn, perf, base_mixlist,
                                      parallel=parallel, loss_scale=loss_scale), progress)
     t.start(resume=resume)

@@ -16,7 +16,7 @@ from typing import Any, Callable
 
 from ..compare.training import scale_text
 from ..mixlist import Mixlist
-from .edits import edit_key, edits_of, edits_to_json, mixlist_from_edits
+from .edits import edit_key, edits_of, edits_to_json, keeps_of, mixlist_from_edits
 from .journal import Iteration, TuneState
 from .stages import Proposal, Stages
 from .surrogate import Surrogate
@@ -32,10 +32,17 @@ class Candidate:
     reason: str
     predicted: dict = field(default_factory=dict)
     loss_scale: float | None = None
+    keeps: tuple = ()                      # keep_dtype lines (per-op advice) the run adds
 
     @property
     def edits(self) -> frozenset:
-        return edits_of(self.mixlist)
+        return edits_of(self.mixlist, self.keeps)
+
+    @classmethod
+    def of_edits(cls, edits: frozenset, reason: str, predicted: dict | None = None,
+                 loss_scale: float | None = None) -> "Candidate":
+        """The candidate running exactly ``edits`` (list edits and keeps)."""
+        return cls(mixlist_from_edits(edits), reason, predicted or {}, loss_scale, keeps_of(edits))
 
 
 class Policy:
@@ -110,7 +117,7 @@ class Policy:
         if prop is None:
             return None
         return Candidate(prop.mixlist, "fix: recommended on the measurements of " + src.dir + " (next candidate)",
-                         {**prop.predicted, "ok": prop.ok}, self.scale)
+                         {**prop.predicted, "ok": prop.ok}, self.scale, prop.keeps)
 
     def after_pass(self, it: Iteration, d: Path) -> tuple[Candidate | None, str | None]:
         tol = self.stages.tolerance
@@ -120,8 +127,8 @@ class Policy:
                                           tol.max_rel_l2)
             if trimmed is not None and trimmed not in self.tried() and trimmed not in self.excluded():
                 dropped = ", ".join(edit_key(e) for e in sorted(edits - trimmed))
-                return Candidate(mixlist_from_edits(trimmed), f"trim over-fix: drop {dropped} (measured effect "
-                                 "negligible)", {}, self.scale), None
+                return Candidate.of_edits(trimmed, f"trim over-fix: drop {dropped} (measured effect negligible)",
+                                          {}, self.scale), None
         trim = self.measured_trim(it)
         if trim is not None:
             return trim, None
@@ -135,7 +142,7 @@ class Policy:
         if ps is not None and it.low_precision_time_share is not None and ps <= best_share + 1e-9:
             return None, "confirmed: no proposal with more low-precision time"
         return Candidate(prop.mixlist, "performance edits on a passing list", {**prop.predicted, "ok": prop.ok},
-                         self.scale), None
+                         self.scale, prop.keeps), None
 
     def measured_trim(self, it: Iteration, also: list | None = None) -> Candidate | None:
         """The passing list minus one edit not yet measured, the edit costing the most low-precision time
@@ -153,14 +160,16 @@ class Policy:
             rest = edits - {e}
             if rest in tried or rest in excluded:
                 continue
-            share = self.stages.predicted_share(run, mixlist_from_edits(rest))
+            keeps = keeps_of(rest)
+            share = (self.stages.predicted_share(run, mixlist_from_edits(rest), keeps=keeps) if keeps else
+                     self.stages.predicted_share(run, mixlist_from_edits(rest)))
             options.append((-(share if share is not None else 0.0), edit_key(e), e, rest, share))
         if not options:
             return None
         _, key, e, rest, share = min(options)
-        return Candidate(mixlist_from_edits(rest), f"trim: measure whether {key} is needed" +
-                         (f" ({label})" if label else ""),
-                         {"low_share": share, "how": "estimated (cost model)"} if share is not None else {}, self.scale)
+        return Candidate.of_edits(rest, f"trim: measure whether {key} is needed" + (f" ({label})" if label else ""),
+                                  {"low_share": share, "how": "estimated (cost model)"} if share is not None else {},
+                                  self.scale)
 
     def after_fail(self, it: Iteration, d: Path) -> tuple[Candidate | None, str | None]:
         passing = self.state.passing()
@@ -175,9 +184,9 @@ class Policy:
         if self.learn:
             combo = self.surrogate.combine(self.stages.tolerance.max_rel_l2)
             if combo is not None and combo not in self.tried() and combo not in self.excluded():
-                return Candidate(mixlist_from_edits(combo), "learned: combine the edits measured to remove error "
-                                 f"({', '.join(edit_key(e) for e in sorted(combo))})",
-                                 {"surrogate_rel_l2": self.surrogate.predict(combo)}, self.scale), None
+                return Candidate.of_edits(combo, "learned: combine the edits measured to remove error "
+                                          f"({', '.join(edit_key(e) for e in sorted(combo))})",
+                                          {"surrogate_rel_l2": self.surrogate.predict(combo)}, self.scale), None
         src = it if it.measured else self.measured_ancestor(it)
         if src is None:
             return None, "no measured run to recommend from"
@@ -189,7 +198,7 @@ class Policy:
                 return self.scaled(src, advice)
             return None, "recommend found no further untried edit set it predicts to pass"
         return Candidate(prop.mixlist, "fix: recommended on the measurements of " + src.dir,
-                         {**prop.predicted, "ok": prop.ok}, self.scale), None
+                         {**prop.predicted, "ok": prop.ok}, self.scale, prop.keeps), None
 
     def scaled(self, src: Iteration, advice: dict) -> tuple[Candidate | None, str | None]:
         """Only the gradients fail, by underflow: the same list again with recommend's static loss scale
@@ -208,7 +217,7 @@ class Policy:
         return Candidate(src.as_mixlist(), f"loss scale {scale_text(scale)}: only the gradients fail, by underflow in low "
                          f"precision ({advice.get('reason', '')}); the same list with the scaled backward",
                          {"underflow": advice.get("predicted_underflow"), "how": "estimated (golden gradient "
-                          "magnitudes)"}, float(scale)), None
+                          "magnitudes)"}, float(scale), src.keeps), None
 
     def measured_ancestor(self, it: Iteration) -> Iteration | None:
         p = it.parent
@@ -225,14 +234,15 @@ class Policy:
         its new edit types excluded -- at most MAX_SCREEN times."""
         run = self.load(src)
         base = src.as_mixlist()
-        base_edits = edits_of(base)
+        base_edits = src.edits
         steps = self.calib_steps(src)
         exclude_types: set[str] = set()
         if self.learn:
             exclude_types |= self.surrogate.useless_types(self.stages.tolerance.max_rel_l2) - {e[2] for e in base_edits}
         log: list[dict] = [{"learned_exclude": sorted(exclude_types)}] if exclude_types else []
         avoid_sets = self.tried() | set(self.excluded()) | set(also or [])
-        avoid = [mixlist_from_edits(e) for e in avoid_sets]
+        # what recommend must not propose again: lists, with their keep lines when they have some
+        avoid = [(mixlist_from_edits(e), keeps_of(e)) if keeps_of(e) else mixlist_from_edits(e) for e in avoid_sets]
         out = None
         for attempt in range(MAX_SCREEN + 1):
             rec = self.stages.recommend(run, base, sorted(exclude_types), steps, avoid=avoid, widen=self.state.widen)
@@ -240,6 +250,8 @@ class Policy:
                 self.stages.write_recommendation(rec, d / "recommendation")
             prop = (Proposal(rec.perf_mixlist, rec.perf_predicted or rec.predicted, rec.ok, rec.raw)
                     if want_perf and rec.perf_mixlist is not None else rec)
+            if src.keeps or prop.keeps:           # the run's own keep lines stay; recommend adds to them
+                prop.keeps = tuple(sorted(set(src.keeps) | set(prop.keeps)))
             if prop.edits == base_edits:
                 log.append({"attempt": attempt, "result": "no new edit", "status": rec.status,
                             **({"loss_scale": rec.loss_scale} if rec.loss_scale else {})})
@@ -251,7 +263,7 @@ class Policy:
             elif not screened[0]:
                 self.state.exclude(prop.edits, f"surrogate: measured effects of these edits predict rel_l2 "
                                                f"{screened[1]:.3g}", None, self.scale)
-                avoid.append(prop.mixlist)
+                avoid.append((prop.mixlist, prop.keeps) if prop.keeps else prop.mixlist)
                 log.append({"attempt": attempt, "edits": edits_to_json(prop.edits), "result": "surrogate rejected",
                             "predicted_rel_l2": screened[1]})
             else:

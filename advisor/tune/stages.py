@@ -24,10 +24,11 @@ class Proposal:
     perf_mixlist: Mixlist | None = None             # the list with performance edits too (if any)
     perf_predicted: dict = field(default_factory=dict)
     loss_scale: dict | None = None                  # recommend's loss-scale advice when only gradients fail
+    keeps: tuple = ()                               # keep_dtype lines (per-op advice) the list adds
 
     @property
     def edits(self) -> frozenset:
-        return edits_of(self.mixlist)
+        return edits_of(self.mixlist, self.keeps)
 
     @property
     def status(self) -> str | None:
@@ -46,9 +47,10 @@ class Stages:
     """Adapters to analysis / compare / recommend for one tune (chip, ops-info, mode and tolerance fixed)."""
 
     def __init__(self, tolerance: Tolerance | None = None, soc: str | None = None, ops_info: str | None = None,
-                 mode: str | None = None):
+                 mode: str | None = None, granularity: str = "type"):
         self.tolerance = tolerance or Tolerance()
         self.soc, self.ops_info, self.mode = soc, ops_info, mode
+        self.granularity = granularity     # recommend's: "type" (list edits), "op" / "auto" (per-op keeps too)
 
     # --- read and judge
     def load(self, run_dir: Path) -> Any:
@@ -75,28 +77,35 @@ class Stages:
         """The measured low-precision share of float kernel time (costmodel.kernel_low_share, all steps)."""
         return run.measured_low_share
 
-    def predicted_share(self, run: Any, mixlist: Mixlist | None) -> float | None:
-        """The predicted low-precision share of a list on this run's graph (cost model; no run spent)."""
-        return run.low_share(run.plan_of(run.lists_with(mixlist)))
+    def predicted_share(self, run: Any, mixlist: Mixlist | None, keeps: Sequence[str] = ()) -> float | None:
+        """The predicted low-precision share of a list (and keep lines) on this run's graph (cost model; no run
+        spent)."""
+        lists = run.lists_with(mixlist)
+        if not keeps:
+            return run.low_share(run.plan_of(lists))
+        from ..recommend.edits import keep_line_edit, overrides_with
+        ov = overrides_with(run.plan.overrides, [keep_line_edit(ln) for ln in keeps])
+        return run.low_share(run.compiled.what_if(run.plan, lists, ov))
 
     # --- recommend
     def recommend(self, run: Any, base: Mixlist | None, exclude_types: Sequence[str],
-                  steps: Sequence[int] | None = None, avoid: Iterable[Mixlist | None] = (),
+                  steps: Sequence[int] | None = None, avoid: Iterable[Any] = (),
                   widen: bool = False) -> Proposal:
-        """recommend on a measured run, starting from ``base`` (the list that run used), never editing
-        ``exclude_types`` nor proposing a list with the plan of one in ``avoid`` (already run)."""
+        """recommend on a measured run, starting from ``base`` (the list that run used, with the keep lines the
+        run applied), never editing ``exclude_types`` nor proposing a list with the plan of one in ``avoid``
+        (already run: mixlists, or (mixlist, keep lines) pairs).  The proposal's ``keeps``: the new keep lines."""
         from ..recommend import recommend
-        # list edits only: a tune run applies a mixlist per candidate (per-op keeps are recommend's advice)
         rec = recommend(run, self.tolerance, base_mixlist=base, exclude=tuple(exclude_types), steps=steps,
-                        avoid=avoid, widen=widen, granularity="type")
+                        avoid=avoid, widen=widen, granularity=self.granularity)
         pred = (rec.predicted or {}).get("recommended") or {}
         m = rec.mixlist if rec.mixlist is not None and not rec.mixlist.is_empty() else None
         perf = rec.perf_mixlist
         pp = (rec.predicted or {}).get("with_performance_edits") or {}
         advice = (rec.loss_scale or {}).get("loss_scale") if rec.status == "loss-scale" else None
+        keeps = tuple(sorted(e.edit.line for e in rec.edits if e.edit.is_keep))
         return Proposal(m, normalise_prediction(pred), bool(rec.ok), rec,
                         perf if perf is not None and not perf.is_empty() else None,
-                        normalise_prediction(pp) if pp else {}, advice)
+                        normalise_prediction(pp) if pp else {}, advice, keeps)
 
     def write_recommendation(self, proposal: Proposal, out_dir: Path) -> None:
         if proposal.raw is None:
