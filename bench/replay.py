@@ -8,7 +8,7 @@ one-edit lists (one black-list edit each, for the first ``--candidates`` op type
 plan, most kernel time first: ``bench.cases.search.candidate_types``).  Prints the ratio replay / eager
 (target: <= 1) and the median over the one-edit candidates (the cost of one candidate of recommend's search).
 
-Recommend (``--recommend``, default the situation ``bench/cases/situations.py:minilm_temperature``: real
+Recommend (``--recommend``, default the situation ``bench.cases.situations:minilm_temperature``: real
 all-MiniLM-L6-v2 + a softmax head at temperature 0.02 that overflows fp16; fails with the default lists):
 capture it with tensor dumps, then time the command ``advisor recommend --profile RUN --out DIR --json`` as a
 subprocess (interpreter start and imports included; median of ``--recommend-repeat``) and report its status
@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 WORKLOADS = {"mlp_exp": "examples/mlp_exp.py:workload", "transformer_hazard": "examples/transformer_hazard.py:workload",
              "minilm": "examples/minilm.py:workload"}
-RECOMMEND_TARGET = "bench/cases/situations.py:minilm_temperature"
+RECOMMEND_TARGET = "bench.cases.situations:minilm_temperature"   # a module (relative imports)
 
 
 def _median_time(fn, repeat: int) -> float:
@@ -95,7 +95,8 @@ def bench_recommend(target: str, work: Path, repeat: int) -> dict:
     """Capture ``target`` with tensor dumps, then time ``advisor recommend --profile RUN`` (the command)."""
     from advisor.emulator import capture
     t0 = time.perf_counter()
-    run_dir = capture(str(ROOT / target), work / "rec_run", dump="tensors", local=False)
+    path = str(ROOT / target) if target.partition(":")[0].endswith(".py") else target
+    run_dir = capture(path, work / "rec_run", dump="tensors", local=False)
     t_capture = time.perf_counter() - t0
     env = dict(os.environ, TORCH_DEVICE_BACKEND_AUTOLOAD="0")
     times, out = [], {}
