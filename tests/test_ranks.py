@@ -10,8 +10,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import torch
-from torch import nn
 from typer.testing import CliRunner
 
 from advisor.cli import app
@@ -19,6 +17,7 @@ from advisor.errors import InputError
 from advisor.ingest.discover import discover
 from advisor.ingest.msprobe import dump_files
 from advisor.ingest.ranks import load_rank, parse_ranks, rank_dumps, rank_groups, summarize
+from rank_workloads import exp_workload  # tests/ is on sys.path (pytest's rootdir import)
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "bench"))
@@ -147,22 +146,6 @@ def test_input_errors_cross_process_boundaries_intact():
 
 
 # ---------------------------------------------------------------------- compare: a rank that overflows alone
-class ExpNet(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc = nn.Linear(8, 8)
-
-    def forward(self, x):
-        return torch.exp(self.fc(x))
-
-
-def _workload(scale: float):
-    torch.manual_seed(0)
-    net = ExpNet()
-    with torch.no_grad():
-        net.fc.weight.copy_(torch.eye(8))
-        net.fc.bias.zero_()
-    return net, [(scale * torch.rand(4, 8),) for _ in range(2)]
 
 
 BAD = 2
@@ -174,8 +157,8 @@ def dumps(tmp_path_factory) -> Path:
     [0, 20) (exp overflows fp16 from 11.1 on: inf only there).  Laid out as a run directory (the clean capture
     plus dump/{mixed,fp32}/step*/rank1..3)."""
     base = tmp_path_factory.mktemp("cap")
-    ok = capture_mod.capture(_workload(1.0), base / "ok")
-    hot = capture_mod.capture(_workload(20.0), base / "hot")
+    ok = capture_mod.capture(exp_workload(1.0), base / "ok")
+    hot = capture_mod.capture(exp_workload(20.0), base / "hot")
     run = base / "run"
     shutil.copytree(ok, run)
     for side in ("mixed", "fp32"):

@@ -9,13 +9,12 @@ import shutil
 from pathlib import Path
 
 import pytest
-import torch
-from torch import nn
 from typer.testing import CliRunner
 
 from advisor.analysis import analyze
 from advisor.cli import app
 from advisor.recommend import recommend
+from rank_workloads import exp_workload  # tests/ is on sys.path (pytest's rootdir import)
 
 capture_mod = pytest.importorskip("advisor.emulator.capture")
 
@@ -25,31 +24,14 @@ def _cli(args):
     return r.exit_code, r.stdout, r.stderr
 
 
-class ExpNet(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.fc = nn.Linear(8, 8)
-
-    def forward(self, x):
-        return torch.exp(self.fc(x))
-
-
-def _workload(scale: float):
-    """exp of inputs in [0, scale): fine in fp16 for scale 1, inf from 11.1 on for scale 20."""
-    torch.manual_seed(0)
-    net = ExpNet()
-    with torch.no_grad():
-        net.fc.weight.copy_(torch.eye(8))
-        net.fc.bias.zero_()
-    return net, [(scale * torch.rand(4, 8),) for _ in range(2)]
 
 
 @pytest.fixture(scope="module")
 def two_ranks(tmp_path_factory) -> Path:
     """Rank 0: the clean capture; rank 1: the dumps of the same model on hot inputs (dump/*/step*/rank1)."""
     base = tmp_path_factory.mktemp("cap")
-    ok = capture_mod.capture(_workload(1.0), base / "ok")
-    hot = capture_mod.capture(_workload(20.0), base / "hot")
+    ok = capture_mod.capture(exp_workload(1.0), base / "ok")
+    hot = capture_mod.capture(exp_workload(20.0), base / "hot")
     run = base / "run"
     shutil.copytree(ok, run)
     for side in ("mixed", "fp32"):
@@ -76,10 +58,10 @@ def test_the_edit_only_rank_1_needs_is_proposed_names_rank_1_and_a_fresh_capture
     assert d["minimality"]["proved"] and d["minimality"]["checks"] == [
         {"edit": "black-list to-add Exp", "ranks_failing_without_it": [1]}]
     # a fresh capture of rank 1's workload with the recommended list meets the tolerance; without it, it does not
-    fixed = capture_mod.capture(_workload(20.0), tmp_path / "rank1_fixed", mixlist=tmp_path / "advice" /
+    fixed = capture_mod.capture(exp_workload(20.0), tmp_path / "rank1_fixed", mixlist=tmp_path / "advice" /
                                 "modify_mixlist.json")
     assert analyze(fixed).verdict().ok
-    assert not analyze(capture_mod.capture(_workload(20.0), tmp_path / "rank1_default")).verdict().ok
+    assert not analyze(capture_mod.capture(exp_workload(20.0), tmp_path / "rank1_default")).verdict().ok
 
 
 def test_rank_0_alone_needs_no_edit_and_rank_1_alone_gets_it(two_ranks, tmp_path):
