@@ -21,35 +21,35 @@ def compare_ranks_of(run: str | None, target: str | None, golden: str | None, to
     attribution, its run, the ranks document: every other rank compared by independent tasks and the
     cross-rank findings, ``{}`` with one rank).  With its op graph a rank's plan says who decided each
     precision; without, the dumped dtypes do."""
-    from .cluster import attribute_rank, compare_jobs, other_ranks, rank_comparison, rank_run
+    from .cluster import other_ranks, rank_comparison
     from .tasks import check_workers
-    if run and not Path(run).is_dir():
-        raise InputError(run, "not a run directory")
-    if not run and not (target and golden):
-        raise InputError("", "give --run RUNDIR, or both --target DUMP and --golden DUMP")
     check_workers(workers, ray)
-    jobs = compare_jobs(run, target, golden, ranks, tolerance=tol, steps=steps, soc=soc, ops_info=ops_info,
-                        mode=mode)
-    r, analysis = rank_run(jobs[0])
-    att = attribute_rank(jobs[0], r, analysis)
+    jobs = _jobs(run, target, golden, tol, ranks, steps, soc=soc, ops_info=ops_info, mode=mode)
+    att, r = _first(jobs)
     return att, r, other_ranks(jobs, rank_comparison(att, r, jobs[0].rank), workers, ray)
-
-
-def first_rank_attribution(run: str | None, target: str | None, golden: str | None, tol: Tolerance,
-                           steps: Iterable[int] | None = None, **how) -> tuple[Attribution, Run]:
-    """(attribution, run) of the first rank only (``how``: soc, ops_info, mode)."""
-    from .cluster import attribute_rank, compare_jobs, rank_run
-    if run and not Path(run).is_dir():
-        raise InputError(run, "not a run directory")
-    jobs = compare_jobs(run, target, golden, tolerance=tol, steps=steps, **how)
-    r, analysis = rank_run(jobs[0])
-    return attribute_rank(jobs[0], r, analysis), r
 
 
 def run_attribution(path: str, tol: Tolerance, *, soc: str | None = None, ops_info: str | None = None,
                     mode: str | None = None, steps: Iterable[int] | None = None) -> tuple[Attribution, Run]:
     """(attribution, run) of a capture/tune run directory's first rank, as ``advisor compare --run``."""
-    return first_rank_attribution(str(path), None, None, tol, steps, soc=soc, ops_info=ops_info, mode=mode)
+    return _first(_jobs(str(path), None, None, tol, None, steps, soc=soc, ops_info=ops_info, mode=mode))
+
+
+def _jobs(run: str | None, target: str | None, golden: str | None, tol: Tolerance, ranks, steps, **how) -> list:
+    """compare's per-rank jobs, after the checks of its inputs."""
+    from .cluster import compare_jobs
+    if run and not Path(run).is_dir():
+        raise InputError(run, "not a run directory")
+    if not run and not (target and golden):
+        raise InputError("", "give --run RUNDIR, or both --target DUMP and --golden DUMP")
+    return compare_jobs(run, target, golden, ranks, tolerance=tol, steps=steps, **how)
+
+
+def _first(jobs: list) -> tuple[Attribution, Run]:
+    """(attribution, run) of the first job's rank."""
+    from .cluster import attribute_rank, rank_run
+    r, analysis = rank_run(jobs[0])
+    return attribute_rank(jobs[0], r, analysis), r
 
 
 def write_outputs(att: Attribution, run: Run, *, csv_out: str | None = None, json_out: str | None = None,

@@ -24,8 +24,6 @@ def _cli(args):
     return r.exit_code, r.stdout, r.stderr
 
 
-
-
 @pytest.fixture(scope="module")
 def two_ranks(tmp_path_factory) -> Path:
     """Rank 0: the clean capture; rank 1: the dumps of the same model on hot inputs (dump/*/step*/rank1)."""
