@@ -23,9 +23,9 @@ from ..compare.training import scale_text
 from ..errors import InputError
 from ..mixlist import Mixlist, check_op_types, compose
 from ..oplists import BLACK, OpLists, precision_free
-from ..semantics import DEFAULT_MODE, Plan, low_mask, mode_info, uses_mixlist
+from ..semantics import DEFAULT_MODE, Plan, low_mask, uses_mixlist
 from . import findings as F
-from .edits import Edit, edits_mixlist, keep_line_edit, keeps_apply, lists_with, overrides_with
+from .edits import Edit, edits_mixlist, keep_line_edit, keeps_apply, lists_with, mixed_mode_of, overrides_with
 from .explain import EditReport, curve, explain, flips, local_vs_received, worst_instances
 from .granularity import (KEEP_DTYPE_NAME, mixed_mode_alternative, per_op_by_default, rec_snippets,
                           type_level_alternative)
@@ -222,7 +222,7 @@ class SearchContext:
         elif not uses_mixlist(a.mode):
             self.notes.append(f"precision mode {a.mode!r} ignores modify_mixlist (GE applies it only in "
                               "mixed_float16/mixed_bfloat16 / allow_mix_precision*); edits below assume the mixed mode.")
-            self.mode = "mixed_bfloat16" if mode_info(a.mode)[1] == "bf16" else DEFAULT_MODE
+            self.mode = mixed_mode_of(a.mode)
         self.base_plan = a.compiled.plan(self.base_lists, self.mode, a.plan.overrides)
         self.evidence = build_evidence(a.compiled, None, a.run.local_errors) if _has_local(a) else None
 

@@ -15,7 +15,8 @@ from .. import mixlist as mx
 from ..analysis import Analysis, analyze
 from ..errors import InputError
 from ..fsutil import atomic_write_text, json_safe, json_text
-from ..semantics import DEFAULT_MODE, Plan, flips_between, low_mask, mode_info, uses_mixlist
+from ..semantics import Plan, flips_between, low_mask, uses_mixlist
+from .edits import mixed_mode_of
 from .explain import curve
 
 
@@ -127,7 +128,7 @@ def diff(run: Any, a: Any, b: Any, *, tolerance: Any = None, soc: str | None = N
     mode = an.mode
     if not uses_mixlist(mode) and (overrides_b is None or overrides_b == overrides_a):
         notes.append(f"precision mode {mode!r} ignores mixlists; flips shown for the mixed mode")
-        mode = "mixed_bfloat16" if mode_info(mode)[1] == "bf16" else DEFAULT_MODE
+        mode = mixed_mode_of(mode)
     la, lb = an.lists_with(ma), an.lists_with(mb)
     ova = an.plan.overrides if overrides_a is None else overrides_a
     pa = an.compiled.plan(la, mode, ova)

@@ -75,6 +75,11 @@ def keep_line_edit(line: str) -> Edit:
     return Edit(KEEP, "", line)
 
 
+def mixed_mode_of(mode: str) -> str:
+    """The mixed mode (the modes that apply a mixlist) with ``mode``'s low dtype."""
+    return "mixed_bfloat16" if mode_info(mode)[1] == "bf16" else "mixed_float16"
+
+
 def list_edits(edits: Iterable[Edit]) -> list[Edit]:
     return [e for e in edits if not e.is_keep]
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from ..mixlist import compose
-from ..semantics import DEFAULT_MODE, mode_info, uses_mixlist
-from .edits import edits_mixlist, overrides_with
+from ..semantics import uses_mixlist
+from .edits import edits_mixlist, mixed_mode_of, overrides_with
 
 KEEP_DTYPE_NAME = "keep_dtype.cfg"
 
@@ -39,7 +39,7 @@ def mixed_mode_alternative(ctx: Any, best: Any, budget: int, skip: set, how: str
     replay (half the budget); when it keeps more compute low than ``best`` (the keeps found in the run's mode)
     by more than KEEP_MARGIN, a note on ``ctx`` and recommendation.json's ``mixed_mode_alternative``."""
     from .replay_search import KEEP_MARGIN, ReplaySearch
-    mixed = "mixed_bfloat16" if mode_info(ctx.mode)[1] == "bf16" else DEFAULT_MODE
+    mixed = mixed_mode_of(ctx.mode)
     r = ReplaySearch(ctx.a, ctx.base_lists, ctx.steps, exclude=ctx.exclude, budget=budget // 2,
                      max_exhaustive=min(3, ctx.max_edits), proposable=ctx.proposable, skip=skip, mode=mixed).run()
     if r.best is None or r.best.share <= best.share + KEEP_MARGIN:

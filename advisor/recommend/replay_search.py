@@ -36,6 +36,7 @@ could not be re-executed: their recorded FP32 outputs stood in, so the error is 
 from __future__ import annotations
 
 import itertools
+from collections import Counter
 import math
 import time
 from dataclasses import dataclass, field
@@ -309,9 +310,7 @@ class ReplaySearch:
                         break
                     near.setdefault(v, 2)
                     q, k = v, k + 1
-        count: dict[str, int] = {}
-        for n in kernels:
-            count[c.types[c.index[n]]] = count.get(c.types[c.index[n]], 0) + 1
+        count = Counter(c.types[c.index[n]] for n in kernels)
         picked = [n for n in near if n in kernels and c.types[c.index[n]] in types
                   and count[c.types[c.index[n]]] > 1]
 

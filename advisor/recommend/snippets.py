@@ -34,7 +34,7 @@ GE_TO_TORCH = {
 def mixlist_snippets(mixlist_path: str, mode: str, fp32_types: Iterable[str], low_types: Iterable[str] = (),
                      mixlist_obj: Mapping | None = None) -> dict[str, str]:
     """Snippets for TF2, TF1, NPURunConfig, atc, the GE option and a PyTorch eager autocast policy."""
-    bf16 = "bfloat16" in mode or mode.endswith("bf16")
+    bf16 = _is_bf16(mode)
     v2 = "mixed_bfloat16" if bf16 else "mixed_float16"
     v1 = "allow_mix_precision_bf16" if bf16 else "allow_mix_precision"
     path = mixlist_path
@@ -85,7 +85,7 @@ def deployment_snippets(mixlist_path: str, mode: str, fp32_types: Iterable[str],
     if not keep_path or not lines:
         return out
     mixed = uses_mixlist(mode)
-    bf16 = "bfloat16" in mode or mode.endswith("bf16")
+    bf16 = _is_bf16(mode)
     pm = ("--precision_mode_v2=" + ("mixed_bfloat16" if bf16 else "mixed_float16")) if mixed else f"--precision_mode={mode}"
     ml = f" --modify_mixlist={mixlist_path}" if mixed and has_list_edits else ""
     out["atc"] = (f"atc --model=model.onnx --framework=5 --output=model --soc_version=<soc> {pm}{ml} "
@@ -105,6 +105,10 @@ def deployment_snippets(mixlist_path: str, mode: str, fp32_types: Iterable[str],
     if type_level_fp32 is not None:
         out["pytorch_eager_autocast"] = _torch_policy(sorted(set(type_level_fp32)), sorted(set(low_types)), bf16)
     return out
+
+
+def _is_bf16(mode: str) -> bool:
+    return "bfloat16" in mode or mode.endswith("bf16")
 
 
 def _torch_policy(fp32_types: list[str], low_types: list[str], bf16: bool) -> str:
