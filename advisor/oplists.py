@@ -20,6 +20,7 @@ import numpy as np
 
 from .errors import InputError
 from .fsutil import read_user_json
+from .kernels import Kernel, KernelTable
 
 SOCS = ("ascend910", "ascend910b", "ascend910_93", "ascend310p")
 DEFAULT_SOC = "ascend910b"
@@ -92,6 +93,7 @@ class OpLists:
     soc: str = DEFAULT_SOC
     source: str = ""
     ops_info: str = ""          # the ops-info file the lists were read from ("" = the chip's default tables)
+    kernels: KernelTable | None = None   # AI Core kernels' dtype combinations (None: not known for these lists)
 
     @property
     def label(self) -> str:
@@ -112,6 +114,15 @@ class OpLists:
 
     def is_known(self, op_type: str) -> bool:
         return op_type in self.known or op_type in self.white or op_type in self.black
+
+    def on_ai_core(self, op_type: str) -> bool:
+        """True when the type has an AI Core kernel: an entry in the kernel table when there is one, else a type
+        of the lists (the tables list exactly the AI Core ops-info types)."""
+        return self.kernels.on_ai_core(op_type) if self.kernels is not None else self.is_known(op_type)
+
+    def kernel(self, op_type: str) -> Kernel | None:
+        """The type's AI Core kernel (its dtype combinations), or None when unknown."""
+        return self.kernels.get(op_type) if self.kernels is not None else None
 
     def with_lists(self, white: frozenset[str], black: frozenset[str]) -> "OpLists":
         return replace(self, white=frozenset(white), black=frozenset(black))
