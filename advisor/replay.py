@@ -45,6 +45,8 @@ from .errors import InputError
 MODEL_OUTPUT = "Model.output.0.forward"
 MODEL_LOSS = "Model.loss.0.forward"
 GRAD_PREFIX = "Grad."
+NOT_DUMPED_IN = "input tensor not dumped (statistics-only dump or file missing)"
+NOT_DUMPED_OUT = "output tensor not dumped (statistics-only dump or file missing)"
 
 # msprobe API-level entries whose GE op type is unambiguous (torchair / ATC converters: linear -> MatMulV2,
 # layer_norm -> LayerNormV4, softmax -> SoftmaxV2, sum -> ReduceSum, elementwise -> the same GE type)
@@ -184,6 +186,16 @@ class ROp:
     mutated: tuple = ()
     kernel: bool = True               # False: a view / no-kernel op (never rounded; always re-run for layout)
     static: bool = False              # a view of leaves only: the same outputs in every replay (computed once)
+    base_prec: str = "fp32"           # the precision the recorded outputs were computed at (replay_scope: the
+    # measured run's); an op runs again when a plan gives it another one
+    fp32_out: list | None = None      # the FP32 outputs when ``out_values`` are the measured run's (replay_scope)
+    rounded_boundary: bool = False    # an input known only as the measured run rounded it: not re-run at another
+    # precision (replay_scope)
+
+    @property
+    def golden_outputs(self) -> list:
+        """The op's FP32 outputs (what its replayed outputs are compared with)."""
+        return self.fp32_out if self.fp32_out is not None else self.out_values
 
 
 @dataclass
@@ -257,6 +269,26 @@ def tensor_of(view: DumpView, rec: Mapping):
     if isinstance(x, np.ndarray):
         x = torch.from_numpy(np.ascontiguousarray(x))
     return x.detach() if isinstance(x, torch.Tensor) else None
+
+
+def input_tensors(view: DumpView, entry: str) -> list:
+    """The recorded tensors of an entry's tensor inputs (None: statistics only), in the order of the
+    replay's argument slots."""
+    body = view.entries.get(entry)
+    if not isinstance(body, Mapping):
+        return []
+    recs: list = []
+    if "_inputs" in body:
+        recs = [r for _, r in view.inputs(entry)]
+    else:
+        try:
+            for a in body.get("input_args") or []:
+                _decode(a, recs)
+            for v in (body.get("input_kwargs") or {}).values():
+                _decode(v, recs)
+        except _Undecodable:
+            return []
+    return [tensor_of(view, r) for r in recs]
 
 
 class Recording:
@@ -348,9 +380,9 @@ class Recording:
                     op.why_not, op.func = f"{len(slots)} tensor arguments but {len(recs)} tensor records", None
                 op.in_values = [tensor_of(view, r) for r in recs]
                 if op.func is not None and any(v is None for v in op.in_values):
-                    op.why_not, op.func = "input tensor not dumped (statistics-only dump or file missing)", None
+                    op.why_not, op.func = NOT_DUMPED_IN, None
                 if op.func is not None and any(v is None for v in op.out_values):
-                    op.why_not, op.func = "output tensor not dumped (statistics-only dump or file missing)", None
+                    op.why_not, op.func = NOT_DUMPED_OUT, None
                 if op.func is not None and hasattr(op.func, "_schema"):
                     import torch
                     if torch.Tag.nondeterministic_seeded in op.func.tags:
@@ -391,6 +423,13 @@ class Recording:
     def nodes(self) -> set:
         return {op.node for p in self.programs.values() for op in p.ops if op.node is not None}
 
+    def partial(self) -> bool:
+        """Some forward ops were dumped with tensors and others with statistics only (msprobe's ``tensor_list``,
+        ``advisor tune``'s scoped dumps): the run is replayed from its measured values (``replay_scope``)."""
+        ops = [op for p in self.programs.values() for op in p.ops if op.entry.endswith(".forward")]
+        return (any(op.why_not in (NOT_DUMPED_IN, NOT_DUMPED_OUT) for op in ops)
+                and any(op.func is not None and op.kernel for op in ops))
+
     def replayable_share(self) -> float:
         ops = [op for p in self.programs.values() for op in p.ops if op.entry.endswith(".forward")]
         return sum(op.func is not None for op in ops) / len(ops) if ops else 0.0
@@ -417,11 +456,14 @@ class Recording:
             for i, op in enumerate(prog.ops):
                 prec = precision.get(op.node, "fp32") if op.node is not None else "fp32"
                 low = op.kernel and prec in ("fp16", "bf16")
+                moved = low if op.base_prec == "fp32" else op.kernel and prec != op.base_prec
                 changed = any(src is not None and src[0] in dirty for src in op.inputs)
-                if low or changed:
+                if moved or changed:
                     needed += 1
-                    if op.func is None:
-                        not_replayed.setdefault(op.entry, op.why_not or "not replayable")
+                    if op.func is None or (moved and op.rounded_boundary):
+                        not_replayed.setdefault(op.entry, op.why_not or (
+                            "an input known only as the measured run rounded it" if op.rounded_boundary else
+                            "not replayable"))
                         continue
                 elif op.kernel or op.func is None:
                     continue
@@ -455,18 +497,18 @@ class Recording:
                 except Exception as e:  # noqa: BLE001 - an op that does not run on the CPU as recorded
                     why = f"re-execution failed ({type(e).__name__}: {' '.join(str(e).split())[:120]})"
                     op.func, op.why_not = None, why
-                    if low or changed:
+                    if moved or changed:
                         not_replayed.setdefault(op.entry, why)
                     continue
                 executed += 1
                 if len(outs) != len(op.out_values):
-                    if low or changed:
+                    if moved or changed:
                         not_replayed.setdefault(op.entry, f"{len(outs)} outputs, {len(op.out_values)} recorded")
                     continue
                 new[i] = outs
                 if low and not op.aux:
                     exact_of[i] = prec
-                if not (low or changed):
+                if not (moved or changed):
                     continue
                 dirty.add(i)
                 entries[op.entry] = {"_outputs": [(k, {"tensor": t, "dtype": _dt(t, prec, j in op.aux),

@@ -50,19 +50,20 @@ def _black(m) -> list[str]:
 def eval_recommend(case, work: Path) -> dict:
     from advisor.emulator import capture
     from advisor.recommend import recommend
+    from advisor.results import to_json
     t0 = time.perf_counter()
     base = capture(case.workload(), work / "base", dump="tensors", local=False)
     t1 = time.perf_counter()
     rec = recommend(base)
     t2 = time.perf_counter()
-    m = rec.mixlist if not rec.mixlist.is_empty() else None
+    m = rec.modify_mixlist if not rec.modify_mixlist.is_empty() else None
     # the whole advice: the list, and for gradient underflow the advised static loss scale
     scale = ((rec.loss_scale or {}).get("loss_scale") or {}).get("static") if rec.status == "loss-scale" else None
     fresh = capture(case.workload(), work / "fresh", mixlist=m, dump="stats", local=False, loss_scale=scale)
     ok, share = _judge(fresh)
     out = {"status": rec.status, "black_add": _black(m), "mixlist": (m.to_dict() if m else {}), "passes": ok,
            "loss_scale": scale,
-           "share": share, "predicted": rec.predicted.get("recommended", {}), "search": rec.search,
+           "share": share, "predicted": to_json(rec.predicted.recommended), "search": to_json(rec.search),
            "capture_s": round(t1 - t0, 2), "recommend_s": round(t2 - t1, 2)}
     shutil.rmtree(work, ignore_errors=True)
     gc.collect()

@@ -92,7 +92,7 @@ class Oracle:
         if res.ok:
             run = self.stages.load(d / "run")
             per = self.stages.final_metrics(run)
-            v = self.stages.judge(per)
+            v = self.stages.verdict(per)
             r.update(ok=bool(v["ok"]), err=worst_error(per), share=low_precision_share(d / "run"))
         r["seconds"] = time.monotonic() - t0      # capture + judge (charged to every method asking for it)
         self.store[black] = r
@@ -250,7 +250,9 @@ def synthetic(seeds: int, budget: int, verbose: bool = False) -> None:
     sys.path.insert(0, str(ROOT / "tests"))
     from test_tune_loop import FakeRunner, World  # noqa: E402
 
-    from advisor.tune import Proposal, edits_of, mixlist_from_edits
+    from test_tune_loop import black, proposal  # noqa: E402
+
+    from advisor.tune import edits_of, mixlist_of
 
     types = ["MatMulV2", "Exp", "Sigmoid", "Add", "Mul", "RealDiv", "Tanh", "SoftmaxV2"]
 
@@ -262,8 +264,11 @@ def synthetic(seeds: int, budget: int, verbose: bool = False) -> None:
         def load(self, run_dir):
             return json.loads((Path(run_dir) / "result.json").read_text())
 
-        def final_metrics(self, run):
-            return run["steps"]
+        def steps(self, run):
+            return [x["step"] for x in run["steps"]]
+
+        def final_metrics(self, run, steps=None):
+            return [x for x in run["steps"] if steps is None or x["step"] in steps]
 
         def write_comparison(self, run, out_dir, steps=None):
             pass
@@ -274,24 +279,22 @@ def synthetic(seeds: int, budget: int, verbose: bool = False) -> None:
         def low_precision_time_share(self, run):
             return run["low_share"]
 
-        def recommend(self, run, base, exclude_types, steps=None):
+        def recommend(self, run, base, exclude_types, steps=None, avoid=(), widen=False):
             cur = edits_of(base)
-            black = {e[2] for e in cur}
+            blacked = {e.type for e in cur}
             # noisy culprit scores: hazards score higher on average, decoys often win; with some
             # chance the recommender proposes a combination of earlier decoys instead
             if self.rng.random() < 0.4:
                 pool = [t for t in types if t not in self.hazards and t not in exclude_types]
                 if len(pool) >= 2:
                     pick = set(self.rng.sample(pool, 2))
-                    return Proposal(mixlist_from_edits({("black", "to-add", t) for t in pick}),
-                                    {"rel_l2": 1e-4, "nonfinite": False}, True)
+                    return proposal(mixlist_of(black(*pick)))
             scores = {t: self.rng.random() + (0.35 if t in self.hazards else 0.0) for t in types
-                      if t not in black and t not in exclude_types}
+                      if t not in blacked and t not in exclude_types}
             if not scores:
-                return Proposal(base, {}, False)
+                return proposal(base, ok=False)
             t = max(scores, key=scores.get)
-            return Proposal(mixlist_from_edits(cur | {("black", "to-add", t)}), {"rel_l2": 1e-4, "nonfinite": False},
-                            True)
+            return proposal(mixlist_of(cur | black(t)))
 
     res = {True: [], False: []}
     for seed in range(seeds):

@@ -64,7 +64,7 @@ def register(app: typer.Typer) -> None:
             rec = recommend_run(profile, tol, base_mixlist=base, exclude=tuple(exclude or ()), max_edits=max_edits,
                                 soc=soc, ops_info=ops_info, mode=mode, rank=rank, step=step, perf=not no_perf,
                                 progress=log, overrides=overrides_of(keep_dtype, customize_dtypes),
-                                workers=workers, ray=ray, granularity=granularity)
+                                workers=workers, ray=ray, granularity=granularity, out_dir=out_dir)
             log("writing outputs")
             paths = write_outputs(rec, out_dir)
             log.done()

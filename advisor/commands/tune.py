@@ -40,6 +40,9 @@ _Ray = typer.Option(None, "--ray", help="Run every candidate as a Ray task askin
                                         "whichever node has them free: local, auto or the cluster's address (--out "
                                         "and the current folder on storage every node shares).")
 _NpusPerRun = typer.Option(None, "--npus-per-run", help="NPUs each run asks Ray for (with --ray; default 1).")
+_MeasureMinimality = typer.Option(False, "--measure-minimality", help="Run the confirmed list without each of its "
+                                  "edits even when replay already showed every one failing on the same data "
+                                  "(default: stop at the first confirmation, 1-minimal by replay).")
 _LossScale = typer.Option(None, "--loss-scale", help="Static loss scale of the first run (training); tune raises it "
                                                      "when only the gradients fail by underflow.")
 
@@ -100,6 +103,7 @@ def register(app: typer.Typer) -> None:
              no_perf: bool = typer.Option(False, "--no-perf", help="Do not try performance edits after a pass."),
              parallel: int = _Parallel, devices: Optional[str] = _Devices, ray: Optional[str] = _Ray,
              npus_per_run: Optional[int] = _NpusPerRun, loss_scale: Optional[float] = _LossScale,
+             measure_minimality: bool = _MeasureMinimality,
              min_cosine: float = MinCosineOption, max_rel_l2: float = MaxRelL2Option,
              allow_nonfinite: bool = AllowNonfiniteOption, max_loss_rel: float = MaxLossRelOption,
              min_grad_cosine: float = MinGradCosineOption, msprobe_rule: bool = MsprobeRuleOption,
@@ -126,7 +130,7 @@ def register(app: typer.Typer) -> None:
             s = do_tune(r, out, mode=mode, max_runs=max_runs, holdout=holdout, resume=resume, tolerance=tol,
                         learn=not no_learn, perf=not no_perf, base_mixlist=base, soc=soc, ops_info=ops_info,
                         progress=log, parallel=parallel, loss_scale=loss_scale,
-                        granularity=_granularity(granularity, runner))
+                        granularity=_granularity(granularity, runner), measure_minimality=measure_minimality)
             log.done()
         except AdvisorError as e:
             typer.echo(f"advisor: error: {e}", err=True)

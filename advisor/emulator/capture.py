@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 import torch
 from torch.utils._pytree import tree_flatten
@@ -182,8 +182,9 @@ class _DumpBuilder:
     """Builds dump.json data for one run of one step; statistics for all tensors in one batched pass."""
 
     def __init__(self, rec: StepRecord, precs: list[str], ops, files: bool, framework: str = "pytorch",
-                 stats_cache: dict | None = None, static_ptrs: set | None = None):
+                 stats_cache: dict | None = None, static_ptrs: set | None = None, tensor_names: frozenset = frozenset()):
         self.rec, self.precs, self.ops, self.files = rec, precs, ops, files
+        self.tensor_names = tensor_names      # ops dumped with tensors in a statistics dump (msprobe tensor_list)
         self.stats_cache, self.static_ptrs = stats_cache, static_ptrs
         self.framework = framework
 
@@ -229,20 +230,21 @@ class _DumpBuilder:
             name = f"{op.name}.forward"
             in_sl, out_sl = plan_rows[i]
             aux = AUX_FP32_OUTPUTS.get(op.packet, ())
+            listed = op.name in self.tensor_names
 
-            def conv(x, _tin=tin, _in_sl=in_sl, _name=name, _prec=prec, _rgs=rgs):
+            def conv(x, _tin=tin, _in_sl=in_sl, _name=name, _prec=prec, _rgs=rgs, _listed=listed):
                 if isinstance(x, ArgRef):
                     t = _tin[x.i]
                     return trec(t, _in_sl[x.i], _exec_dtype(t, _prec, True), f"{_name}.input.{x.i}.pt",
-                                _rgs[x.i] if x.i < len(_rgs) else None)
+                                _rgs[x.i] if x.i < len(_rgs) else None, always=_listed)
                 if isinstance(x, list):
                     return [conv(y) for y in x]
                 return scalar_record(x)
             args, kwargs = struct
             entry = {"input_args": [conv(a) for a in args],
                      "input_kwargs": {k: conv(v) for k, v in kwargs.items()},
-                     "output": [trec(t, out_sl[j], _exec_dtype(t, prec, j not in aux), f"{name}.output.{j}.pt")
-                                for j, t in enumerate(tout)]}
+                     "output": [trec(t, out_sl[j], _exec_dtype(t, prec, j not in aux), f"{name}.output.{j}.pt",
+                                     always=listed) for j, t in enumerate(tout)]}
             data[name] = entry
 
         def low_of(t):
@@ -266,7 +268,8 @@ def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semanti
             ops_info: str | os.PathLike | None = None, seed: int = 0, dump: str | None = None,
             batches: int | list | None = None, local: bool = True, progress: Progress = None,
             keep_dtype: Any = None, customize_dtypes: Any = None, inputs: list[str] | None = None,
-            input_shapes: list[str] | None = None, loss_scale: float | None = None) -> Path:
+            input_shapes: list[str] | None = None, loss_scale: float | None = None, dump_tensors: Iterable[str] = ()
+            ) -> Path:
     """Capture a workload (TARGET string, Workload, or (model, batches[, loss_fn]) tuple) into ``out``:
     FP32 reference run + mixed run applying ``semantics.plan`` exactly.  Returns the run directory.
     ``batches``: an int keeps the first N batches, a list replaces them.  ``dump``: "tensors" | "stats"
@@ -279,7 +282,7 @@ def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semanti
     or ends the process is not guarded here (``advisor capture`` runs it in a child process).
     ``keep_dtype`` / ``customize_dtypes``: ATC's per-op override files (docs/semantics.md).  An ONNX model
     (a ``model.onnx`` TARGET, or a workload whose model is one) goes to ``advisor.onnx``; ``inputs`` (.npz
-    files) / ``input_shapes`` (``name:1,3,224,224``) give its batches."""
+    files) / ``input_shapes`` (``name:1,3,224,224``) give its batches.  ``dump_tensors``: see ``_Steps``."""
     check_run_out(out)
     onnx_kw = dict(mode=mode, mixlist=mixlist, soc=soc, ops_info=ops_info, seed=seed, dump=dump, local=local,
                    progress=progress, keep_dtype=keep_dtype, customize_dtypes=customize_dtypes, inputs=inputs,
@@ -317,7 +320,7 @@ def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semanti
         if ml is not None:
             writer.write_mixlist(ml.to_json())
         steps = _Steps(model, wl, target, lists, mode, seed, notes, writer, files=dump == "tensors", local=local,
-                       low_for_local=low or "fp16", loss_scale=loss_scale, overrides=overrides)
+                       low_for_local=low or "fp16", loss_scale=loss_scale, overrides=overrides, tensor_names=dump_tensors)
         try:
             for step, batch in enumerate(wl.batches):
                 steps.run(step, batch)
@@ -338,20 +341,23 @@ def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semanti
                               unmapped_ops=sorted(steps.unmapped), notes=notes,
                               graph=str(graph_path.relative_to(out_dir)) if graph_path else None,
                               n_ops=len(steps.g0) if steps.g0 is not None else 0, options=wl.options or {},
-                              loss_scale=loss_scale)
+                              loss_scale=loss_scale, dump_tensor_list=sorted(steps.tensor_names) or None)
     return stage.out
 
 
 class _Steps:
     """The steps of one capture: per batch the FP32 run, the plan, the mixed run, then its kernel
     rows, dumps and local errors; what the run directory's profile, graph and run.json need is kept
-    (``kernels``, ``g0``/``plan0`` of step 0, ``unmapped``, ``local_rows``)."""
+    (``kernels``, ``g0``/``plan0`` of step 0, ``unmapped``, ``local_rows``).  ``tensor_names``: ops a
+    statistics dump writes with their tensors too (msprobe's ``statistics.tensor_list``; run.json
+    ``dump_tensor_list``)."""
 
     def __init__(self, model, wl: Workload, target: Any, lists, mode: str, seed: int, notes: list[str],
                  writer: RunWriter, *, files: bool, local: bool, low_for_local: str, loss_scale: float | None = None,
-                 overrides: Any = None):
+                 overrides: Any = None, tensor_names: Iterable[str] = ()):
         self.model, self.wl, self.target, self.lists, self.mode, self.seed = model, wl, target, lists, mode, seed
         self.loss_scale, self.overrides = loss_scale, overrides
+        self.tensor_names = frozenset(() if files else tensor_names)
         self.notes, self.writer, self.files, self.local, self.low_for_local = notes, writer, files, local, low_for_local
         self.params = param_names(model)
         self.state0 = _snapshot(model)
@@ -419,7 +425,7 @@ class _Steps:
                                ("mixed", mx, precs)):
             static = _static_ptrs(self.params, self.round_cache)
             data, fl = _DumpBuilder(rec, pr, fp.ops, self.files, stats_cache=self.stats_cache,
-                                    static_ptrs=static).build()
+                                    static_ptrs=static, tensor_names=self.tensor_names).build()
             self.writer.write_dump(which, step, data, fl or None, task="tensor" if self.files else "statistics")
 
     def _local_errors(self, fp: StepRecord) -> None:

@@ -119,7 +119,7 @@ def diff(run: Any, a: Any, b: Any, *, tolerance: Any = None, soc: str | None = N
     if str(b) == "recommended":
         from .core import recommend
         rec = recommend(an, base_mixlist=ma, **rec_kw)
-        mb = rec.mixlist
+        mb = rec.modify_mixlist
         notes.append(f"B = the recommendation computed from A ({rec.status})")
     else:
         mb = _load_side(b, "B")

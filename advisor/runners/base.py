@@ -84,6 +84,11 @@ class Runner(ABC):
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release what the runs kept alive (a capture child process); the runner can run again after."""
 
+    def scoped_dumps(self) -> bool:
+        """Whether ``run`` takes ``dump_tensors``: op names whose tensors the run dumps beside its statistics
+        (msprobe's ``statistics.tensor_list``), so the next recommendation can replay around them."""
+        return False
+
     def slot(self, index: int) -> "Runner":
         """A runner for concurrent slot ``index`` (``advisor tune --parallel``): slot 0 is this runner; a runner
         that cannot run twice at once returns None for the others (the loop then runs one at a time)."""

@@ -85,8 +85,11 @@ class EmulatorRunner(Runner):
             self._worker.close()
             self._worker = None
 
+    def scoped_dumps(self) -> bool:
+        return True
+
     def run(self, mixlist: Mixlist | None, mode: str, run_dir: Path, loss_scale: float | None = None,
-            keep_dtype: Sequence[str] = ()) -> RunResult:
+            keep_dtype: Sequence[str] = (), dump_tensors: Sequence[str] = ()) -> RunResult:
         run_dir = Path(run_dir)
         if run_dir.exists():  # a run whose iteration was not recorded (interrupted tune): ours to replace
             shutil.rmtree(run_dir)
@@ -96,6 +99,8 @@ class EmulatorRunner(Runner):
               "loss_scale": loss_scale}
         kw = {k: v for k, v in kw.items() if v is not None or k == "mixlist"}
         kw.update(self.fixed)
+        if dump_tensors:              # statistics for every op, tensors for these too (msprobe tensor_list)
+            kw["dump_tensors"] = list(dump_tensors)
         keep = write_keep_file(keep_dtype, run_dir.parent / "keep_dtype_used.cfg", self.fixed.get("keep_dtype"))
         if keep is not None:          # the user's own keep lines and the candidate's, in one ATC file
             kw["keep_dtype"] = str(keep)
