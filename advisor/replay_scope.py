@@ -41,6 +41,7 @@ def scoped(rec: Recording, targets: Mapping[int, DumpView], measured: Mapping[Ha
             if len(outs) != len(op.out_values) or any(v is None for v in outs):
                 op.func, op.why_not = None, "not dumped with tensors in the measured run"
                 continue
+            outs = [_as(t, g) for t, g in zip(outs, op.out_values)]
             op.fp32_out, op.out_values = op.out_values, outs
             op.out_records = [{"tensor": t, "dtype": str(r.get("dtype", "")), "shape": list(t.shape)}
                               for t, (_, r) in zip(outs, view.outputs(op.entry))]
@@ -70,7 +71,7 @@ def _measured_inputs(op: Any, ops: list, view: DumpView, measured: Mapping, grap
         if j >= len(recorded) or recorded[j] is None:
             op.func, op.why_not = None, "an input from outside the dumped ops has no tensor in the measured run"
             return
-        vals[j] = recorded[j]
+        vals[j] = _as(recorded[j], op.in_values[j])
         # recorded as the op ran it: exact at another precision only if its producer ran the same low dtype
         if op.base_prec in LOW and measured.get(producer, "fp32") != op.base_prec:
             op.rounded_boundary = True
@@ -97,8 +98,16 @@ def _sink_value(view: DumpView, entry: str, k: int, fp32: Any) -> Any:
     if k < len(items):
         t = tensor_of(view, items[k][1])
         if t is not None:
-            return t
+            return _as(t, fp32)
     return fp32
+
+
+def _as(t: Any, like: Any) -> Any:
+    """A measured tensor in the dtype the FP32 run holds it in (dumps store low-precision values in their low
+    dtype; the emulator and the replay carry them in the original dtype, values rounded)."""
+    if like is None or t is None or not (t.is_floating_point() and like.is_floating_point()) or t.dtype == like.dtype:
+        return t
+    return t.to(like.dtype)
 
 
 __all__ = ["scoped", "MODEL_OUTPUT", "MODEL_LOSS"]

@@ -462,14 +462,17 @@ class ReplaySearch:
 
 
 MAX_SCOPE_SHARE = 0.5     # a scoped dump holds at most this share of the graph's ops
+SCOPE_PRODUCER_LEVELS = 2  # producers of the departure's path (and theirs) a fix may move: choice
 
 
 def dump_scope(a: Any, first: Hashable) -> list[str]:
     """The ops whose tensors would let the next run's candidates be replayed (``advisor.replay_scope``) on a run
-    dumped with statistics only: the first departure ``first`` (compare's first op exceeding the tolerance),
-    every op after it on the way to the outputs, the producers of those ops and the ops on the producers'
-    decision chains (the candidates' ops: a fix is often upstream of the symptom) -- at most MAX_SCOPE_SHARE of
-    the graph's ops, the nearest in execution order first.  Dump entry names (msprobe ``tensor_list``)."""
+    dumped with statistics only, around compare's first op exceeding the tolerance (``first``, the first
+    departure): its path to the outputs, the ops a fix there could move (as the replay search picks its
+    candidates: the producers of the path and theirs, ``SCOPE_PRODUCER_LEVELS``, and the ops on their decision
+    chains -- a fix is often upstream of the symptom), every op downstream of those, and the producers of all of them (their inputs).  At most
+    MAX_SCOPE_SHARE of the graph's ops: the path and the movable ops first, then the rest in execution order.
+    Dump entry names (msprobe ``tensor_list``)."""
     import networkx as nx
     c, g, plan = a.compiled, a.graph, a.plan
     node = first if first in g else next((n for n in g if str(n) == str(first)), None)
@@ -478,20 +481,26 @@ def dump_scope(a: Any, first: Hashable) -> list[str]:
 
     def is_op(n) -> bool:
         return g.nodes[n].get("role", "op") == "op"
+    path = {n for n in {node} | nx.descendants(g, node) if is_op(n)}
+    movable: set = set()
+    frontier = path
+    for _ in range(SCOPE_PRODUCER_LEVELS):     # compare's first departure may trail the replayed onset
+        frontier = {p for n in frontier for p in g.predecessors(n) if is_op(p)} - path - movable
+        movable |= frontier
+    for p in list(movable):
+        q, k = p, 0
+        while k < 8:
+            v = plan.why(q).via
+            if v is None or v == q or not is_op(v):
+                break
+            movable.add(v)
+            q, k = v, k + 1
+    seeds = path | movable
     pos = {n: i for i, n in enumerate(c.order)}
-    cap = max(1, int(MAX_SCOPE_SHARE * sum(1 for n in c.order if is_op(n))))
-    core = sorted((n for n in {node} | nx.descendants(g, node) if is_op(n)), key=lambda n: pos.get(n, 0))[:cap]
-    near = set(core)
-    for n in core:
-        for p in g.predecessors(n):
-            if not is_op(p):
-                continue
-            near.add(p)
-            q, k = p, 0
-            while k < 8:
-                v = plan.why(q).via
-                if v is None or v == q:
-                    break
-                near.add(v)
-                q, k = v, k + 1
+    order = lambda ns: sorted((n for n in ns if is_op(n)), key=lambda n: pos.get(n, 0))  # noqa: E731
+    must = order(seeds)
+    more = order(set().union(*(nx.descendants(g, n) for n in movable)) - set(must))
+    cap = max(len(seeds), int(MAX_SCOPE_SHARE * sum(1 for n in c.order if is_op(n))))
+    core = (must + more)[:cap]
+    near = set(core) | {p for n in core for p in g.predecessors(n) if is_op(p)}
     return sorted({str(g.nodes[n].get("dump") or g.nodes[n].get("name", n)) for n in near})

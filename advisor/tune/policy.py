@@ -26,8 +26,9 @@ from .stages import Stages
 from .surrogate import Surrogate
 
 MAX_SCREEN = 6               # proposals the surrogate may reject per decision (no run spent)
-CONFIRMED_BY_REPLAY = ("confirmed: 1-minimal by replay (recommend replayed the list without each of its edits on "
-                       "this run's FP32 data and every one fails; --measure-minimality runs them)")
+CONFIRMED_BY_REPLAY = ("confirmed: 1-minimal by replay (recommend replayed the list without each of its edits on the "
+                       "FP32 data of the run it recommended it from, the same batches, and every one fails; "
+                       "--measure-minimality runs them)")
 
 
 @dataclass
