@@ -206,11 +206,14 @@ def run_baseline(name: str, fn, target: str, out: Path, budget: int, tol: Tolera
                                       if seen else None)}
 
 
-def run_tune(name: str, target: str, out: Path, budget: int, tol: Tolerance, learn: bool) -> dict:
+def run_tune(name: str, target: str, out: Path, budget: int, tol: Tolerance, learn: bool,
+             measure_minimality: bool = False) -> dict:
+    """advisor tune as the CLI runs it (performance edits on); runs_to_pass = runs when the confirmed list was
+    first measured passing, runs = all it spent (with ``measure_minimality``: the one-smaller lists too)."""
     t0 = time.monotonic()
     runner = EmulatorRunner(target)
     try:
-        s = tune(runner, out, max_runs=budget, tolerance=tol, learn=learn, perf=False)
+        s = tune(runner, out, max_runs=budget, tolerance=tol, learn=learn, measure_minimality=measure_minimality)
     finally:
         runner.close()
     first = s["history"][s["best_iteration"]]["runs_after"] if s["confirmed"] else None
@@ -218,8 +221,9 @@ def run_tune(name: str, target: str, out: Path, budget: int, tol: Tolerance, lea
     edits = [f"{t}" for t in ed["black-list"]["to-add"]] + [f"white+{t}" for t in ed["white-list"]["to-add"]] + \
             [f"-{t}" for lst in ed.values() for t in lst["to-remove"]]
     return {"method": name, "confirmed": s["confirmed"], "runs_to_pass": first, "runs": s["runs"], "edits": edits,
+            "runs_to_first_confirmation": s.get("runs_to_first_confirmation"),
             "share": s["low_precision_time_share"], "loss_scale": s.get("loss_scale"),
-            "seconds": time.monotonic() - t0}
+            "minimality": s["minimality"].get("how"), "seconds": time.monotonic() - t0}
 
 
 METHODS = {"onnx-halving": onnx_halving, "inc-onebyone": inc_onebyone}
@@ -228,8 +232,8 @@ METHODS = {"onnx-halving": onnx_halving, "inc-onebyone": inc_onebyone}
 def run_method(m: str, target: str, out: Path, budget: int, tol: Tolerance, store: dict | None = None) -> dict:
     if out.exists():
         shutil.rmtree(out)
-    if m in ("tune", "tune-nolearn"):
-        return run_tune(m, target, out, budget, tol, m == "tune")
+    if m in ("tune", "tune-nolearn", "tune-measure-minimality"):
+        return run_tune(m, target, out, budget, tol, m != "tune-nolearn", m == "tune-measure-minimality")
     if m in METHODS:
         return run_baseline(m, METHODS[m], target, out, budget, tol, store)
     raise SystemExit(f"unknown method {m}")
@@ -238,7 +242,7 @@ def run_method(m: str, target: str, out: Path, budget: int, tol: Tolerance, stor
 def fmt_row(r: dict) -> str:
     share = "-" if r["share"] is None else f"{r['share']:.1%}"
     rtp = "-" if r["runs_to_pass"] is None else str(r["runs_to_pass"])
-    return (f"  {r['method']:<14} {'yes' if r['confirmed'] else 'NO ':<5} {rtp:>11} {r['runs']:>6}  "
+    return (f"  {r['method']:<23} {'yes' if r['confirmed'] else 'NO ':<5} {rtp:>11} {r['runs']:>6}  "
             f"{share:>10}  {r['seconds']:>6.1f}s  {', '.join(r['edits']) or '(none)'}")
 
 
@@ -426,7 +430,7 @@ def main() -> None:
                   args.keep)
         return
     budget = args.budget or 8
-    methods = args.methods or ["tune", "tune-nolearn", "onnx-halving", "inc-onebyone"]
+    methods = args.methods or ["tune", "tune-measure-minimality", "tune-nolearn", "onnx-halving", "inc-onebyone"]
     root = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="bench_tune_"))
     print(f"budget {budget} runs (FP32 reference included), tolerance: {tol.describe()}")
     print(f"  {'method':<14} {'pass':<5} {'runs-to-pass':>11} {'runs':>6}  {'low-prec':>10}  {'time':>7}  edits")

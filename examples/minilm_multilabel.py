@@ -61,14 +61,14 @@ class MultiLabelMiniLM(nn.Module):
 
 
 def workload():
-    """``(model, [(input_ids, attention_mask, labels), ...])``: 4 batches of 4 real sentences, 8 labels each.
+    """``(model, [(input_ids, attention_mask, labels), ...])``: 3 batches of 4 real sentences, 8 labels each.
     The head's bias is set so that the most confident 15 % of the logits (over all batches) lie just above
     8.32; the labels are fixed random bits."""
     torch.manual_seed(0)
     m = _minilm()
     model = MultiLabelMiniLM().eval()
     tok = m.load_tokenizer()
-    sents = m.SENTENCES
+    sents = m.SENTENCES[:3 * m.SENTENCES_PER_BATCH]
     g = torch.Generator().manual_seed(1)
     batches = []
     for i in range(0, len(sents), m.SENTENCES_PER_BATCH):

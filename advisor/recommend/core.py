@@ -61,7 +61,7 @@ class Outcome:
     result: PlanSummary                    # the chosen list
     chosen: frozenset = frozenset()
     chosen_plan: Plan | None = None
-    without: dict = field(default_factory=dict)      # Edit -> PlanSummary of the chosen list minus it
+    without: dict = field(default_factory=dict)      # Edit -> (Plan, PlanSummary) of the chosen list minus it
     minimality: Minimality = field(default_factory=Minimality)
     fewest: Alternative | None = None
     closest: Alternative | None = None
@@ -276,8 +276,10 @@ class SearchContext:
         fewest = (self.alternative(r.fewest.edits, r.fewest.plan, r.fewest.final(), how, "fewest edits; it keeps less "
                                    "compute in low precision than the recommendation")
                   if r.fewest is not None and r.fewest.edits != best.edits else None)
-        without = {e: self.plan_summary(s.trial(best.edits - {e}).plan, s.replayed(best.edits - {e}).final(), how)
-                   for e in best.edits}
+        without = {}
+        for e in best.edits:                  # the search replayed each of these (minimality): looked up
+            w = s.replayed(best.edits - {e})
+            without[e] = (w.plan, self.plan_summary(w.plan, w.final(), how))
         tl = r.type_level
         type_level = None if tl is None else self.alternative(
             tl.edits, tl.plan, tl.final(), how, "the best type-level advice (modify_mixlist only): use it where "
@@ -375,7 +377,8 @@ class SearchContext:
                            "compute in low precision than the recommendation")
                if fewest is not None and fewest.edits != chosen.edits else None)
         return Outcome("recommended", "estimated", self.base_plan, base, summ(chosen), chosen.edits, chosen.plan,
-                       {e: summ(s.evaluate(chosen.edits - {e})) for e in chosen.edits}, minimality, alt,
+                       {e: (s.evaluate(chosen.edits - {e}).plan, summ(s.evaluate(chosen.edits - {e})))
+                        for e in chosen.edits}, minimality, alt,
                        search=stats, reasons={cd.edit: (list(cd.nodes), cd.reason) for cd in cands}, score=contrib,
                        errors_before=err_b, errors_after=_errors(model.evaluate(chosen.plan, keep_arrays=True)),
                        evaluate=evaluate, dump_scope=scope)
@@ -423,11 +426,8 @@ class SearchContext:
         """The evidence and explanation of one edit of the chosen set (or a performance edit)."""
         c = self.a.compiled
         with_plan = with_plan or out.chosen_plan
-        if without_plan is None:
-            rest = out.chosen - {e}
-            without_plan = c.what_if(self.base_plan, lists_with(self.base_lists, rest),
-                                     overrides_with(self.base_plan.overrides, rest))
-        without = without if without is not None else out.without.get(e, out.base)
+        if without_plan is None:               # the search's own plan of the chosen set without it
+            without_plan, without = out.without.get(e, (out.base_plan, out.base))
         with_ = with_ if with_ is not None else out.result
         nflip, fl = flips(without_plan, with_plan)
         nodes, reason = out.reasons.get(e, ([], None))
