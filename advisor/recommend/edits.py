@@ -103,7 +103,7 @@ class Edit:
             return cls(KEEP, t[:-1], op) if op and t.endswith(")") else cls(KEEP, "", rest)
         head, _, t = text.partition(" ")
         action, _, t = t.partition(" ")
-        if not head.endswith("-list") or action not in LIST_ACTIONS or not t:
+        if head not in ("black-list", "white-list", "gray-list") or action not in LIST_ACTIONS or not t:
             raise ValueError(f"not an edit: {text!r}")
         return cls.of_entry(head[: -len("-list")], action, t)
 
