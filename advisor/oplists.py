@@ -182,7 +182,8 @@ def load_ops_info(path: str | Path, soc: str | None = None) -> OpLists:
     if soc is None:
         m = re.match(r"aic-(.+)-ops-info", p.stem)
         soc = m.group(1) if m else "custom"
-    return OpLists(frozenset(white), frozenset(black), frozenset(d), soc, f"ops-info {p}", str(p))
+    kernels = KernelTable.from_ops_info(d, source=f"ops-info {p}")   # the file's own port dtype lists
+    return OpLists(frozenset(white), frozenset(black), frozenset(d), soc, f"ops-info {p}", str(p), kernels)
 
 
 def _kind(x: object) -> str:
