@@ -533,8 +533,9 @@ def graph_from_recording(rec: Recording, step: int | None = None) -> nx.DiGraph:
                 rg = bool(r.get("requires_grad", getattr(r.get("_rec"), "requires_grad", False)))
                 # parameters are graph inputs as torchair builds the graph (ge.Data: fx2ge_converter.py:1309-1345)
                 role = "data" if rg or pos == 0 else "const"
-                name = leaf_names[id(v)] = f"{'Model.input' if role == 'data' else role.capitalize()}.{len(leaf_names)}"
-                G.add_op(g, name, {"data": "Data", "const": "Const", "variable": "Variable"}[role], role=role,
+                kind = "Param" if rg else ("Model.input" if role == "data" else "Const")
+                name = leaf_names[id(v)] = f"{kind}.{len(leaf_names)}"
+                G.add_op(g, name, {"data": "Data", "const": "Const"}[role], role=role,
                          kernel=False, dtype=normalize_dtype(str(v.dtype)), out_shapes=[list(v.shape)])
             G.connect(g, name, op.node, 0, pos, float=fl)
     return g
