@@ -289,6 +289,8 @@ def ai_core_takes(k: Combos, in_ports: Sequence[int], origin: str, black: bool, 
         if col is None:
             continue
         s = set(col)
+        if not s & _FLOATS:      # not a float port of the kernel (a framework port order that is not GE's)
+            continue
         if origin in s or (origin in (FP16, BF16) and FP32 in s):
             continue
         if not any(_reduce_ok(origin, d, black, family, low, keep) for d in s if d in _FLOATS):

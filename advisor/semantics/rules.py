@@ -149,7 +149,7 @@ class Context:
     overrides (by node index) and the per-type facts derived from them (cached)."""
 
     __slots__ = ("lists", "family", "low", "cast_black", "_by_type", "overrides", "keep", "custom", "special",
-                 "skip", "forbid", "_kernels", "_memo")
+                 "skip", "forbid", "black", "_kernels", "_memo", "_fast")
 
     def __init__(self, lists: OpLists, family: str, low: str | None, overrides: Overrides = NO_OVERRIDES,
                  keep: frozenset = frozenset(), custom: Mapping[int, CustomDtypes] | None = None,
@@ -159,6 +159,8 @@ class Context:
         self._by_type: dict[str, Any] = {}
         self._kernels: dict[str, Any] = {}
         self._memo: dict = {}
+        self.black: dict[str, bool] = {}
+        self._fast: dict = {}
         self.overrides, self.keep, self.custom = overrides, keep, dict(custom or {})
         self.special = {**(static or {}), **{i: keep_dtype for i in keep if family != "origin"},
                         **dict.fromkeys(self.custom, customize_dtype)}
@@ -199,19 +201,16 @@ class Context:
 
 
 # ---------------------------------------------------------------------- kernel-table matching (declared kernels)
-def _fathers(c, i: int, emit: list, ctx: Context, gray: bool, homogeneous: bool) -> tuple:
+def _fathers(c, ranked: tuple, emit: list, ctx: Context, gray: bool) -> tuple:
     """(kernel port, producer's output dtype or None) of the ranked float inputs; a gray op looks through the
     Casts its mode skips."""
+    if not gray:
+        return tuple((port, None) for port, _ in ranked)
     out = []
-    for port, s in c.ranked[i]:
-        if not gray:
-            out.append((port, None))
-            continue
+    for port, s in ranked:
         d = _looked_through(c, s, ctx)
         p = emit[d if d >= 0 else s]
         out.append((port, p if p in FLOATS else None))
-        if homogeneous:
-            break
     return tuple(out)
 
 
@@ -224,14 +223,20 @@ def _looked_through(c, s: int, ctx: Context) -> int:
 
 def _matched(c, i: int, emit: list, ctx: Context, k, st: int, *, low: str | None, forbid, keep: bool = False):
     """(compute dtype, output dtype) GE picks among the declared combinations ``k``; None when the AI Core kernel
-    cannot take the op in its original dtype (it then runs on AI CPU)."""
+    cannot take the op in its original dtype (it then runs on AI CPU).  A homogeneous kernel (every float port
+    offers the same float dtype in each combination) is decided by its first ranked input alone."""
     t, o = c.types[i], c.dtype[i]
-    fathers = _fathers(c, i, emit, ctx, st == M.GRAY, k.homogeneous)
-    ports = tuple(p for p, _ in c.ranked[i])
-    black = ctx.lists.list_of(t) == BLACK
-    key = (t, st, o, low, forbid, keep, fathers, ports, black)
+    ranked = c.ranked[i]
+    if k.homogeneous:
+        ranked = ranked[:1]
+    fathers = _fathers(c, ranked, emit, ctx, st == M.GRAY)
+    black = ctx.black.get(t)
+    if black is None:
+        black = ctx.black[t] = ctx.lists.list_of(t) == BLACK
+    key = (t, st, o, low, forbid, keep, fathers, black)
     hit = ctx._memo.get(key)
     if hit is None:
+        ports = tuple(p for p, _ in ranked)
         if not M.ai_core_takes(k, ports, o, black, ctx.family, ctx.low, keep):
             hit = ctx._memo[key] = (None,)
         else:
@@ -250,11 +255,14 @@ def _finish(c, i: int, emit, ctx, st: int, want: Decision, *, low=None, forbid=N
     k = ctx.kernel(c.types[i])
     if k is None:
         return want
-    got = _matched(c, i, emit, ctx, k, st, low=low, forbid=forbid, keep=keep)
+    return _resolve(c, i, want, _matched(c, i, emit, ctx, k, st, low=low, forbid=forbid, keep=keep))
+
+
+def _resolve(c, i: int, want: Decision, got) -> Decision:
     if got is None:
         o = c.dtype[i]
         return o, o, Rule.AI_CPU_DTYPE, -1, i
-    if got == (want[0], want[1]):
+    if got[0] == want[0] and got[1] == want[1]:
         return want
     if want[2] is Rule.WHITE:
         return got[0], got[1], Rule.WHITE_NO_LOW_KERNEL, -1, i
@@ -264,12 +272,24 @@ def _finish(c, i: int, emit, ctx, st: int, want: Decision, *, low=None, forbid=N
 
 def _with_kernel(step, st, null: bool = False):
     """The kernel-table variant of a list or mode step: its closed form checked against the declared
-    combinations (``_finish``)."""
+    combinations (``_finish``).  For a homogeneous kernel GE's pick depends only on the type, the op's origin
+    dtype and its first ranked input (port, producer dtype): memoised on those per context."""
+    gray = st == M.GRAY
+
     def kernel_step(c, i: int, emit: list, root: list, ctx: Context) -> Decision:
-        o = c.dtype[i]
+        want = step(c, i, emit, root, ctx)
+        t, o = c.types[i], c.dtype[i]
         s = st if st is not None else (M.FP32_TO_FP16 if ctx.low == FP16 else M.FP32_TO_BF16)
         low, forbid = (FP16, None) if null else (ctx.low, ctx.forbid.get(o))
-        return _finish(c, i, emit, ctx, s, step(c, i, emit, root, ctx), low=low, forbid=forbid)
+        k = ctx._kernels[t]
+        r = c.ranked[i]
+        if k.homogeneous and (not gray or not r or c.kind[r[0][1]] != K_CAST):
+            key = (t, o, r[0][0], emit[r[0][1]] if gray else None) if r else (t, o)
+            got = ctx._fast.get(key, 0)
+            if got == 0:
+                got = ctx._fast[key] = _matched(c, i, emit, ctx, k, s, low=low, forbid=forbid)
+            return _resolve(c, i, want, got)
+        return _resolve(c, i, want, _matched(c, i, emit, ctx, k, s, low=low, forbid=forbid))
     kernel_step.__name__ = kernel_step.__qualname__ = f"{step.__name__}_with_kernel"
     kernel_step.__doc__ = step.__doc__
     return kernel_step
