@@ -97,7 +97,7 @@ class Compiled:
                 self.kind[i] = K_CAST
                 self.dtype[i] = normalize_dtype(a["cast_to"])
                 ind = a.get("in_dtypes") or ()
-                src = normalize_dtype(ind[0]) if ind else ""
+                src = normalize_dtype(a.get("cast_from") or (ind[0] if ind else ""))
                 d = self.decider[i]
                 self.cast_from[i] = src if src in FLOATS else (self.dtype[d] if d >= 0 else "")
             else:
