@@ -276,20 +276,27 @@ def _with_kernel(step, st, null: bool = False):
     dtype and its first ranked input (port, producer dtype): memoised on those per context."""
     gray = st == M.GRAY
 
+    def args(ctx: Context, o: str) -> tuple:
+        s = st if st is not None else (M.FP32_TO_FP16 if ctx.low == FP16 else M.FP32_TO_BF16)
+        return (s, FP16, None) if null else (s, ctx.low, ctx.forbid.get(o))
+
     def kernel_step(c, i: int, emit: list, root: list, ctx: Context) -> Decision:
         want = step(c, i, emit, root, ctx)
         t, o = c.types[i], c.dtype[i]
-        s = st if st is not None else (M.FP32_TO_FP16 if ctx.low == FP16 else M.FP32_TO_BF16)
-        low, forbid = (FP16, None) if null else (ctx.low, ctx.forbid.get(o))
         k = ctx._kernels[t]
         r = c.ranked[i]
         if k.homogeneous and (not gray or not r or c.kind[r[0][1]] != K_CAST):
             key = (t, o, r[0][0], emit[r[0][1]] if gray else None) if r else (t, o)
             got = ctx._fast.get(key, 0)
             if got == 0:
+                s, low, forbid = args(ctx, o)
                 got = ctx._fast[key] = _matched(c, i, emit, ctx, k, s, low=low, forbid=forbid)
-            return _resolve(c, i, want, got)
-        return _resolve(c, i, want, _matched(c, i, emit, ctx, k, s, low=low, forbid=forbid))
+        else:
+            s, low, forbid = args(ctx, o)
+            got = _matched(c, i, emit, ctx, k, s, low=low, forbid=forbid)
+        if got is not None and got[0] == want[0] and got[1] == want[1]:
+            return want
+        return _resolve(c, i, want, got)
     kernel_step.__name__ = kernel_step.__qualname__ = f"{step.__name__}_with_kernel"
     kernel_step.__doc__ = step.__doc__
     return kernel_step
