@@ -20,7 +20,7 @@ from .compare.tolerance import Tolerance, Verdict
 from .errors import InputError
 from .oplists import DEFAULT_SOC, OpLists, load_lists
 from .costmodel import TimeModel, build_time_model
-from .semantics import Compiled, Plan, low_mask
+from .semantics import Compiled, Plan, cpu_mask, low_mask
 
 
 def effective_lists(meta: Mapping, run_mixlist: mx.Mixlist | None, soc: str | None = None,
@@ -142,7 +142,7 @@ class Analysis:
     def low_share(self, plan: Plan) -> float:
         """Predicted low-precision share of float kernel time under ``plan`` (costmodel.kernel_low_share's
         quantity; anchored to the measured kernel times where the profile has them)."""
-        return self.times.share(low_mask(plan))
+        return self.times.share(low_mask(plan), cpu_mask(plan))
 
     @cached_property
     def measured_low_share(self) -> float | None:

@@ -20,6 +20,8 @@ Node attributes (node key: any hashable, usually the op instance name)
     dtype      for data/const/variable nodes: "fp32" (default), "fp16", "bf16",
                or a non-float name ("int64", "bool", ...).
     cast_to    for Cast ops, the destination dtype when known ("fp32", "fp16", ...).
+    cast_from  for Cast ops, the model's input dtype when known (a GE dump's input origin dtype; else
+               ``in_dtypes[0]``, else the producer's dtype): what decides GE's Cast look-through.
     origin_dtype  the op's original float dtype, default "fp32".
     Optional, filled where known: step, order (execution index), stream, core
     (Accelerator Core), duration_us, flops, bytes, in_shapes, out_shapes,

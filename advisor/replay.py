@@ -8,10 +8,10 @@ same dtype, shape and bytes; the latest such output wins, which is right for vie
 or a leaf (model input, parameter, constant) whose recorded value is used as it is.
 
 ``Recording.replay(precisions)`` re-executes the program under any plan (``{node: "fp16" | "bf16" |
-"fp32" | ...}``, always from ``semantics.plan``): an op runs again when the plan runs it in low
-precision or one of its inputs changed; every other op keeps its recorded FP32 outputs.  An op runs
-exactly as the emulator runs it (``emulator.engine.execute_op``: inputs rounded to the low dtype,
-fp32 accumulation, outputs rounded), so replaying a plan equals a fresh capture with that plan.
+"fp32" | ... | (input dtype, output dtype)}``, always from ``semantics.plan``): an op runs again when the plan
+gives a port of it a low dtype or one of its inputs changed; every other op keeps its recorded FP32 outputs.  An
+op runs exactly as the emulator runs it (``emulator.engine.execute_op``: inputs rounded to their dtype, fp32
+accumulation, outputs rounded to theirs), so replaying a plan equals a fresh capture with that plan.
 The result is a target dump per step (in-memory ``compare.dumps.DumpView``: every replayed entry, the
 model outputs, loss and gradients), judged by compare's ``final_metrics`` and the shared ``Tolerance``
 like a measured run.
@@ -401,7 +401,7 @@ class Recording:
         run fp32) on ``steps`` (default: all).  Long because: one loop over every recorded op of every
         step, run once per plan the search tries; its per-op state (new outputs, dirty and exact sets)
         stays in locals instead of being passed to helpers on every op."""
-        from .emulator.engine import execute_op
+        from .emulator.engine import exec_pair, execute_op
         t0 = time.perf_counter()
         want = self.steps if steps is None else [s for s in steps if s in self.programs]
         targets: dict[int, DumpView] = {}
@@ -415,8 +415,8 @@ class Recording:
             exact_of: dict[int, str] = {}    # op index -> low dtype its outputs are exact in
             entries: dict[str, dict] = {}
             for i, op in enumerate(prog.ops):
-                prec = precision.get(op.node, "fp32") if op.node is not None else "fp32"
-                low = op.kernel and prec in ("fp16", "bf16")
+                prec, out_prec = exec_pair(precision.get(op.node, "fp32") if op.node is not None else "fp32")
+                low = op.kernel and (prec in ("fp16", "bf16") or out_prec in ("fp16", "bf16"))
                 changed = any(src is not None and src[0] in dirty for src in op.inputs)
                 if low or changed:
                     needed += 1
@@ -439,7 +439,7 @@ class Recording:
                 for src, v in zip(op.inputs, op.in_values):
                     if src is not None and src[0] in new:
                         v = new[src[0]][src[1]]
-                    if low and (src is None or prog.ops[src[0]].static):
+                    if low and prec in ("fp16", "bf16") and (src is None or prog.ops[src[0]].static):
                         v = self._low_leaf(v, prec)
                     vals.append(v)
                 args = tuple(_relink(a, vals) for a in op.args)
@@ -451,7 +451,7 @@ class Recording:
                     exact = ()
                 try:
                     outs = execute_op(op.func, args, kwargs, prec, kernel=op.kernel, aux=op.aux, mutated=op.mutated,
-                                      exact=exact)
+                                      exact=exact, out_prec=out_prec)
                 except Exception as e:  # noqa: BLE001 - an op that does not run on the CPU as recorded
                     why = f"re-execution failed ({type(e).__name__}: {' '.join(str(e).split())[:120]})"
                     op.func, op.why_not = None, why
@@ -464,12 +464,12 @@ class Recording:
                         not_replayed.setdefault(op.entry, f"{len(outs)} outputs, {len(op.out_values)} recorded")
                     continue
                 new[i] = outs
-                if low and not op.aux:
-                    exact_of[i] = prec
+                if low and not op.aux and out_prec in ("fp16", "bf16"):
+                    exact_of[i] = out_prec
                 if not (low or changed):
                     continue
                 dirty.add(i)
-                entries[op.entry] = {"_outputs": [(k, {"tensor": t, "dtype": _dt(t, prec, j in op.aux),
+                entries[op.entry] = {"_outputs": [(k, {"tensor": t, "dtype": _dt(t, out_prec, j in op.aux),
                                                        "shape": list(t.shape)})
                                                   for j, (k, t) in enumerate(zip(op.out_keys, outs))]}
             # unchanged forward entries keep their recorded records (statistics / files of the golden)
@@ -531,17 +531,20 @@ def graph_from_recording(rec: Recording, step: int | None = None) -> nx.DiGraph:
             if name is None:
                 r = recs[pos] if pos < len(recs) else {}
                 rg = bool(r.get("requires_grad", getattr(r.get("_rec"), "requires_grad", False)))
-                role = "variable" if rg else ("data" if pos == 0 else "const")
-                name = leaf_names[id(v)] = f"{'Model.input' if role == 'data' else role.capitalize()}.{len(leaf_names)}"
-                G.add_op(g, name, {"data": "Data", "const": "Const", "variable": "Variable"}[role], role=role,
+                # parameters are graph inputs as torchair builds the graph (ge.Data: fx2ge_converter.py:1309-1345)
+                role = "data" if rg or pos == 0 else "const"
+                kind = "Param" if rg else ("Model.input" if role == "data" else "Const")
+                name = leaf_names[id(v)] = f"{kind}.{len(leaf_names)}"
+                G.add_op(g, name, {"data": "Data", "const": "Const"}[role], role=role,
                          kernel=False, dtype=normalize_dtype(str(v.dtype)), out_shapes=[list(v.shape)])
             G.connect(g, name, op.node, 0, pos, float=fl)
     return g
 
 
-def precisions(plan: Any) -> dict[Hashable, str]:
-    """node -> precision of a ``semantics.Plan`` (the only source of precisions for a replay)."""
-    return dict(plan.items())
+def precisions(plan: Any) -> dict[Hashable, Any]:
+    """node -> what it executes under a ``semantics.Plan`` (the only source of precisions for a replay): its
+    precision, or (input dtype, output dtype) where the two differ (``Plan.exec_dtypes``)."""
+    return {n: (p if p == e else (p, e)) for n, p, e in zip(plan.compiled.order, plan.precision_list, plan.emit_list)}
 
 
 def _aten_kernel(entry: str) -> bool:

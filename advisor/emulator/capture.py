@@ -20,7 +20,7 @@ from ..rundir import (RunWriter, StagedRunDir, capture_settings, check_run_out, 
 from ..workload import (Workload, describe_user_error, is_onnx_model, is_onnx_target, is_tf_model, load_target,
                         normalize, tf_install_hint)
 from ..oplists import AUX_FP32_OUTPUTS
-from .engine import FLOAT_DTYPES, ArgRef, EmuMode, StepRecord, dtype_name, eager_math_attention
+from .engine import FLOAT_DTYPES, ArgRef, EmuMode, StepRecord, dtype_name, eager_math_attention, exec_pair
 from .local import local_error
 from .stats import batched_stats
 
@@ -177,6 +177,11 @@ def _exec_dtype(t: torch.Tensor, prec: str, low_ok: bool) -> str:
     return dtype_name(t.dtype)
 
 
+def _exec_dtype_name(d: str, prec: str, low_ok: bool) -> str:
+    """``_exec_dtype`` of a tensor recorded by its dtype name."""
+    return prec if d in ("fp32", "fp64", "fp16", "bf16") and prec in ("fp16", "bf16", "fp32") and low_ok else d
+
+
 # ---------------------------------------------------------------------- dumps
 class _DumpBuilder:
     """Builds dump.json data for one run of one step; statistics for all tensors in one batched pass."""
@@ -225,7 +230,7 @@ class _DumpBuilder:
 
         for i, (struct, tin, tout, rgs) in enumerate(rec.entries):
             op = self.ops[i]
-            prec = self.precs[i]
+            prec, out_prec = exec_pair(self.precs[i])
             name = f"{op.name}.forward"
             in_sl, out_sl = plan_rows[i]
             aux = AUX_FP32_OUTPUTS.get(op.packet, ())
@@ -241,7 +246,7 @@ class _DumpBuilder:
             args, kwargs = struct
             entry = {"input_args": [conv(a) for a in args],
                      "input_kwargs": {k: conv(v) for k, v in kwargs.items()},
-                     "output": [trec(t, out_sl[j], _exec_dtype(t, prec, j not in aux), f"{name}.output.{j}.pt")
+                     "output": [trec(t, out_sl[j], _exec_dtype(t, out_prec, j not in aux), f"{name}.output.{j}.pt")
                                 for j, t in enumerate(tout)]}
             data[name] = entry
 
@@ -358,7 +363,7 @@ class _Steps:
         self.kernels: list[dict] = []
         self.unmapped: dict[str, str] = {}
         self.ref_sig = None
-        self.ref_plan: list[str] | None = None
+        self.ref_plan: tuple[list, list[bool]] | None = None
         self.g0 = self.plan0 = None
         self.local_rows: dict[str, dict] = {}
         self.round_cache: dict = {}
@@ -373,7 +378,7 @@ class _Steps:
         if step == 0:
             _check_traced(fp, self.target)
         _restore(self.model, self.state0)
-        precs = self._plan(step, g, fp)
+        precs, cpu = self._plan(step, g, fp)
         for r in fp.ops:
             if not r.mapped:
                 self.unmapped[f"aten.{r.packet}.{r.overload}"] = r.type
@@ -381,7 +386,7 @@ class _Steps:
             self.model, batch, self.wl.loss_fn, params=self.params, plan=precs, reference=fp.ops, seed=self.seed,
             step=step, cache=self.round_cache, loss_scale=self.loss_scale))
         _restore(self.model, self.state0)
-        self.kernels.extend(_kernel_rows(step, fp, precs))
+        self.kernels.extend(_kernel_rows(step, fp, precs, cpu))
         self._write_dumps(step, fp, mx, precs)
         if self.local:  # every step: a hazard may show only in some batches; rows keep the worst
             self._local_errors(fp)
@@ -397,21 +402,24 @@ class _Steps:
             raise InputError(self.target, f"the model failed in the {which} run (step {step}): "
                                           f"{describe_user_error(e)}") from None
 
-    def _plan(self, step: int, g, fp: StepRecord) -> list[str]:
-        """The planned precision of every op of the step: step 0's plan when the op sequence is the
-        same, else planned separately (with a note)."""
+    def _plan(self, step: int, g, fp: StepRecord) -> tuple[list, list[bool]]:
+        """The planned dtypes of every op of the step (``Plan.exec_dtypes``: a precision, or an (input, output)
+        pair where they differ) and whether it runs on AI CPU: step 0's plan when the op sequence is the same,
+        else planned separately (with a note)."""
         sig = [r.func for r in fp.ops]
         if self.ref_sig is not None and sig == self.ref_sig:
             return self.ref_plan
         p = semantics.plan(g, self.lists, self.mode, self.overrides)
         check_uniform_ports(p, self.target)
-        precs = [p[r.name] for r in fp.ops]
+        pairs = [p.exec_dtypes(r.name) for r in fp.ops]
+        precs = [a if a == b else (a, b) for a, b in pairs]
+        cpu = [p.on_ai_cpu(r.name) for r in fp.ops]
         if step == 0:
             self.g0, self.plan0 = g, p
-            self.ref_sig, self.ref_plan = sig, precs
+            self.ref_sig, self.ref_plan = sig, (precs, cpu)
         else:
             self.notes.append(f"step {step} has a different op sequence than step 0: planned separately")
-        return precs
+        return precs, cpu
 
     def _write_dumps(self, step: int, fp: StepRecord, mx: StepRecord, precs: list[str]) -> None:
         """The FP32 (golden) and mixed (target) msprobe dumps of the step."""
@@ -434,22 +442,21 @@ class _Steps:
             self.local_rows[row["name"]] = worst_local(self.local_rows.get(row["name"]), row)
 
 
-def _kernel_rows(step: int, fp: StepRecord, precs: list[str]) -> list[dict]:
-    """kernel_details rows of the mixed (profiled) run: one per kernel op, dtypes as executed and
-    cost-model durations."""
+def _kernel_rows(step: int, fp: StepRecord, precs: list, cpu: list[bool]) -> list[dict]:
+    """kernel_details rows of the mixed (profiled) run: one per kernel op, dtypes as executed, the core it ran
+    on and cost-model durations."""
     rows = []
-    for r, prec in zip(fp.ops, precs):
+    for r, prec, on_cpu in zip(fp.ops, precs, cpu):
         if not r.kernel:
             continue
         aux = AUX_FP32_OUTPUTS.get(r.packet, ())
-        low_ok = prec in ("fp16", "bf16", "fp32")
-        ind = [prec if (d in ("fp32", "fp64", "fp16", "bf16") and low_ok) else d for d in r.in_dtypes]
-        outd = [prec if (d in ("fp32", "fp64", "fp16", "bf16") and low_ok and j not in aux) else d
-                for j, d in enumerate(r.out_dtypes)]
+        pin, pout = exec_pair(prec)
+        ind = [_exec_dtype_name(d, pin, True) for d in r.in_dtypes]
+        outd = [_exec_dtype_name(d, pout, j not in aux) for j, d in enumerate(r.out_dtypes)]
         flops = costmodel.estimate_flops(r.type, r.in_shapes, r.out_shapes)
         nbytes = costmodel.estimate_bytes(r.in_shapes, r.out_shapes, ind, outd)
-        rows.append({"step": step, "name": r.name, "type": r.type, "core": costmodel.core_type(r.type),
-                     "duration_us": costmodel.op_time_us(r.type, flops, nbytes, prec),
+        rows.append({"step": step, "name": r.name, "type": r.type, "core": costmodel.core_type(r.type, on_cpu),
+                     "duration_us": costmodel.op_time_us(r.type, flops, nbytes, pin, ai_cpu=on_cpu),
                      "in_shapes": r.in_shapes, "in_dtypes": ind, "out_shapes": r.out_shapes,
                      "out_dtypes": outd, "framework_op": f"aten::{r.packet}",
                      "phase": "bwd" if 0 <= fp.bwd_start <= r.index else "fwd"})

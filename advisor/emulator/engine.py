@@ -5,12 +5,14 @@ training capture).  Every aten call with a tensor output becomes one op record /
 ``Aten.<op>.<overload>.<k>`` (k counts calls of that overload, restarting every step).
 
 * **FP32 run** (``EmuMode(plan=None)``): executes unchanged and records the op graph with true
-  dataflow (producer tensor -> consumer input index; parameters -> role ``variable``, batch tensors
-  -> role ``data``, other leaf tensors -> ``const``; int/bool tensors -> ``float=False`` edges).
+  dataflow (producer tensor -> consumer input index; parameters and batch tensors -> ``Data`` nodes (role
+  ``data``: torchair makes every graph input, parameters included, a ``ge.Data``,
+  ``fx2ge_converter.py:1309-1345``), other leaf tensors -> ``Const``; int/bool tensors -> ``float=False`` edges).
 * **Mixed run** (``EmuMode(plan=...)``): replays the same op sequence; op k gets exactly the
-  precision ``semantics.plan`` gave node k.  Low ops: float inputs rounded to fp16/bf16, computed in
-  fp32 (= fp32 accumulation of the cube unit), float outputs rounded to fp16/bf16.  FP32 ops: inputs
-  used as they are (values already exact in fp32).  int/bool tensors are never touched.  Storage stays
+  dtypes ``semantics.plan`` gave node k (``Plan.exec_dtypes``: its float inputs' dtype, its float outputs'
+  dtype).  Float inputs in fp16/bf16 are rounded to it, the op computes in fp32 (= fp32 accumulation of the
+  cube unit), float outputs in fp16/bf16 are rounded to it (an fp16-in / fp32-out cube op: inputs rounded,
+  output not).  FP32 ports: values used as they are (already exact in fp32).  int/bool tensors are never touched.  Storage stays
   in the original dtype, so the model's Python code sees the same dtypes and the aten sequence is
   identical to the FP32 run (rounding is value emulation); dumps and kernel_details report the
   executed dtype.  fp16 overflow gives inf (INF_NAN mode, the 910B default).
@@ -47,17 +49,24 @@ def mutated_positions(func) -> tuple:
     return _mutated_arg_positions(func) if func._schema.is_mutable else ()
 
 
+def exec_pair(prec) -> tuple[str, str]:
+    """(input dtype, output dtype) of a plan entry: a precision name (both ports) or such a pair."""
+    return (prec, prec) if isinstance(prec, str) else (prec[0], prec[1])
+
+
 def execute_op(func, args: tuple, kwargs: dict, prec: str, *, kernel: bool = True, aux: tuple = (),
-               mutated: tuple = (), exact: Collection[int] = (), round_outputs: bool = True) -> list:
-    """Run one op the way the engine runs it at precision ``prec`` and return its output tensors
-    (flattened).  A kernel in fp16/bf16 takes its float inputs rounded to the low dtype, computes in
-    fp32 (= the cube unit's fp32 accumulation) and rounds its float outputs to the low dtype, except
-    the statistics outputs ``aux`` (e.g. LayerNorm's mean/rstd), which stay fp32.  fp32 ops and ops
-    without a kernel (views) run on their inputs unchanged.  Inputs are never modified: arguments
-    the op writes in place (``mutated`` positions) are cloned first.  ``exact``: ids of input tensors
-    already exactly representable in the low dtype (rounding them again would change nothing).
+               mutated: tuple = (), exact: Collection[int] = (), round_outputs: bool = True,
+               out_prec: str | None = None) -> list:
+    """Run one op the way the engine runs it with float inputs in ``prec`` and float outputs in ``out_prec``
+    (default ``prec``) and return its output tensors (flattened).  A kernel takes its float inputs rounded to
+    an fp16/bf16 ``prec``, computes in fp32 (= the cube unit's fp32 accumulation) and rounds its float outputs
+    to an fp16/bf16 ``out_prec``, except the statistics outputs ``aux`` (e.g. LayerNorm's mean/rstd), which
+    stay fp32.  fp32 ports and ops without a kernel (views) use the values unchanged.  Inputs are never
+    modified: arguments the op writes in place (``mutated`` positions) are cloned first.  ``exact``: ids of
+    input tensors already exactly representable in the low dtype (rounding them again would change nothing).
     ``round_outputs=False``: the op in fp32 on inputs rounded to low (local error's ``inrnd``)."""
     low_t = LOW_TORCH.get(prec) if kernel else None
+    out_t = LOW_TORCH.get(prec if out_prec is None else out_prec) if kernel else None
     if mutated:
         args = tuple(a.detach().clone() if i in mutated and isinstance(a, torch.Tensor) else a
                      for i, a in enumerate(args))
@@ -72,8 +81,8 @@ def execute_op(func, args: tuple, kwargs: dict, prec: str, *, kernel: bool = Tru
     with torch.no_grad():
         out = func(*args, **kwargs)
     tout = [x for x in tree_flatten(out)[0] if isinstance(x, torch.Tensor)]
-    if low_t is not None and round_outputs:
-        tout = [t.to(low_t).to(t.dtype) if t.dtype in FLOAT_DTYPES and t.dtype != low_t and j not in aux else t
+    if out_t is not None and round_outputs:
+        tout = [t.to(out_t).to(t.dtype) if t.dtype in FLOAT_DTYPES and t.dtype != out_t and j not in aux else t
                 for j, t in enumerate(tout)]
     return tout
 
@@ -138,7 +147,8 @@ def _mutated_arg_positions(func) -> tuple:
 
 
 class EmuMode(TorchDispatchMode):
-    """Records (plan=None) or replays with a precision plan (list of precisions by op index)."""
+    """Records (plan=None) or replays with a precision plan (by op index: a precision, or its (input dtype,
+    output dtype) pair, ``exec_pair``)."""
 
     def __init__(self, graph=None, params: dict | None = None, inputs: dict | None = None,
                  plan: list[str] | None = None, reference: list[OpRecord] | None = None,
@@ -166,8 +176,8 @@ class EmuMode(TorchDispatchMode):
     # ------------------------------------------------------------------ graph helpers
     def _leaf_node(self, t: torch.Tensor) -> str:
         tid = id(t)
-        if tid in self.params:
-            name, role, typ = self.params[tid], "variable", "Variable"
+        if tid in self.params:  # torchair: parameters are graph inputs (ge.Data), fx2ge_converter.py:1309-1345
+            name, role, typ = self.params[tid], "data", "Data"
         elif tid in self.inputs:
             name, role, typ = f"Model.input.{self.inputs[tid]}", "data", "Data"
         else:
@@ -201,10 +211,10 @@ class EmuMode(TorchDispatchMode):
                                      f"({packet}.{overload}, expected {want}); data-dependent control flow "
                                      "cannot be emulated")
             rec = self.reference[idx]
-            prec = self.plan[idx]
+            prec, out_prec = exec_pair(self.plan[idx])
         else:
             rec = None
-            prec = "fp32"
+            prec = out_prec = "fp32"
         mutates = _mutated_arg_positions(func) if func._schema.is_mutable else ()
         # ---- execute
         low_t = LOW_TORCH.get(prec)
@@ -249,13 +259,14 @@ class EmuMode(TorchDispatchMode):
         out = func(*run_args, **run_kwargs)
         flat_out, _ = tree_flatten(out)
         tout = [x for x in flat_out if isinstance(x, torch.Tensor)]
-        if replay and low_t is not None and kernel:
+        out_t = LOW_TORCH.get(out_prec)
+        if replay and out_t is not None and kernel:
             aux = AUX_FP32_OUTPUTS.get(packet, ())
             for j, t in enumerate(tout):
-                if t.dtype in FLOAT_DTYPES and t.dtype != low_t and j not in aux:
+                if t.dtype in FLOAT_DTYPES and t.dtype != out_t and j not in aux:
                     with torch.no_grad():
-                        t.copy_(t.to(low_t))
-                    self.rounded[id(t)] = (t, prec)
+                        t.copy_(t.to(out_t))
+                    self.rounded[id(t)] = (t, out_prec)
         elif replay and not kernel:
             # views follow their input: exact in low if the input was
             src = tin[0] if tin else None
@@ -300,7 +311,7 @@ class EmuMode(TorchDispatchMode):
                 for pos, (t, (src, src_out)) in enumerate(zip(tin, srcs)):
                     G.connect(self.g, src, name, src_out, pos, float=t.dtype in FLOAT_DTYPES)
         self.rec.ops.append(rec)
-        self.rec.exec_prec.append(prec)
+        self.rec.exec_prec.append(prec if prec == out_prec else (prec, out_prec))
         for j, t in enumerate(tout):
             self.producer[id(t)] = (t, rec.name, j)
         if self.keep_entries:

@@ -3,10 +3,11 @@ per-op overrides, and write the same run directory as the PyTorch capture.
 
 Execution: ``onnx.reference.ReferenceEvaluator`` (the ONNX project's own numpy reference implementation of
 every standard op), driven node by node over its ``rt_nodes_`` so each node can run under its own
-precision: a node the plan runs in fp16/bf16 gets its float inputs rounded to the low dtype, computes in
-fp32 (= fp32 accumulation of the cube unit) and has its float outputs rounded (the rule of
-``advisor.emulator.engine.execute_op``); customized ports (--customize_dtypes) are rounded to their own
-dtype (``semantics.Plan.port_dtypes``); fp32 nodes use their inputs as they are; int/bool values are never
+precision: every port of a node is rounded to the dtype the plan gives it (``semantics.Plan.port_dtypes``: float
+inputs in the node's compute dtype, float outputs in its output dtype, customized ports (--customize_dtypes) in
+their own dtype), the node computing in fp32 in between (= fp32 accumulation of the cube unit; the rule of
+``advisor.emulator.engine.execute_op``), so an fp16-in / fp32-out MatMul has its inputs rounded and its output
+not; fp32 ports use their values as they are; AI CPU nodes run in their original dtype; int/bool values are never
 touched; nodes without a kernel (views) pass values through.  Storage stays in the model's dtypes (value
 emulation), so every node sees the arrays it expects.
 
@@ -284,8 +285,9 @@ def _kernels(m: Model, g, p, ports, vals, step: int) -> list[dict]:
         typ = nd.ge.type
         flops = costmodel.estimate_flops(typ, in_shapes, out_shapes)
         nbytes = costmodel.estimate_bytes(in_shapes, out_shapes, ind, outd)
-        rows.append({"step": step, "name": nd.name, "type": typ, "core": costmodel.core_type(typ),
-                     "duration_us": costmodel.op_time_us(typ, flops, nbytes, p[nd.name]),
+        cpu = p.on_ai_cpu(nd.name)
+        rows.append({"step": step, "name": nd.name, "type": typ, "core": costmodel.core_type(typ, cpu),
+                     "duration_us": costmodel.op_time_us(typ, flops, nbytes, p[nd.name], ai_cpu=cpu),
                      "in_shapes": in_shapes, "in_dtypes": ind, "out_shapes": out_shapes, "out_dtypes": outd})
     return rows
 

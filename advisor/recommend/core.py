@@ -23,7 +23,7 @@ from ..compare.training import scale_text
 from ..errors import InputError
 from ..mixlist import Mixlist, check_op_types, compose
 from ..oplists import BLACK, OpLists, precision_free
-from ..semantics import DEFAULT_MODE, Plan, low_mask, uses_mixlist
+from ..semantics import DEFAULT_MODE, Plan, cpu_mask, low_mask, uses_mixlist
 from . import findings as F
 from .edits import Edit, edits_mixlist, keep_line_edit, keeps_apply, lists_with, mixed_mode_of, overrides_with
 from .explain import EditReport, curve, explain, flips, local_vs_received, worst_instances
@@ -232,7 +232,7 @@ class SearchContext:
     def summary(self, plan: Plan, final: Mapping | None, how: str) -> dict:
         """A plan's final error (``final``: rel_l2, nonfinite, cosine or None) with its time and share."""
         low = low_mask(plan)
-        t, casts, share, lost = self.a.times.plan_time(low)
+        t, casts, share, lost = self.a.times.plan_time(low, cpu_mask(plan))
         d = {"final_rel_l2": None, "final_nonfinite": None, "final_cosine": None, "time_us": round(t, 3),
              "casts": casts, "low_precision_share": round(share, 6), "fp32_forfeited_us": round(lost, 3), "how": how,
              "time_how": "estimated (cost model anchored to the profile's kernel times)"}
@@ -517,7 +517,7 @@ def perf_candidates(plan: Plan, times: Any, lists: OpLists, ev: Any, proposable:
     types = np.asarray(c.types, dtype=object)
     rules = np.asarray(plan.rules, dtype=object)
     sel = np.flatnonzero((np.asarray(c.kind) == NodeKind.OP) & ~low & np.isin(rules, list(FP32_BY_LIST)))
-    total = max(times.kernel_time(low), 1e-9)
+    total = max(times.kernel_time(low, cpu_mask(plan)), 1e-9)
     out = []
     for t in sorted(set(types[sel].tolist())):
         if not proposable(t) or t in fixed or t == "Cast":

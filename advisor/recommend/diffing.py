@@ -15,7 +15,7 @@ from .. import mixlist as mx
 from ..analysis import Analysis, analyze
 from ..errors import InputError
 from ..fsutil import atomic_write_text, json_safe, json_text
-from ..semantics import Plan, flips_between, low_mask, uses_mixlist
+from ..semantics import Plan, cpu_mask, flips_between, low_mask, uses_mixlist
 from .edits import mixed_mode_of
 from .explain import curve
 
@@ -63,7 +63,7 @@ def _load_side(x: Any, what: str) -> mx.Mixlist | None:
 def _side(an: Analysis, plan: Plan) -> dict:
     """Time, casts and share of a plan, and its final error (replayed or estimated) when activations exist."""
     low = low_mask(plan)
-    t, casts, share, lost = an.times.plan_time(low)
+    t, casts, share, lost = an.times.plan_time(low, cpu_mask(plan))
     d = {"final_rel_l2": None, "final_nonfinite": None, "final_cosine": None, "time_us": round(t, 3),
          "casts": casts, "low_precision_share": round(share, 6), "fp32_forfeited_us": round(lost, 3),
          "how": "not predicted (no activations)"}

@@ -173,7 +173,7 @@ def capture_tf(workload: Any, out: str | os.PathLike, mode: str = semantics.DEFA
     check_uniform_ports(p, target)
     precision = p.precision
     low_dtype = low or "fp16"
-    rw = apply_plan(tf, gd, info, precision, low_dtype, g)
+    rw = apply_plan(tf, gd, info, precision, low_dtype, g, dict(zip(p.compiled.order, p.emit_list)))
 
     n_params = sum(int(np.prod(g.nodes[n].get("out_shapes", [[0]])[0] or [0])) for n in g
                    if g.nodes[n]["role"] == "const" and g.nodes[n].get("dtype") in ("fp32", "fp16", "bf16"))
@@ -324,11 +324,11 @@ def _kernels(g, info, rw, p, vals, step: int) -> list[dict]:
         out_shapes = [list(np.shape(vals[(n, k)])) if (n, k) in vals else None for k in range(n_out)]
         ind = [_enum_name_np(e) for i, e in enumerate(rw.in_dtypes.get(n, [])) if i not in skip]
         outd = [_enum_name_np(e) for e in rw.out_dtypes.get(n, [])]
-        prec = p[n]
+        prec, cpu = p[n], p.on_ai_cpu(n)
         flops = costmodel.estimate_flops(a["type"], in_shapes, out_shapes)
         nbytes = costmodel.estimate_bytes(in_shapes, out_shapes, ind, outd)
-        rows.append({"step": step, "name": n, "type": a["type"], "core": costmodel.core_type(a["type"]),
-                     "duration_us": costmodel.op_time_us(a["type"], flops, nbytes, prec),
+        rows.append({"step": step, "name": n, "type": a["type"], "core": costmodel.core_type(a["type"], cpu),
+                     "duration_us": costmodel.op_time_us(a["type"], flops, nbytes, prec, ai_cpu=cpu),
                      "in_shapes": in_shapes, "in_dtypes": ind, "out_shapes": out_shapes, "out_dtypes": outd})
     return rows
 

@@ -125,9 +125,10 @@ class _Builder:
         return self.cast(base, src, src_t, want)
 
     def emit_op(self, nd, name: str, inputs: list[tuple[str, int]], low: int | None, cube: bool,
-                opdef) -> tuple[list[str], list[int], list[int], str]:
+                opdef, round_out: bool = True) -> tuple[list[str], list[int], list[int], str]:
         """Emit ``nd`` as ``name`` fed by ``inputs`` [(tensor, dtype)] in precision ``low`` (None =
-        as in the graph).  Returns (output tensor names, consumed input dtypes, output dtypes, style)."""
+        as in the graph; ``round_out=False``: a cube-style op's fp32 outputs stay fp32, the fp16-in / fp32-out
+        kernel).  Returns (output tensor names, consumed input dtypes, output dtypes, style)."""
         m = self.tf.compat.v1.NodeDef()
         m.CopyFrom(nd)
         m.name = name
@@ -154,7 +155,7 @@ class _Builder:
         self.add(m)
         outs_t = arg_types(m, opdef, opdef.output_arg)
         outs = [f"{name}:{k}" for k in range(len(outs_t))]
-        if style == "cube-style":
+        if style == "cube-style" and round_out:
             for k, t in enumerate(outs_t):
                 if t == DT_FLOAT:
                     outs[k] = self.cast(f"{name}/advisor_round_out{k}", outs[k], DT_FLOAT, low)
@@ -171,8 +172,9 @@ def _opdef(op: str):
 
 
 def apply_plan(tf, graph_def, info: TFGraphInfo, precision: Mapping[str, str], low_dtype: str,
-               g=None) -> Rewritten:
-    """The GraphDef that executes ``precision`` (node -> fp32/fp16/bf16/n/a from a semantics Plan)."""
+               g=None, outputs: Mapping[str, str] | None = None) -> Rewritten:
+    """The GraphDef that executes ``precision`` (node -> fp32/fp16/bf16/n/a from a semantics Plan) with the
+    output dtypes ``outputs`` (node -> the plan's output dtype; default: its precision)."""
     out = tf.compat.v1.GraphDef()
     out.versions.CopyFrom(graph_def.versions)
     out.library.CopyFrom(graph_def.library)
@@ -212,7 +214,11 @@ def apply_plan(tf, graph_def, info: TFGraphInfo, precision: Mapping[str, str], l
         # draws the same bits whatever the output dtype); contractions accumulate in fp32
         cube = (nd.op in CONTRACTIONS or opmap.is_random(nd.op)
                 or (is_cube_type(g.nodes[name]["type"]) if (g is not None and name in g) else False))
-        outs, consumed, outs_t, style = b.emit_op(nd, name, ins, LOW_ENUM[p] if want_low else None, cube, opdef)
+        # fp16 inputs with an fp32 output (force_fp32's cube ops): inputs rounded, fp32 compute, output kept
+        round_out = (outputs or {}).get(name, p) in LOW_ENUM
+        cube = cube or not round_out
+        outs, consumed, outs_t, style = b.emit_op(nd, name, ins, LOW_ENUM[p] if want_low else None, cube, opdef,
+                                                  round_out)
         for k, (t, dt) in enumerate(zip(outs, outs_t)):
             cur[(name, k)] = (t, dt)
             rw.tensor[(name, k)] = t
