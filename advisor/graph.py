@@ -39,9 +39,10 @@ from __future__ import annotations
 
 import gc
 from enum import Enum
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
-import networkx as nx
+if TYPE_CHECKING:
+    import networkx as nx
 
 ROLES = ("op", "data", "const", "variable")
 FLOAT_DTYPES = ("fp32", "fp16", "bf16", "fp64")
@@ -91,6 +92,7 @@ def is_float_dtype(name: Any) -> bool:
 
 
 def new_graph(**graph_attrs: Any) -> nx.DiGraph:
+    import networkx as nx   # not at import: every command imports this module for its dtype names
     g = nx.DiGraph()
     g.graph.update(graph_attrs)
     return g
@@ -125,6 +127,7 @@ def op_nodes(g: nx.DiGraph) -> Iterable[Any]:
 
 def export(g: nx.DiGraph, path: str) -> None:
     """Write the graph as GraphML (.graphml) or Graphviz dot (.dot); list attributes become strings."""
+    import networkx as nx
     h = nx.DiGraph()
     for n, d in g.nodes(data=True):
         h.add_node(str(n), **{k: _scalar(v) for k, v in d.items() if v is not None})

@@ -37,13 +37,14 @@ import heapq
 from dataclasses import dataclass
 from enum import Enum, IntEnum
 from functools import cached_property
-from typing import Any, Hashable, Iterable, Mapping
-
-import networkx as nx
+from typing import TYPE_CHECKING, Any, Hashable, Iterable, Mapping
 
 from .graph import no_gc, normalize_dtype
 from .oplists import BLACK, GRAY, WHITE, OpLists, is_cube_type
 from .overrides import NO_OVERRIDES, CustomDtypes, Overrides, lowest_float
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 FP32, FP16, BF16, NA = "fp32", "fp16", "bf16", "n/a"
 LOW = (FP16, BF16)
@@ -465,6 +466,7 @@ def _topological_order(g: nx.DiGraph) -> list:
     pos = {n: i for i, n in enumerate(order)}
     if all(pos[u] < pos[v] for u, v in g.edges()):
         return order
+    import networkx as nx   # not at import: a command checking its --mode needs only the modes table
     try:
         return list(nx.topological_sort(g))
     except nx.NetworkXUnfeasible:

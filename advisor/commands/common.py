@@ -8,11 +8,8 @@ from typing import Iterator, Optional
 
 import typer
 
-from ..oplists import DEFAULT_SOC, OpLists, load_lists
 from ..progress import QUIET, verbosity
 
-SocOption = typer.Option(DEFAULT_SOC, "--soc", help="Chip whose default lists apply (ascend910, ascend910b, ascend910_93, ascend310p).")
-OpsInfoOption = typer.Option(None, "--ops-info", help="A real CANN aic-<soc>-ops-info.json to read the lists from instead.")
 KeepDtypeOption = typer.Option(None, "--keep-dtype", help="ATC --keep_dtype file: lines OpName or OpType::TypeName "
                                                           "whose ops keep the original model's precision.")
 CustomizeDtypesOption = typer.Option(None, "--customize-dtypes", help="ATC --customize_dtypes file: lines "
@@ -32,10 +29,6 @@ RayOption = typer.Option(None, "--ray", help="Run the per-rank tasks on Ray: loc
                                              "cluster) or the cluster's address; needs advisor[cluster].")
 
 
-def chip_lists(soc: str, ops_info: Optional[str]) -> OpLists:
-    return load_lists(soc, ops_info)
-
-
 @contextmanager
 def human_report(as_json: bool) -> Iterator[None]:
     """Where a command's human-readable report goes: stdout; with ``--json`` (stdout carries only the
@@ -45,15 +38,3 @@ def human_report(as_json: bool) -> Iterator[None]:
         return
     with redirect_stdout(io.StringIO() if verbosity() == QUIET else sys.stderr):
         yield
-
-
-def tolerance(min_cosine: float = 0.999, max_rel_l2: float = 1e-2, allow_nonfinite: bool = False,
-              max_loss_rel: float = 1e-2, min_grad_cosine: float = 0.99, msprobe_rule: bool = False):
-    """The shared Tolerance from a command's options; a bad range is one line (exit 2)."""
-    from ..compare.tolerance import tolerance_from_options
-    from ..errors import InputError
-    try:
-        return tolerance_from_options(min_cosine, max_rel_l2, allow_nonfinite, max_loss_rel, min_grad_cosine,
-                                      msprobe_rule)
-    except ValueError as e:
-        raise InputError(None, str(e)) from None
