@@ -120,6 +120,15 @@ def connect(g: nx.DiGraph, src: Any, dst: Any, src_out: int = 0, dst_in: int = 0
         g.add_edge(src, dst, ports=[(src_out, dst_in)], float=float, confidence=confidence)
 
 
+def topological_sort(g: nx.DiGraph) -> list:
+    """The nodes in a topological order (networkx's), ValueError when the graph has a cycle."""
+    import networkx as nx   # not at import: a command checking its --mode needs only semantics' modes table
+    try:
+        return list(nx.topological_sort(g))
+    except nx.NetworkXUnfeasible:
+        raise ValueError("the op graph has a cycle; precision decisions need a DAG") from None
+
+
 def op_nodes(g: nx.DiGraph) -> Iterable[Any]:
     """Nodes with role "op"."""
     return (n for n, r in g.nodes(data="role", default="op") if r == "op")

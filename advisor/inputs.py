@@ -123,3 +123,15 @@ def check_capture_inputs(inputs: Sequence[str] | None, input_shapes: Sequence[st
         raise InputError("--dump", f"expected tensors or stats, not {dump!r}")
     if loss_scale is not None and not (0 < loss_scale < math.inf):
         raise InputError("--loss-scale", f"must be a finite number > 0, not {loss_scale:g}")
+
+
+def check_run_dir(path: str, option: str = "--profile") -> Path:
+    """A command's run directory: it exists and is a folder -- a file (a bare kernel_details.csv) gets the folder
+    that holds it as the hint."""
+    p = Path(path)
+    if not p.exists():
+        raise InputError(p, "no such run directory")
+    if not p.is_dir():
+        raise InputError(p, f"is a file; {option} takes the run directory that holds it (with the run's dumps and "
+                            f"run.json when there are any): {option} {p.parent}")
+    return p

@@ -39,7 +39,7 @@ from enum import Enum, IntEnum
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, Hashable, Iterable, Mapping
 
-from .graph import no_gc, normalize_dtype
+from .graph import no_gc, normalize_dtype, topological_sort
 from .oplists import BLACK, GRAY, WHITE, OpLists, is_cube_type
 from .overrides import NO_OVERRIDES, CustomDtypes, Overrides, lowest_float
 
@@ -466,11 +466,7 @@ def _topological_order(g: nx.DiGraph) -> list:
     pos = {n: i for i, n in enumerate(order)}
     if all(pos[u] < pos[v] for u, v in g.edges()):
         return order
-    import networkx as nx   # not at import: a command checking its --mode needs only the modes table
-    try:
-        return list(nx.topological_sort(g))
-    except nx.NetworkXUnfeasible:
-        raise ValueError("the op graph has a cycle; precision decisions need a DAG") from None
+    return topological_sort(g)
 
 
 def compile_graph(g: nx.DiGraph) -> Compiled:

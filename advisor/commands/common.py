@@ -24,6 +24,14 @@ def overrides_of(keep_dtype: Optional[str], customize_dtypes: Optional[str]):
     return load(keep_dtype, customize_dtypes)
 
 
+def default_out(profile: str):
+    """recommend's and diff's default ``--out``: ``<profile>/advice``, beside the file when ``--profile`` names a
+    file (a bare kernel_details.csv)."""
+    from pathlib import Path
+    p = Path(profile)
+    return (p.parent if p.is_file() else p) / "advice"
+
+
 WorkersOption = typer.Option(None, "--workers", help="Local worker processes analysing ranks in parallel (default: the cores).")
 RayOption = typer.Option(None, "--ray", help="Run the per-rank tasks on Ray: local (start one here), auto (the running "
                                              "cluster) or the cluster's address; needs advisor[cluster].")

@@ -10,7 +10,7 @@ import typer
 from ..errors import AdvisorError
 from ..fsutil import check_out_dir
 from ..progress import note
-from .common import human_report, overrides_of
+from .common import default_out, human_report, overrides_of
 from .options import CHIP_OF_RUN, TOLERANCE, Chip, Tolerance, uses
 
 
@@ -30,7 +30,7 @@ def register(app: typer.Typer) -> None:
         customize_dtypes_b: Optional[str] = typer.Option(None, "--customize-dtypes-b", help="side B's ATC "
                                                          "--customize_dtypes file (default: side A's)"),
         out: Optional[str] = typer.Option(None, "--out", help="write diff.json and diff.html here "
-                                          "(default: <profile>/advice)"),
+                                          "(default: <profile>/advice; beside the file when --profile is a file)"),
         as_json: bool = typer.Option(False, "--json", help="print diff.json to stdout"),
         chip: Chip = None,
         mode: Optional[str] = typer.Option(None, "--mode", help="precision mode (default: run.json's)"),
@@ -44,8 +44,10 @@ def register(app: typer.Typer) -> None:
 
         from ..recommend.diffing import diff, write_diff_outputs
         from ..report import print_diff
+        from ..inputs import check_run_dir
         try:
-            out_dir = check_out_dir(Path(out) if out else Path(profile) / "advice")
+            check_run_dir(profile)
+            out_dir = check_out_dir(Path(out) if out else default_out(profile))
             res = diff(profile, a, b, tolerance=tol, soc=chip.soc, ops_info=chip.ops_info, mode=mode, rank=rank, step=step,
                        overrides_a=overrides_of(keep_dtype_a, customize_dtypes_a),
                        overrides_b=overrides_of(keep_dtype_b, customize_dtypes_b))

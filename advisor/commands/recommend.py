@@ -9,7 +9,7 @@ import typer
 
 from ..errors import AdvisorError
 from ..fsutil import check_out_dir
-from .common import RayOption, WorkersOption, human_report, overrides_of
+from .common import RayOption, WorkersOption, default_out, human_report, overrides_of
 from .options import CHIP_OF_RUN, TOLERANCE, Chip, Tolerance, uses
 
 
@@ -19,7 +19,8 @@ def register(app: typer.Typer) -> None:
     def recommend_cmd(
         profile: str = typer.Option(..., "--profile", help="run directory (emulator capture, tune run, or a real "
                                     "NPU run with a profile and optionally msprobe dumps)"),
-        out: Optional[str] = typer.Option(None, "--out", help="output folder (default: <profile>/advice)"),
+        out: Optional[str] = typer.Option(None, "--out", help="output folder (default: <profile>/advice; beside the "
+                                          "file when --profile is a file)"),
         as_json: bool = typer.Option(False, "--json", help="print recommendation.json to stdout"),
         mixlist: Optional[str] = typer.Option(None, "--mixlist", help="start from this mixlist instead of the run's"),
         keep_dtype: Optional[str] = typer.Option(None, "--keep-dtype", help="start from this ATC --keep_dtype file "
@@ -52,10 +53,12 @@ def register(app: typer.Typer) -> None:
         from ..recommend.ranks import recommend_run
         from ..tasks import check_workers
         from ..report import print_recommendation
+        from ..inputs import check_run_dir
         try:
+            check_run_dir(profile)
             check_workers(workers, ray)
             base = mx.load(mixlist) if mixlist else None
-            out_dir = check_out_dir(Path(out) if out else Path(profile) / "advice")
+            out_dir = check_out_dir(Path(out) if out else default_out(profile))
             log = StageLog()
             rec = recommend_run(profile, tol, base_mixlist=base, exclude=tuple(exclude or ()), max_edits=max_edits,
                                 soc=chip.soc, ops_info=chip.ops_info, mode=mode, rank=rank, step=step, perf=not no_perf,

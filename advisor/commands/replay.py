@@ -34,7 +34,9 @@ def register(app: typer.Typer) -> None:
         from .. import mixlist as mx
         from ..analysis import analyze
         from ..report.terminal import print_replay
+        from ..inputs import check_run_dir
         try:
+            check_run_dir(run, "--run")
             ov = overrides_of(keep_dtype, customize_dtypes)      # the user's files read before the run is
             cand = mx.load(mixlist) if mixlist else None            # (malformed: one line, nothing read)
             a = analyze(run, tolerance=tol, soc=chip.soc, ops_info=chip.ops_info, mode=mode)
