@@ -213,13 +213,14 @@ def minimality_rows(d: Mapping) -> list[dict]:
     without = {e.get("edit"): e.get("predicted_without_this_edit") or {} for e in d.get("edits") or []}
     rows = []
     for c in (d.get("minimality") or {}).get("checks") or []:
-        w, own = c.get("without_it") or {}, without.get(c.get("edit")) or {}
-        nonfinite = next((x for x in (w.get("final_nonfinite"), w.get("non_finite"), own.get("final_nonfinite"))
-                          if x is not None), None)
-        rel = next((x for x in (w.get("final_rel_l2"), w.get("worst_rel_l2"), own.get("final_rel_l2"))
-                    if x is not None), None)
+        w = c.get("without_it") or {}
+        nonfinite = next((x for x in (w.get("final_nonfinite"), w.get("non_finite")) if x is not None), None)
+        rel = next((x for x in (w.get("final_rel_l2"), w.get("worst_rel_l2")) if x is not None), None)
+        if rel is None and nonfinite is None:     # the check carries no figure: the edit's own section's
+            own = without.get(c.get("edit")) or {}
+            rel, nonfinite = own.get("final_rel_l2"), own.get("final_nonfinite")
         rows.append({"edit": c.get("edit"), "rel_l2": "inf" if rel is None and nonfinite else rel,
-                     "nonfinite": nonfinite, "how": c.get("how") or w.get("how") or own.get("how"),
+                     "nonfinite": nonfinite, "how": c.get("how") or w.get("how"),
                      "meets_tolerance_without_it": c.get("meets_tolerance_without_it")})
     return rows
 

@@ -255,7 +255,8 @@ def _lines(con: Console, text: str, first: str = "") -> None:
     """``text`` wrapped to the terminal, continuation lines indented under its start (five columns)."""
     import textwrap
     con.print(textwrap.fill(text, width=max(40, con.width), initial_indent=first, subsequent_indent="     ",
-                            break_on_hyphens=False), markup=False, highlight=False, soft_wrap=True)
+                            break_on_hyphens=False, break_long_words=False), markup=False, highlight=False,
+              soft_wrap=True)
 
 
 def _culprits(att: Any, con: Console) -> None:
@@ -319,8 +320,8 @@ def print_comparison(att: Any, top: int = 15, console: Console | None = None) ->
         if lst:
             more = f" (+{len(lst) - 5} more)" if len(lst) > 5 else ""
             con.print(f"{len(lst)} entries {label}: {', '.join(lst[:5])}{more}")
-    for note in att.notes:
-        con.print(f"note: {note}", soft_wrap=True, markup=False)
+    for note in att.notes:      # wrapped between words: a path in a note stays whole (copyable)
+        _lines(con, f"note: {note}")
     v = att.verdict
     if v.ok:
         con.print(f"[green]WITHIN TOLERANCE[/green] ({att.tolerance.describe()})")
