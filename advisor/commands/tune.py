@@ -126,6 +126,8 @@ def register(app: typer.Typer) -> None:
                 check_capture_inputs(inputs, input_shape, dump, loss_scale)
             if batches is not None:
                 check_holdout(holdout, batches())
+                if inner is not r:
+                    inner.close()                   # with Ray the runs start their own capture child on their node
             gran = _granularity(granularity, runner)
             kept = None if resume else keep_previous_out(out)   # a fresh tune: the previous contents are kept
             if kept is not None:

@@ -320,8 +320,8 @@ def print_comparison(att: Any, top: int = 15, console: Console | None = None) ->
         if lst:
             more = f" (+{len(lst) - 5} more)" if len(lst) > 5 else ""
             con.print(f"{len(lst)} entries {label}: {', '.join(lst[:5])}{more}")
-    for note in att.notes:      # wrapped between words: a path in a note stays whole (copyable)
-        _lines(con, f"note: {note}")
+    for note in att.notes:      # one line each (the terminal wraps it): a note stays whole for grep and copy
+        con.print(f"note: {note}", soft_wrap=True, markup=False)
     v = att.verdict
     if v.ok:
         con.print(f"[green]WITHIN TOLERANCE[/green] ({att.tolerance.describe()})")

@@ -81,6 +81,7 @@ class RunResult:
     @classmethod
     def from_dict(cls, d: dict) -> "RunResult":
         known = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
+        known.setdefault("run_dir", None)      # optional in a journal (tune.journal reads it as string or null)
         return cls(**known)
 
 
@@ -91,6 +92,12 @@ class Runner(ABC):
     name = "runner"
     progress = None
     timeout: float | None = None   # as given: None = the default limit (DEFAULT_TIMEOUT_S), 0 = no limit
+
+    def __getstate__(self) -> dict:
+        """What a copy or a pickle (a Ray task) carries: the settings, not the local terminal's progress."""
+        state = dict(self.__dict__)
+        state.pop("progress", None)
+        return state
 
     @property
     def limit(self) -> float | None:

@@ -69,10 +69,15 @@ class EmulatorRunner(Runner):
         setting of this runner: a copy of it, not a re-construction that could miss one."""
         if index == 0:
             return self
-        twin = copy.copy(self)
+        twin = copy.copy(self)              # every setting (__getstate__: not the capture child)
         twin.fixed = copy.deepcopy(self.fixed)
-        twin._worker = None
+        twin.progress = self.progress
         return twin
+
+    def __getstate__(self) -> dict:
+        state = super().__getstate__()
+        state["_worker"] = None             # the capture child is this process's: a copy starts its own
+        return state
 
     def count_batches(self) -> Callable[[], int | None]:
         """The workload's batch count, known before any run: an ONNX file's ``--inputs`` (one batch without
