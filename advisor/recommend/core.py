@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from ..analysis import Analysis, analyze
-from ..compare.tolerance import Tolerance
+from ..compare.tolerance import GRADIENT_KEYS, Tolerance
 from ..compare.training import scale_text
 from ..errors import InputError
 from ..mixlist import Mixlist, check_op_types, compose
@@ -250,8 +250,7 @@ class SearchContext:
         items, train, notes = a.judged(steps)
         self.notes.extend(notes)
         verdict = a.tolerance.judge(items)
-        forward = a.tolerance.judge([{k: v for k, v in it.items() if k not in ("grad_min_cosine", "grad_worst")}
-                                     for it in items])
+        forward = a.tolerance.judge([{k: v for k, v in it.items() if k not in GRADIENT_KEYS} for it in items])
         train = dict(train or {})
         gradient_only = (not verdict.ok and forward.ok and bool(train.get("underflow_exceeds"))
                          and not train.get("overflow") and bool(train.get("loss_scale")))

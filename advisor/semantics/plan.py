@@ -9,16 +9,17 @@ from __future__ import annotations
 import heapq
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Hashable, Iterable
+from typing import TYPE_CHECKING, Hashable, Iterable
 
-import networkx as nx
-
-from ..graph import no_gc, normalize_dtype
+from ..graph import no_gc, normalize_dtype, topological_sort
 from ..oplists import OpLists
 from ..overrides import NO_OVERRIDES, Overrides
 from .rules import (AI_CPU_RULES, BF16, DEFAULT_MODE, FLOATS, FP16, FP32, HCCL_TYPES, STEPS_BY_KIND,
                     WEAK_PRODUCER_TYPES, Context, Rule, Why, K_CAST, K_CONST, K_DATA, K_FOLLOW, K_HCCL, K_NONFLOAT, K_OP,
                     ai_cpu, dtype_sensitive, mode_info)
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 # Accelerator Core values of a profile that show the kernel ran on the AI Core (its type has an AI Core kernel
 # whatever the table says)
@@ -235,10 +236,7 @@ def _topological_order(g: nx.DiGraph) -> list:
     pos = {n: i for i, n in enumerate(order)}
     if all(pos[u] < pos[v] for u, v in g.edges()):
         return order
-    try:
-        return list(nx.topological_sort(g))
-    except nx.NetworkXUnfeasible:
-        raise ValueError("the op graph has a cycle; precision decisions need a DAG") from None
+    return topological_sort(g)
 
 
 def compile_graph(g: nx.DiGraph) -> Compiled:
