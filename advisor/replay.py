@@ -99,13 +99,14 @@ def resolve(entry: str) -> tuple[Callable | None, str | None]:
     return None, f"{kind}.* entries are not replayable (no CPU implementation)"
 
 
-def ge_type(entry: str) -> str | None:
-    """GE op type of a dump entry: the aten->GE table for ``Aten.*``, API_GE_TYPES for API entries."""
+def ge_type(entry: str, args: tuple = (), kwargs: dict | None = None) -> str | None:
+    """GE op type of a dump entry: the aten->GE table for ``Aten.*`` (its call rule applied to ``args`` /
+    ``kwargs`` when given: ``emulator.opmap.resolve``), API_GE_TYPES for API entries."""
     api, _ = _entry_base(entry)
     if api.startswith("Aten."):
         from .emulator import opmap
         op, _, overload = api[5:].partition(".")
-        typ, _kernel, mapped = opmap.lookup(op, overload or "default")
+        typ, _kernel, mapped = opmap.resolve(op, overload or "default", args, kwargs)
         return typ if mapped else None
     return API_GE_TYPES.get(api)
 
@@ -511,7 +512,9 @@ def graph_from_recording(rec: Recording, step: int | None = None) -> nx.DiGraph:
     for i, op in enumerate(prog.ops):
         if not op.entry.endswith(".forward") or op.node is None:
             continue
-        typ = ge_type(op.entry)
+        decoded = op.func is not None and op.args is not None
+        typ = ge_type(op.entry, tuple(_relink(a, op.in_values) for a in op.args) if decoded else (),
+                      {k: _relink(v, op.in_values) for k, v in op.kwargs.items()} if decoded else None)
         api, _ = _entry_base(op.entry)
         floats = [v for v in op.in_values + op.out_values if v is not None]
         is_float = any(v.is_floating_point() for v in floats) if floats else True

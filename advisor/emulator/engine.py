@@ -33,7 +33,6 @@ from . import opmap
 LOW_TORCH = {"fp16": torch.float16, "bf16": torch.bfloat16}
 FLOAT_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 _DT_NAME = {torch.float32: "fp32", torch.float64: "fp64", torch.float16: "fp16", torch.bfloat16: "bf16"}
-_BN_TRAINING_ARG = ("native_batch_norm", "_native_batch_norm_legit")
 _ALLOC = frozenset({"empty", "empty_like", "new_empty", "new_empty_strided", "empty_strided"})
 # ops without tensor data semantics: not graph nodes
 _SKIP = {"_local_scalar_dense", "sym_size", "sym_numel", "sym_stride", "sym_storage_offset", "is_same_size",
@@ -267,11 +266,9 @@ class EmuMode(TorchDispatchMode):
             return out
         # ---- record
         if rec is None:
-            typ, kernel, mapped = opmap.lookup(packet, overload)
+            typ, kernel, mapped = opmap.resolve(packet, overload, args, kwargs)   # the call's GE type
             if packet in _ALLOC:
                 kernel = False  # memory allocation: no kernel in GE
-            if packet in _BN_TRAINING_ARG and len(args) > 5 and args[5] is False:
-                typ = "BNInfer"  # batch norm in eval mode (running statistics): GE's BNInfer
             k = self.counters.get(f"{packet}.{overload}", 0)
             self.counters[f"{packet}.{overload}"] = k + 1
             name = f"Aten.{packet}.{overload}.{k}"
