@@ -8,7 +8,8 @@ from typing import List, Optional
 import typer
 
 from ..errors import AdvisorError, InputError
-from .common import CustomizeDtypesOption, KeepDtypeOption, OpsInfoOption, SocOption, human_report, overrides_of
+from .common import (AllowHf32Option, CustomizeDtypesOption, KeepDtypeOption, OpsInfoOption, OverflowModeOption,
+                     SocOption, check_numerics, human_report, overrides_of)
 
 
 def register(app: typer.Typer) -> None:
@@ -28,6 +29,7 @@ def register(app: typer.Typer) -> None:
                 input_shape: Optional[List[str]] = typer.Option(None, "--input-shape", help="ONNX model: generate an "
                                                                 "input of this shape, name:1,3,224,224 (repeatable)."),
                 soc: str = SocOption, ops_info: Optional[str] = OpsInfoOption,
+                overflow_mode: Optional[str] = OverflowModeOption, allow_hf32: Optional[str] = AllowHf32Option,
                 seed: int = typer.Option(0, "--seed", help="RNG seed (step i uses seed + i in both runs)."),
                 dump: Optional[str] = typer.Option(None, "--dump", help="tensors | stats (default: tensors for "
                                                                         "models up to 2M parameters)."),
@@ -50,8 +52,10 @@ def register(app: typer.Typer) -> None:
                 raise InputError("--timeout", f"must be a positive number of seconds, not {timeout:g}")
             check_run_out(out)
             overrides_of(keep_dtype, customize_dtypes)     # a malformed file: one line before any work
+            check_numerics(soc, overflow_mode, allow_hf32)
             extra = {k: v for k, v in (("keep_dtype", keep_dtype), ("customize_dtypes", customize_dtypes),
-                                       ("inputs", inputs), ("input_shapes", input_shape)) if v}
+                                       ("inputs", inputs), ("input_shapes", input_shape),
+                                       ("overflow_mode", overflow_mode), ("allow_hf32", allow_hf32)) if v}
             with CaptureWorker() as worker:
                 reply = worker.capture(target, out, timeout=timeout, mode=mode, mixlist=mixlist, soc=soc,
                                        ops_info=ops_info, seed=seed, dump=dump, local=not no_local, **extra,

@@ -13,10 +13,23 @@ from ..progress import QUIET, verbosity
 
 SocOption = typer.Option(DEFAULT_SOC, "--soc", help="Chip whose default lists apply (ascend910, ascend910b, ascend910_93, ascend310p).")
 OpsInfoOption = typer.Option(None, "--ops-info", help="A real CANN aic-<soc>-ops-info.json to read the lists from instead.")
+OverflowModeOption = typer.Option(None, "--overflow-mode", help="inf_nan | saturation: the chip's float overflow "
+                                  "mode (default: the run's, else the chip's: saturation on ascend910/ascend310p, "
+                                  "inf_nan on ascend910b/ascend910_93).")
+AllowHf32Option = typer.Option(None, "--allow-hf32", help="conv,matmul | conv | matmul | none: fp32 ops that run in "
+                               "HF32 (default: the run's, else the chip's: conv on ascend910b/ascend910_93, none "
+                               "elsewhere).")
 KeepDtypeOption = typer.Option(None, "--keep-dtype", help="ATC --keep_dtype file: lines OpName or OpType::TypeName "
                                                           "whose ops keep the original model's precision.")
 CustomizeDtypesOption = typer.Option(None, "--customize-dtypes", help="ATC --customize_dtypes file: lines "
                                      "OpName::InputDtype:...,OutputDtype:... or OpType::Type:InputDtype:...")
+
+
+def check_numerics(soc: Optional[str], overflow_mode: Optional[str], allow_hf32: Optional[str]) -> None:
+    """A bad --overflow-mode / --allow-hf32 value: one line (exit 2) before any work."""
+    if overflow_mode is not None or allow_hf32 is not None:
+        from ..numerics import resolve
+        resolve(soc or DEFAULT_SOC, overflow_mode, allow_hf32)
 
 
 def overrides_of(keep_dtype: Optional[str], customize_dtypes: Optional[str]):

@@ -10,7 +10,7 @@ import typer
 from ..errors import AdvisorError
 from ..fsutil import check_out_dir
 from ..progress import note
-from .common import human_report, overrides_of
+from .common import AllowHf32Option, OverflowModeOption, check_numerics, human_report, overrides_of
 
 
 def register(app: typer.Typer) -> None:
@@ -33,6 +33,7 @@ def register(app: typer.Typer) -> None:
         soc: Optional[str] = typer.Option(None, "--soc", help="chip (default: run.json's, else ascend910b)"),
         ops_info: Optional[str] = typer.Option(None, "--ops-info", help="a real CANN aic-<soc>-ops-info.json"),
         mode: Optional[str] = typer.Option(None, "--mode", help="precision mode (default: run.json's)"),
+        overflow_mode: Optional[str] = OverflowModeOption, allow_hf32: Optional[str] = AllowHf32Option,
         rank: Optional[int] = typer.Option(None, "--rank", help="rank of a multi-rank run"),
         step: Optional[int] = typer.Option(None, "--step", help="profile step to build the graph from"),
         min_cosine: float = typer.Option(0.999, "--min-cosine", help="final outputs: minimum cosine vs FP32"),
@@ -49,7 +50,9 @@ def register(app: typer.Typer) -> None:
         try:
             tol = tolerance(min_cosine, max_rel_l2, allow_nonfinite, 1e-2, 0.99)
             out_dir = check_out_dir(Path(out) if out else Path(profile) / "advice")
+            check_numerics(soc, overflow_mode, allow_hf32)
             res = diff(profile, a, b, tolerance=tol, soc=soc, ops_info=ops_info, mode=mode, rank=rank, step=step,
+                       overflow_mode=overflow_mode, allow_hf32=allow_hf32,
                        overrides_a=overrides_of(keep_dtype_a, customize_dtypes_a),
                        overrides_b=overrides_of(keep_dtype_b, customize_dtypes_b))
             paths = write_diff_outputs(res, out_dir)

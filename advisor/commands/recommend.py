@@ -9,7 +9,8 @@ import typer
 
 from ..errors import AdvisorError
 from ..fsutil import check_out_dir
-from .common import RayOption, WorkersOption, human_report, overrides_of, tolerance
+from .common import (AllowHf32Option, OverflowModeOption, RayOption, WorkersOption, check_numerics, human_report,
+                     overrides_of, tolerance)
 
 
 def register(app: typer.Typer) -> None:
@@ -29,6 +30,7 @@ def register(app: typer.Typer) -> None:
         soc: Optional[str] = typer.Option(None, "--soc", help="chip (default: run.json's, else ascend910b)"),
         ops_info: Optional[str] = typer.Option(None, "--ops-info", help="a real CANN aic-<soc>-ops-info.json"),
         mode: Optional[str] = typer.Option(None, "--mode", help="precision mode (default: run.json's)"),
+        overflow_mode: Optional[str] = OverflowModeOption, allow_hf32: Optional[str] = AllowHf32Option,
         rank: Optional[int] = typer.Option(None, "--rank", help="only this rank of a multi-rank run (default: "
                                            "every rank's evidence)"),
         workers: Optional[int] = WorkersOption, ray: Optional[str] = RayOption,
@@ -57,6 +59,7 @@ def register(app: typer.Typer) -> None:
         from ..report import print_recommendation
         try:
             check_workers(workers, ray)
+            check_numerics(soc, overflow_mode, allow_hf32)
             tol = tolerance(min_cosine, max_rel_l2, allow_nonfinite, max_loss_rel, min_grad_cosine)
             base = mx.load(mixlist) if mixlist else None
             out_dir = check_out_dir(Path(out) if out else Path(profile) / "advice")
@@ -64,7 +67,9 @@ def register(app: typer.Typer) -> None:
             rec = recommend_run(profile, tol, base_mixlist=base, exclude=tuple(exclude or ()), max_edits=max_edits,
                                 soc=soc, ops_info=ops_info, mode=mode, rank=rank, step=step, perf=not no_perf,
                                 progress=log, overrides=overrides_of(keep_dtype, customize_dtypes),
-                                workers=workers, ray=ray, granularity=granularity)
+                                workers=workers, ray=ray, granularity=granularity,
+                                **{k: v for k, v in (("overflow_mode", overflow_mode), ("allow_hf32", allow_hf32))
+                                   if v is not None})
             log("writing outputs")
             paths = write_outputs(rec, out_dir)
             log.done()

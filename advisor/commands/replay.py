@@ -11,7 +11,7 @@ from ..compare.cli_options import (AllowNonfiniteOption, MaxLossRelOption, MaxRe
                                    MinGradCosineOption, MsprobeRuleOption)
 from ..errors import AdvisorError, InputError
 from ..fsutil import json_safe
-from .common import human_report, overrides_of
+from .common import AllowHf32Option, OverflowModeOption, check_numerics, human_report, overrides_of
 
 
 def register(app: typer.Typer) -> None:
@@ -28,6 +28,7 @@ def register(app: typer.Typer) -> None:
         soc: Optional[str] = typer.Option(None, "--soc", help="chip (default: run.json's, else ascend910b)"),
         ops_info: Optional[str] = typer.Option(None, "--ops-info", help="a real CANN aic-<soc>-ops-info.json"),
         mode: Optional[str] = typer.Option(None, "--mode", help="precision mode (default: run.json's)"),
+        overflow_mode: Optional[str] = OverflowModeOption, allow_hf32: Optional[str] = AllowHf32Option,
         step: Optional[list[int]] = typer.Option(None, "--step", help="only these steps (repeatable)"),
         min_cosine: float = MinCosineOption, max_rel_l2: float = MaxRelL2Option,
         allow_nonfinite: bool = AllowNonfiniteOption, max_loss_rel: float = MaxLossRelOption,
@@ -44,7 +45,9 @@ def register(app: typer.Typer) -> None:
                                              min_grad_cosine, msprobe_rule)
             except ValueError as e:
                 raise InputError(None, str(e)) from None
-            a = analyze(run, tolerance=tol, soc=soc, ops_info=ops_info, mode=mode)
+            check_numerics(soc, overflow_mode, allow_hf32)
+            a = analyze(run, tolerance=tol, soc=soc, ops_info=ops_info, mode=mode, overflow_mode=overflow_mode,
+                        allow_hf32=allow_hf32)
             cand = mx.load(mixlist) if mixlist else a.run_mixlist
             ov = overrides_of(keep_dtype, customize_dtypes)
             plan = a.plan_of(a.lists_with(cand)) if ov is None else a.compiled.what_if(a.plan, a.lists_with(cand), ov)
@@ -61,6 +64,7 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"advisor: error: {e}", err=True)
             raise typer.Exit(e.exit_code)
         out = {"run": str(a.path), "mixlist": (cand or mx.Mixlist()).to_dict(), "mode": a.mode,
+               **a.numerics.to_meta(),
                "overrides": plan.overrides.to_dict(),
                "how": "replayed" if res.complete else "replayed, incomplete (see coverage)",
                "verdict": verdict.to_dict(), "steps": per_step, "coverage": res.coverage_dict(),

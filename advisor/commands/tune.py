@@ -8,8 +8,8 @@ import typer
 from ..compare.cli_options import (AllowNonfiniteOption, MaxLossRelOption, MaxRelL2Option, MinCosineOption,
                                    MinGradCosineOption, MsprobeRuleOption)
 from ..errors import AdvisorError, InputError
-from .common import (CustomizeDtypesOption, KeepDtypeOption, OpsInfoOption, SocOption, human_report, overrides_of,
-                     tolerance)
+from .common import (AllowHf32Option, CustomizeDtypesOption, KeepDtypeOption, OpsInfoOption, OverflowModeOption,
+                     SocOption, check_numerics, human_report, overrides_of, tolerance)
 
 
 _Out = typer.Option(..., "--out", help="Directory for the iterations, journal and final outputs (an existing "
@@ -63,10 +63,12 @@ def _runner(runner: str, target: str | None, cmd: str | None, timeout: float | N
     overrides_of(fixed.get("keep_dtype"), fixed.get("customize_dtypes"))   # a malformed file: one line first
     if fixed.get("dump") not in (None, "tensors", "stats"):
         raise InputError("--dump", f"expected tensors or stats, not {fixed['dump']!r}")
+    check_numerics(soc, fixed.get("overflow_mode"), fixed.get("allow_hf32"))
     fixed = {k: v for k, v in fixed.items() if v}
     if fixed and runner != "emulator":
-        raise InputError("--runner", "--keep-dtype/--customize-dtypes/--inputs/--input-shape/--dump are applied by "
-                                     "the emulator runner; a command applies its own (ATC options)")
+        raise InputError("--runner", "--keep-dtype/--customize-dtypes/--inputs/--input-shape/--dump/--overflow-mode/"
+                                     "--allow-hf32 are applied by the emulator runner; a command applies its own "
+                                     "(ATC options, INF_NAN_MODE_FORCE_DISABLE)")
     r = make_runner(runner, target=target, cmd=cmd, timeout=timeout, devices=devs, soc=soc, ops_info=ops_info,
                     seed=seed, **fixed)
     if ray:
@@ -95,7 +97,8 @@ def register(app: typer.Typer) -> None:
              soc: str = SocOption, ops_info: Optional[str] = OpsInfoOption, mixlist: Optional[str] = _Mixlist,
              keep_dtype: Optional[str] = KeepDtypeOption, customize_dtypes: Optional[str] = CustomizeDtypesOption,
              inputs: Optional[List[str]] = _Inputs, input_shape: Optional[List[str]] = _InputShape,
-             dump: Optional[str] = _Dump, granularity: str = _Granularity, seed: int = typer.Option(0, "--seed", help="Emulator seed."),
+             dump: Optional[str] = _Dump, overflow_mode: Optional[str] = OverflowModeOption,
+             allow_hf32: Optional[str] = AllowHf32Option, granularity: str = _Granularity, seed: int = typer.Option(0, "--seed", help="Emulator seed."),
              no_learn: bool = typer.Option(False, "--no-learn", help="Do not use the learned edit-effect model."),
              no_perf: bool = typer.Option(False, "--no-perf", help="Do not try performance edits after a pass."),
              parallel: int = _Parallel, devices: Optional[str] = _Devices, ray: Optional[str] = _Ray,
@@ -115,7 +118,8 @@ def register(app: typer.Typer) -> None:
         try:
             r = _runner(runner, target, cmd, timeout, devices, soc, ops_info, seed,
                         {"keep_dtype": keep_dtype, "customize_dtypes": customize_dtypes, "inputs": inputs,
-                         "input_shapes": input_shape, "dump": dump}, ray, npus_per_run)
+                         "input_shapes": input_shape, "dump": dump, "overflow_mode": overflow_mode,
+                         "allow_hf32": allow_hf32}, ray, npus_per_run)
             tol = tolerance(min_cosine, max_rel_l2, allow_nonfinite, max_loss_rel, min_grad_cosine, msprobe_rule)
             base = load(mixlist) if mixlist else None
             check_run_out(out)
