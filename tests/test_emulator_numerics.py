@@ -349,3 +349,28 @@ def test_saturated_gradients_count_as_overflow():
     assert out["overflow"] and out["loss_scale"]["dynamic"]
     ok = training_signals({0: _grads(golden[2:], "torch.float16")}, {0: _grads(golden[2:], "torch.float32")}, [0])
     assert not ok["overflow"]
+
+
+# ---------------------------------------------------------------------- tune and the other commands
+def test_tune_runner_captures_with_the_overflow_mode_in_every_slot(tmp_path):
+    from advisor.runners import make_runner
+    r = make_runner("emulator", target=_target(tmp_path, OVERFLOW, "ovf"), soc="ascend910b",
+                    overflow_mode="saturation", allow_hf32="none")
+    try:
+        assert r.slot(1).fixed == r.fixed
+        res = r.run(None, "mixed_float16", tmp_path / "it" / "run")
+        meta = json.loads((Path(res.run_dir) / "run.json").read_text())
+        assert (meta["overflow_mode"], meta["allow_hf32"]) == ("saturation", "none")
+    finally:
+        r.close()
+
+
+def test_tune_refuses_the_numerics_options_with_a_command_runner(tmp_path, capfd):
+    assert _cli(capfd, "tune", "--runner", "command", "--cmd", "true", "--out", str(tmp_path / "t"),
+                "--overflow-mode", "saturation") == 2
+
+
+@pytest.mark.parametrize("command", ["recommend", "diff"])
+def test_bad_numerics_options_exit_2_on_every_command(tmp_path, capfd, command):
+    args = ["--profile", str(tmp_path)] + (["defaults", "defaults"] if command == "diff" else [])
+    assert _cli(capfd, command, *args, "--allow-hf32", "gemm") == 2
