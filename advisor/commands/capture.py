@@ -10,12 +10,12 @@ import typer
 from ..errors import AdvisorError
 from ..runners.base import DEFAULT_TIMEOUT_S
 from .common import CustomizeDtypesOption, KeepDtypeOption, human_report, overrides_of
-from .options import CHIP_FIXED, Chip, uses
+from .options import CHIP_FIXED, NUMERICS, Chip, NumericsChoice, uses
 
 
 def register(app: typer.Typer) -> None:
     @app.command("capture")
-    @uses(CHIP_FIXED)
+    @uses(CHIP_FIXED, NUMERICS)
     def capture(target: str = typer.Argument(..., help="path/to/file.py:function or package.module:function "
                                                        "returning (model, batches[, loss_fn]) or an advisor.Workload, "
                                                        "or an ONNX model file (model.onnx)"),
@@ -30,7 +30,7 @@ def register(app: typer.Typer) -> None:
                                                            "(one array per graph input name); repeat for more batches."),
                 input_shape: Optional[List[str]] = typer.Option(None, "--input-shape", help="ONNX model: generate an "
                                                                 "input of this shape, name:1,3,224,224 (repeatable)."),
-                chip: Chip = None,
+                chip: Chip = None, numerics: NumericsChoice = None,
                 seed: int = typer.Option(0, "--seed", help="RNG seed (step i uses seed + i in both runs)."),
                 dump: Optional[str] = typer.Option(None, "--dump", help="tensors | stats (default: tensors for "
                                                                         "models up to 2M parameters)."),
@@ -63,6 +63,7 @@ def register(app: typer.Typer) -> None:
             check_capture_inputs(inputs, input_shape, dump, loss_scale)
             extra = {k: v for k, v in (("keep_dtype", keep_dtype), ("customize_dtypes", customize_dtypes),
                                        ("inputs", inputs), ("input_shapes", input_shape)) if v}
+            extra.update(numerics.extra())
             log = StageLog()
             log(f"capturing {target} (FP32 and {mode})")
             with CaptureWorker() as worker:

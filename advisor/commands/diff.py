@@ -11,12 +11,12 @@ from ..errors import AdvisorError
 from ..fsutil import check_out_dir
 from ..progress import note
 from .common import default_out, human_report, overrides_of
-from .options import CHIP_OF_RUN, TOLERANCE, Chip, Tolerance, uses
+from .options import CHIP_OF_RUN, NUMERICS, TOLERANCE, Chip, NumericsChoice, Tolerance, uses
 
 
 def register(app: typer.Typer) -> None:
     @app.command("diff")
-    @uses(CHIP_OF_RUN, TOLERANCE)
+    @uses(CHIP_OF_RUN, NUMERICS, TOLERANCE)
     def diff_cmd(
         a: str = typer.Argument(..., help="mixlist A (a file, or 'defaults' for the chip defaults)"),
         b: str = typer.Argument(..., help="mixlist B (a file, 'defaults', or 'recommended' = recommend from A)"),
@@ -34,6 +34,7 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="print diff.json to stdout"),
         chip: Chip = None,
         mode: Optional[str] = typer.Option(None, "--mode", help="precision mode (default: run.json's)"),
+        numerics: NumericsChoice = None,
         rank: Optional[int] = typer.Option(None, "--rank", help="rank of a multi-rank run"),
         step: Optional[int] = typer.Option(None, "--step", help="profile step to build the graph from"),
         tol: Tolerance = None,
@@ -49,6 +50,7 @@ def register(app: typer.Typer) -> None:
             check_run_dir(profile)
             out_dir = check_out_dir(Path(out) if out else default_out(profile))
             res = diff(profile, a, b, tolerance=tol, soc=chip.soc, ops_info=chip.ops_info, mode=mode, rank=rank, step=step,
+                       overflow_mode=numerics.overflow_mode, allow_hf32=numerics.allow_hf32,
                        overrides_a=overrides_of(keep_dtype_a, customize_dtypes_a),
                        overrides_b=overrides_of(keep_dtype_b, customize_dtypes_b))
             paths = write_diff_outputs(res, out_dir)

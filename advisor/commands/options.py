@@ -107,6 +107,38 @@ CHIP_OF_RUN = chip_group(None)            # inspect, compare, recommend, diff, r
 CHIP_FIXED = chip_group(DEFAULT_SOC)      # lint, capture, tune
 
 
+# ---------------------------------------------------------------------- numerics (ops executed as the chip does)
+@dataclass(frozen=True)
+class NumericsChoice:
+    """What ``--overflow-mode`` / ``--allow-hf32`` select (None: the run's, else the chip's default)."""
+
+    overflow_mode: Optional[str] = None
+    allow_hf32: Optional[str] = None
+
+    def extra(self) -> dict:
+        """The options given, as the capture settings and run.json carry them."""
+        return {k: v for k, v in (("overflow_mode", self.overflow_mode), ("allow_hf32", self.allow_hf32)) if v}
+
+
+def _numerics(overflow_mode: Optional[str], allow_hf32: Optional[str]) -> NumericsChoice:
+    """A bad value is one line (exit 2) before any work; whether the chip has the mode is decided with the run."""
+    if overflow_mode is not None or allow_hf32 is not None:
+        from ..numerics import resolve
+        resolve(DEFAULT_SOC, overflow_mode, allow_hf32)
+    return NumericsChoice(overflow_mode, allow_hf32)
+
+
+NUMERICS = OptionGroup("numerics", (
+    ("overflow_mode", Optional[str], typer.Option(None, "--overflow-mode", help="inf_nan | saturation: the chip's "
+                                                  "float overflow mode (default: the run's, else the chip's: "
+                                                  "saturation on ascend910/ascend310p, inf_nan on "
+                                                  "ascend910b/ascend910_93).")),
+    ("allow_hf32", Optional[str], typer.Option(None, "--allow-hf32", help="conv,matmul | conv | matmul | none: fp32 "
+                                               "ops that run in HF32 (default: the run's, else the chip's: conv on "
+                                               "ascend910b/ascend910_93, none elsewhere).")),
+), _numerics)
+
+
 # ---------------------------------------------------------------------- tolerance
 def _tolerance(**values: Any) -> Tolerance:
     from ..compare.tolerance import tolerance_from_options
@@ -116,7 +148,8 @@ def _tolerance(**values: Any) -> Tolerance:
         raise InputError(None, str(e)) from None
 
 
-__all__ = ["OptionGroup", "uses", "Chip", "chip_group", "CHIP_OF_RUN", "CHIP_FIXED", "TOLERANCE", "Tolerance"]
+__all__ = ["OptionGroup", "uses", "Chip", "chip_group", "CHIP_OF_RUN", "CHIP_FIXED", "NUMERICS", "NumericsChoice",
+           "TOLERANCE", "Tolerance"]
 
 TOLERANCE = OptionGroup("tol", tuple((n, bool if n in ("allow_nonfinite", "msprobe_rule") else float, opt)
                                      for n, opt in TOLERANCE_OPTIONS.items()), _tolerance)

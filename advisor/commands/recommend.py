@@ -10,12 +10,12 @@ import typer
 from ..errors import AdvisorError
 from ..fsutil import check_out_dir
 from .common import RayOption, WorkersOption, default_out, human_report, overrides_of
-from .options import CHIP_OF_RUN, TOLERANCE, Chip, Tolerance, uses
+from .options import CHIP_OF_RUN, NUMERICS, TOLERANCE, Chip, NumericsChoice, Tolerance, uses
 
 
 def register(app: typer.Typer) -> None:
     @app.command("recommend")
-    @uses(CHIP_OF_RUN, TOLERANCE)
+    @uses(CHIP_OF_RUN, NUMERICS, TOLERANCE)
     def recommend_cmd(
         profile: str = typer.Option(..., "--profile", help="run directory (emulator capture, tune run, or a real "
                                     "NPU run with a profile and optionally msprobe dumps)"),
@@ -31,6 +31,7 @@ def register(app: typer.Typer) -> None:
         max_edits: int = typer.Option(4, "--max-edits", min=1, help="largest edit set searched"),
         chip: Chip = None,
         mode: Optional[str] = typer.Option(None, "--mode", help="precision mode (default: run.json's)"),
+        numerics: NumericsChoice = None,
         rank: Optional[int] = typer.Option(None, "--rank", help="only this rank of a multi-rank run (default: "
                                            "every rank's evidence)"),
         workers: Optional[int] = WorkersOption, ray: Optional[str] = RayOption,
@@ -63,7 +64,8 @@ def register(app: typer.Typer) -> None:
             rec = recommend_run(profile, tol, base_mixlist=base, exclude=tuple(exclude or ()), max_edits=max_edits,
                                 soc=chip.soc, ops_info=chip.ops_info, mode=mode, rank=rank, step=step, perf=not no_perf,
                                 progress=log, overrides=overrides_of(keep_dtype, customize_dtypes),
-                                workers=workers, ray=ray, granularity=granularity)
+                                workers=workers, ray=ray, granularity=granularity,
+                                **numerics.extra())
             log("writing outputs")
             paths = write_outputs(rec, out_dir)
             log.done()

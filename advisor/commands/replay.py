@@ -10,12 +10,12 @@ import typer
 from ..errors import AdvisorError, InputError
 from ..fsutil import json_safe
 from .common import human_report, overrides_of
-from .options import CHIP_OF_RUN, TOLERANCE, Chip, Tolerance, uses
+from .options import CHIP_OF_RUN, NUMERICS, TOLERANCE, Chip, NumericsChoice, Tolerance, uses
 
 
 def register(app: typer.Typer) -> None:
     @app.command("replay")
-    @uses(CHIP_OF_RUN, TOLERANCE)
+    @uses(CHIP_OF_RUN, NUMERICS, TOLERANCE)
     def replay_cmd(
         run: str = typer.Option(..., "--run", help="run directory with an FP32 tensor dump (capture, tune or msprobe)"),
         mixlist: Optional[str] = typer.Option(None, "--mixlist", help="the candidate modify_mixlist JSON "
@@ -27,6 +27,7 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="print the result as JSON"),
         chip: Chip = None,
         mode: Optional[str] = typer.Option(None, "--mode", help="precision mode (default: run.json's)"),
+        numerics: NumericsChoice = None,
         step: Optional[list[int]] = typer.Option(None, "--step", help="only these steps (repeatable)"),
         tol: Tolerance = None,
     ) -> None:
@@ -39,7 +40,8 @@ def register(app: typer.Typer) -> None:
             check_run_dir(run, "--run")
             ov = overrides_of(keep_dtype, customize_dtypes)      # the user's files read before the run is
             cand = mx.load(mixlist) if mixlist else None            # (malformed: one line, nothing read)
-            a = analyze(run, tolerance=tol, soc=chip.soc, ops_info=chip.ops_info, mode=mode)
+            a = analyze(run, tolerance=tol, soc=chip.soc, ops_info=chip.ops_info, mode=mode,
+                        overflow_mode=numerics.overflow_mode, allow_hf32=numerics.allow_hf32)
             if cand is not None:      # the one rule of recommend and diff: a type that exists nowhere is refused
                 mx.check_op_types(cand, a.defaults, set(a.compiled.types))
             cand = cand if cand is not None else a.run_mixlist
@@ -57,6 +59,7 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"advisor: error: {e}", err=True)
             raise typer.Exit(e.exit_code)
         out = {"run": str(a.path), "mixlist": (cand or mx.Mixlist()).to_dict(), "mode": a.mode,
+               **a.numerics.to_meta(),
                "overrides": plan.overrides.to_dict(),
                "how": "replayed" if res.complete else "replayed, incomplete (see coverage)",
                "verdict": verdict.to_dict(), "steps": per_step, "coverage": res.coverage_dict(),

@@ -8,7 +8,7 @@ import typer
 
 from ..errors import AdvisorError, InputError
 from .common import CustomizeDtypesOption, KeepDtypeOption, human_report, overrides_of
-from .options import CHIP_FIXED, TOLERANCE, Chip, Tolerance, uses
+from .options import CHIP_FIXED, NUMERICS, TOLERANCE, Chip, NumericsChoice, Tolerance, uses
 
 
 _Out = typer.Option(..., "--out", help="Directory for the iterations, journal and final outputs (an existing "
@@ -63,8 +63,9 @@ def _runner(runner: str, target: str | None, cmd: str | None, timeout: float | N
     overrides_of(fixed.get("keep_dtype"), fixed.get("customize_dtypes"))   # a malformed file: one line first
     fixed = {k: v for k, v in fixed.items() if v}
     if fixed and runner != "emulator":
-        raise InputError("--runner", "--keep-dtype/--customize-dtypes/--inputs/--input-shape/--dump are applied by "
-                                     "the emulator runner; a command applies its own (ATC options)")
+        raise InputError("--runner", "--keep-dtype/--customize-dtypes/--inputs/--input-shape/--dump/--overflow-mode/"
+                                     "--allow-hf32 are applied by the emulator runner; a command applies its own "
+                                     "(ATC options, INF_NAN_MODE_FORCE_DISABLE)")
     r = make_runner(runner, target=target, cmd=cmd, timeout=timeout, devices=devs, soc=soc, ops_info=ops_info,
                     seed=seed, **fixed)
     if ray:
@@ -84,7 +85,7 @@ def _granularity(value: str, runner: str) -> str:
 
 def register(app: typer.Typer) -> None:
     @app.command("tune")
-    @uses(CHIP_FIXED, TOLERANCE)
+    @uses(CHIP_FIXED, NUMERICS, TOLERANCE)
     def tune(target: Optional[str] = typer.Argument(None, help="Workload path/to/file.py:function (emulator runner); "
                                                                "optional with --runner command."),
              out: str = _Out, mode: str = _Mode, max_runs: int = _MaxRuns, holdout: Optional[int] = _Holdout,
@@ -94,7 +95,8 @@ def register(app: typer.Typer) -> None:
              chip: Chip = None, mixlist: Optional[str] = _Mixlist,
              keep_dtype: Optional[str] = KeepDtypeOption, customize_dtypes: Optional[str] = CustomizeDtypesOption,
              inputs: Optional[List[str]] = _Inputs, input_shape: Optional[List[str]] = _InputShape,
-             dump: Optional[str] = _Dump, granularity: str = _Granularity, seed: int = typer.Option(0, "--seed", help="Emulator seed."),
+             dump: Optional[str] = _Dump, numerics: NumericsChoice = None,
+             granularity: str = _Granularity, seed: int = typer.Option(0, "--seed", help="Emulator seed."),
              no_learn: bool = typer.Option(False, "--no-learn", help="Do not use the learned edit-effect model."),
              no_perf: bool = typer.Option(False, "--no-perf", help="Do not try performance edits after a pass."),
              parallel: int = _Parallel, devices: Optional[str] = _Devices, ray: Optional[str] = _Ray,
@@ -113,7 +115,7 @@ def register(app: typer.Typer) -> None:
             check_run_out(out)
             r = _runner(runner, target, cmd, timeout, devices, chip.soc, chip.ops_info, seed,
                         {"keep_dtype": keep_dtype, "customize_dtypes": customize_dtypes, "inputs": inputs,
-                         "input_shapes": input_shape, "dump": dump}, ray, npus_per_run)
+                         "input_shapes": input_shape, "dump": dump, **numerics.extra()}, ray, npus_per_run)
             log = StageLog()
             inner = getattr(r, "inner", r)          # a Ray runner's local runner knows the workload
             inner.progress = log.note

@@ -3,8 +3,10 @@ entries (``Module.fc1.Linear.parameters_grad`` -> ``{"weight": [record], "bias":
 ``fc1.weight``) and the emulator's ``Grad.<param>`` entries (``{"output": [record]}``).
 
 Per parameter: the underflow ratio (share of elements that are zero in the target but non-zero in
-the golden) against the seed's 1 % rule, overflow (non-finite target gradients), cosine and relative
-L2.  A loss-scale recommendation from the golden gradients' magnitudes:
+the golden) against the seed's 1 % rule, overflow (non-finite target gradients, and in saturation mode
+-- Atlas training/inference chips, docs/semantics.md "Overflow mode" -- elements at exactly ±max of a
+low-dtype target where the golden is not: ``target_saturated``), cosine and relative L2.  A loss-scale
+recommendation from the golden gradients' magnitudes:
 
 * the static scale is the smallest power of two S for which fewer than 1 % of all gradient elements
   have a non-zero golden value with |g|·S below the low dtype's smallest normal (6.1e-5 for fp16),
@@ -142,29 +144,39 @@ class _GradTally:
             xt = t.tensor(rt) if t.has_tensors(rt) else None
             xg = g.tensor(rg) if g.has_tensors(rg) else None
             p = self.params.setdefault(name, {"param": name, "numel": 0, "underflow_elems": 0, "target_nonfinite": 0,
-                                              "min_cosine": 1.0, "max_rel_l2": 0.0, "tensors": False})
-            self._note_dtype(rt)
-            pair = self._stats_pair(p, name, rt, rg) if xt is None or xg is None else \
-                self._tensor_pair(p, name, to_numpy(xt).reshape(-1), to_numpy(xg).reshape(-1))
+                                              "target_saturated": 0, "min_cosine": 1.0, "max_rel_l2": 0.0,
+                                              "tensors": False})
+            lim = LOW_MAX.get(self._note_dtype(rt) or "")
+            pair = self._stats_pair(p, name, rt, rg, lim) if xt is None or xg is None else \
+                self._tensor_pair(p, name, to_numpy(xt).reshape(-1), to_numpy(xg).reshape(-1), lim)
             if pair is not None:
                 pairs.append(pair)
         self._judge_step(s, pairs)
 
-    def _note_dtype(self, rt: Mapping) -> None:
-        """The low dtype the target's gradients show (bf16 wins over fp16)."""
+    def _note_dtype(self, rt: Mapping) -> str | None:
+        """The low dtype the target's gradients show (bf16 wins over fp16); returns this record's (or None)."""
         d = str(rt.get("dtype", "")).lower()
         if "bfloat16" in d or "bf16" in d:
             self.seen_low = "bf16"
-        elif ("float16" in d or "fp16" in d) and self.seen_low is None:
-            self.seen_low = "fp16"
+            return "bf16"
+        if "float16" in d or "fp16" in d:
+            if self.seen_low is None:
+                self.seen_low = "fp16"
+            return "fp16"
+        return None
 
-    def _stats_pair(self, p: dict, name: str, rt: Mapping, rg: Mapping) -> _Pair | None:
+    def _stats_pair(self, p: dict, name: str, rt: Mapping, rg: Mapping, lim: float | None = None) -> _Pair | None:
         """Statistics only: the Norms give the golden's size exactly and a lower bound of the error; a gradient
         whose Norm is 0 in the target but not in the golden flushed to zero entirely (its element share cannot be
-        known from statistics) -- unless the golden is negligible (decided with the step's scale)."""
+        known from statistics) -- unless the golden is negligible (decided with the step's scale).  In saturation
+        mode an overflow reads as ±max of the low dtype (``lim``) in the target's Max/Min."""
         p["stats_only"] = True
         try:
             nt, ng = float(rt.get("Norm")), float(rg.get("Norm"))
+            if math.isfinite(nt) and lim is not None and any(
+                    rt.get(k) is not None and abs(float(rt[k])) == lim and (
+                        rg.get(k) is None or abs(float(rg[k])) != lim) for k in ("Max", "Min")):
+                p["target_saturated"] += 1
         except (TypeError, ValueError):
             return None
         if not math.isfinite(nt):
@@ -175,7 +187,8 @@ class _GradTally:
         return _Pair(name, numel, ng * ng if math.isfinite(ng) else 0.0, err,
                      cosine=0.0 if nt == 0.0 and ng > 0.0 else None)
 
-    def _tensor_pair(self, p: dict, name: str, at: np.ndarray, ag: np.ndarray) -> _Pair | None:
+    def _tensor_pair(self, p: dict, name: str, at: np.ndarray, ag: np.ndarray, lim: float | None = None
+                     ) -> _Pair | None:
         """Tensors on both sides: underflowed and non-finite elements, cosine and relative L2."""
         if at.size != ag.size:
             return None
@@ -184,6 +197,8 @@ class _GradTally:
         under = int(np.count_nonzero((at == 0) & (ag != 0) & np.isfinite(ag)))
         p["underflow_elems"] += under
         p["target_nonfinite"] += int(np.count_nonzero(~np.isfinite(at) & np.isfinite(ag)))
+        if lim is not None:         # saturation mode: an overflow reads as ±max of the low dtype
+            p["target_saturated"] += int(np.count_nonzero((np.abs(at) == lim) & (np.abs(ag) != lim)))
         m = tensor_metrics(at, ag, "fp32")
         p["max_rel_l2"] = max(p["max_rel_l2"], m["rel_l2"])
         gf = np.isfinite(ag)
@@ -238,7 +253,7 @@ class _GradTally:
             rows.append(p)
         rows.sort(key=lambda r: -(r["underflow_ratio"] if r["numel"] else -1))
         overall = self.underflow / total if total else math.nan
-        overflow = sum(p["target_nonfinite"] for p in rows)
+        overflow = sum(p["target_nonfinite"] + p.get("target_saturated", 0) for p in rows)
         all_zero = [p["param"] for p in rows if p.get("all_zero_in_target")]
         negligible = [p["param"] for p in rows if p.get("negligible_steps")]
         out: dict[str, Any] = {"params": rows, "underflow_ratio": overall, "overflow_elems": overflow,
@@ -254,7 +269,7 @@ class _GradTally:
             rec = recommend_loss_scale(np.concatenate(self.golden_abs), low, max_uf, total)
             if overflow > 0 and not out["underflow_exceeds"]:
                 rec = {**rec, "dynamic": True,
-                       "reason": "target gradients overflow (inf/nan): use dynamic loss scaling (it halves the scale "
-                                 "and skips the step) or a smaller static scale"}
+                       "reason": "target gradients overflow (inf/nan, or ±max in saturation mode): use dynamic loss "
+                                 "scaling (it halves the scale and skips the step) or a smaller static scale"}
             out["loss_scale"] = rec
         return out

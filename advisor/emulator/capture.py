@@ -13,6 +13,7 @@ from .. import costmodel, semantics
 from .. import graph as G
 from ..errors import AdvisorError, InputError
 from ..mixlist import Mixlist
+from ..numerics import IEEE, Numerics, resolve as resolve_numerics
 from ..oplists import DEFAULT_SOC
 from ..progress import Progress
 from ..rundir import (RunWriter, StagedRunDir, capture_settings, check_run_out, check_uniform_ports,
@@ -31,19 +32,20 @@ SMALL_MODEL_PARAMS = 2_000_000   # default --dump tensors at or below this many 
 def run_step(model, batch: tuple, loss_fn=None, *, graph=None, params: dict | None = None,
              plan: list[str] | None = None, reference=None, keep_entries: bool = True,
              keep_local: bool = False, seed: int = 0, step: int = 0, cache: dict | None = None,
-             loss_scale: float | None = None) -> StepRecord:
+             loss_scale: float | None = None, numerics: Numerics = IEEE) -> StepRecord:
     """Run one step (forward, + loss and backward when ``loss_fn``) under the emulation mode.
 
     ``loss_scale`` S: backward starts from S (what ``(loss * S).backward()`` computes, without an extra
     op in the graph), so every backward op sees gradients S times larger and in the low dtype fewer of
     them underflow.  The recorded loss is unscaled; the parameter gradients are the scaled ones, as
-    msprobe's gradient hooks see them on an NPU before the optimizer unscales them."""
+    msprobe's gradient hooks see them on an NPU before the optimizer unscales them.  ``numerics``: the
+    chip's overflow mode and HF32, applied by the mixed run (``plan`` given)."""
     torch.manual_seed(seed + step)
     if loss_fn is not None and isinstance(model, torch.nn.Module):
         for p in model.parameters():
             p.grad = None
     inputs = {id(t): i for i, t in enumerate(batch) if isinstance(t, torch.Tensor)}
-    mode = EmuMode(graph, params, inputs, plan, reference, keep_entries, keep_local, cache=cache)
+    mode = EmuMode(graph, params, inputs, plan, reference, keep_entries, keep_local, cache=cache, numerics=numerics)
     with eager_math_attention():
         if loss_fn is not None:
             with torch.enable_grad(), mode:
@@ -271,7 +273,8 @@ def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semanti
             ops_info: str | os.PathLike | None = None, seed: int = 0, dump: str | None = None,
             batches: int | list | None = None, local: bool = True, progress: Progress = None,
             keep_dtype: Any = None, customize_dtypes: Any = None, inputs: list[str] | None = None,
-            input_shapes: list[str] | None = None, loss_scale: float | None = None) -> Path:
+            input_shapes: list[str] | None = None, loss_scale: float | None = None,
+            overflow_mode: str | None = None, allow_hf32: str | None = None) -> Path:
     """Capture a workload (TARGET string, Workload, or (model, batches[, loss_fn]) tuple) into ``out``:
     FP32 reference run + mixed run applying ``semantics.plan`` exactly.  Returns the run directory.
     ``batches``: an int keeps the first N batches, a list replaces them.  ``dump``: "tensors" | "stats"
@@ -284,11 +287,12 @@ def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semanti
     or ends the process is not guarded here (``advisor capture`` runs it in a child process).
     ``keep_dtype`` / ``customize_dtypes``: ATC's per-op override files (docs/semantics.md).  An ONNX model
     (a ``model.onnx`` TARGET, or a workload whose model is one) goes to ``advisor.onnx``; ``inputs`` (.npz
-    files) / ``input_shapes`` (``name:1,3,224,224``) give its batches."""
+    files) / ``input_shapes`` (``name:1,3,224,224``) give its batches.  ``overflow_mode`` / ``allow_hf32``
+    override the chip's (``advisor.numerics.resolve``); run.json records what the run used."""
     check_run_out(out)
     onnx_kw = dict(mode=mode, mixlist=mixlist, soc=soc, ops_info=ops_info, seed=seed, dump=dump, local=local,
                    progress=progress, keep_dtype=keep_dtype, customize_dtypes=customize_dtypes, inputs=inputs,
-                   input_shapes=input_shapes)
+                   input_shapes=input_shapes, overflow_mode=overflow_mode, allow_hf32=allow_hf32)
     if is_onnx_target(target_or_workload) or is_onnx_model(target_or_workload):   # model.onnx or a ModelProto
         if loss_scale is not None:
             raise InputError(str(target_or_workload), "--loss-scale needs a training workload; an ONNX model is "
@@ -305,12 +309,11 @@ def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semanti
     if not isinstance(wl.model, torch.nn.Module) and not callable(wl.model) or is_tf_model(wl.model):
         if loss_scale:
             raise InputError(target, "a loss scale is emulated for PyTorch training workloads only")
-        return _delegate_tf(wl, out, mode=mode, mixlist=mixlist, soc=soc, ops_info=ops_info, seed=seed,
-                            dump=dump, target=target, local=local, progress=progress, keep_dtype=keep_dtype,
-                            customize_dtypes=customize_dtypes)
+        return _delegate_tf(wl, out, target=target, **{k: v for k, v in onnx_kw.items() if k[:5] != "input"})
     low, ml, lists, notes = capture_settings(mode, dump, mixlist, soc, ops_info)
+    numerics, nnotes = resolve_numerics(soc, overflow_mode, allow_hf32)
     model, unwrap_notes = _unwrap(wl.model)
-    notes += unwrap_notes
+    notes += nnotes + unwrap_notes
     n_params = sum(p.numel() for p in model.parameters()) if isinstance(model, torch.nn.Module) else 0
     dump = dump or ("tensors" if n_params <= SMALL_MODEL_PARAMS else "stats")
     with StagedRunDir(out, progress) as stage:
@@ -318,11 +321,11 @@ def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semanti
         writer = RunWriter(out_dir, {"name": wl.name, "target": target, "mode": mode, "soc": soc,
                                      "ops_info": str(ops_info) if ops_info else None,
                                      "mixlist": ml.to_dict() if ml is not None else None, "seed": seed,
-                                     "framework": "pytorch", "emulated": True}, final_dir=stage.out)
+                                     "framework": "pytorch", "emulated": True, **numerics.to_meta()}, stage.out)
         if ml is not None:
             writer.write_mixlist(ml.to_json())
         steps = _Steps(model, wl, target, lists, mode, seed, notes, writer, files=dump == "tensors", local=local,
-                       low_for_local=low or "fp16", loss_scale=loss_scale, overrides=overrides)
+                       low_for_local=low or "fp16", loss_scale=loss_scale, overrides=overrides, numerics=numerics)
         try:
             for step, batch in enumerate(wl.batches):
                 steps.run(step, batch)
@@ -354,9 +357,9 @@ class _Steps:
 
     def __init__(self, model, wl: Workload, target: Any, lists, mode: str, seed: int, notes: list[str],
                  writer: RunWriter, *, files: bool, local: bool, low_for_local: str, loss_scale: float | None = None,
-                 overrides: Any = None):
+                 overrides: Any = None, numerics: Numerics = IEEE):
         self.model, self.wl, self.target, self.lists, self.mode, self.seed = model, wl, target, lists, mode, seed
-        self.loss_scale, self.overrides = loss_scale, overrides
+        self.loss_scale, self.overrides, self.numerics = loss_scale, overrides, numerics
         self.notes, self.writer, self.files, self.local, self.low_for_local = notes, writer, files, local, low_for_local
         self.params = param_names(model)
         self.state0 = _snapshot(model)
@@ -384,7 +387,7 @@ class _Steps:
                 self.unmapped[f"aten.{r.packet}.{r.overload}"] = r.type
         mx = self._user_run("mixed", step, lambda: run_step(
             self.model, batch, self.wl.loss_fn, params=self.params, plan=precs, reference=fp.ops, seed=self.seed,
-            step=step, cache=self.round_cache, loss_scale=self.loss_scale))
+            step=step, cache=self.round_cache, loss_scale=self.loss_scale, numerics=self.numerics))
         _restore(self.model, self.state0)
         self.kernels.extend(_kernel_rows(step, fp, precs, cpu))
         self._write_dumps(step, fp, mx, precs)
@@ -436,7 +439,7 @@ class _Steps:
             if not (r.kernel and r.is_float) or r.nondeterministic:
                 continue
             try:
-                row = local_error(r, inp, self.low_for_local)
+                row = local_error(r, inp, self.low_for_local, numerics=self.numerics)
             except Exception:  # an op that cannot be re-run in isolation: no row
                 continue
             self.local_rows[row["name"]] = worst_local(self.local_rows.get(row["name"]), row)

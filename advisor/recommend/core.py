@@ -22,6 +22,7 @@ from ..compare.tolerance import GRADIENT_KEYS, Tolerance
 from ..compare.training import scale_text
 from ..errors import InputError
 from ..mixlist import Mixlist, check_op_types, compose
+from ..numerics import hf32_note
 from ..oplists import BLACK, OpLists, precision_free
 from ..semantics import DEFAULT_MODE, Plan, cpu_mask, low_mask, uses_mixlist
 from . import findings as F
@@ -135,7 +136,8 @@ def recommend(run: Any, tolerance: Tolerance | None = None, base_mixlist: Mixlis
               ops: pd.DataFrame | None = None, measured_final: float | None = None,
               avoid: Iterable[Mixlist | None] = (), widen: bool = False, max_candidates: int = 10, max_evals: int = 2000, time_budget_s: float | None = 20.0,
               mixlist_path: str = "modify_mixlist.json", progress: Any = None, overrides: Any = None,
-              granularity: str = "auto") -> Recommendation:
+              granularity: str = "auto", overflow_mode: str | None = None, allow_hf32: str | None = None
+              ) -> Recommendation:
     """Recommend list edits for a run: a run directory, an ``ingest.Run`` or an ``Analysis``.
 
     ``base_mixlist``: where the search starts (default: the run's own list); the result's ``mixlist`` is
@@ -148,7 +150,8 @@ def recommend(run: Any, tolerance: Tolerance | None = None, base_mixlist: Mixlis
         raise InputError("--granularity", f"expected one of {', '.join(GRANULARITIES)}, not {granularity!r}")
     a = run if isinstance(run, Analysis) else analyze(run, tolerance=tolerance, soc=soc, ops_info=ops_info,
                                                       mode=mode, rank=rank, step=step, progress=progress,
-                                                      overrides=overrides)   # per-op overrides: the base's
+                                                      overrides=overrides,   # per-op overrides: the base's
+                                                      overflow_mode=overflow_mode, allow_hf32=allow_hf32)
     say = progress or (lambda msg: None)
     if base_mixlist is not None:
         check_op_types(base_mixlist, a.defaults, (t for t in a.compiled.types))
@@ -460,8 +463,10 @@ class SearchContext:
         dt = with_["time_us"] - without["time_us"]
         evidence = {"worst_instances": worst, "local_vs_received": local_vs_received(c, e, self.evidence),
                     "reason": reason, "predicted_final_with": with_, "how": out.how}
-        return EditReport(e, purpose, explain(e, purpose, worst, without, with_, nflip, dt, out.how), evidence, fl,
-                          nflip, dt, without if purpose == "fix" else None)
+        text = explain(e, purpose, worst, without, with_, nflip, dt, out.how)
+        if e.kind == "black-add" or e.is_keep:     # "keep it fp32": on A2/A3 an fp32 Conv is HF32
+            text = " ".join(x for x in (text, hf32_note(e.type, self.a.numerics, self.a.defaults.soc)) if x)
+        return EditReport(e, purpose, text, evidence, fl, nflip, dt, without if purpose == "fix" else None)
 
     def performance(self, out: Outcome, plan: Plan, headroom: float = 0.1, min_share: float = 0.01
                     ) -> tuple[list[EditReport], frozenset]:

@@ -31,13 +31,16 @@ class EmulatorRunner(Runner):
     def __init__(self, target, soc: str | None = None, ops_info: str | None = None, seed: int = 0,
                  dump: str | None = None, batches: int | None = None, timeout: float | None = None,
                  keep_dtype: str | None = None, customize_dtypes: str | None = None,
-                 inputs: list[str] | None = None, input_shapes: list[str] | None = None):
+                 inputs: list[str] | None = None, input_shapes: list[str] | None = None,
+                 overflow_mode: str | None = None, allow_hf32: str | None = None):
         self.target = target
         self.soc, self.ops_info, self.seed, self.dump, self.batches = soc, ops_info, seed, dump, batches
         self.timeout = timeout
-        # per-op overrides applied in every run (ATC --keep_dtype / --customize_dtypes) and ONNX inputs
+        # per-op overrides applied in every run (ATC --keep_dtype / --customize_dtypes), ONNX inputs and the
+        # chip's overflow mode / HF32 (advisor.numerics)
         self.fixed = {k: v for k, v in (("keep_dtype", keep_dtype), ("customize_dtypes", customize_dtypes),
-                                        ("inputs", list(inputs or ())), ("input_shapes", list(input_shapes or ())))
+                                        ("inputs", list(inputs or ())), ("input_shapes", list(input_shapes or ())),
+                                        ("overflow_mode", overflow_mode), ("allow_hf32", allow_hf32))
                       if v}
         self._worker = None   # runners.worker.CaptureWorker, started by the first run
 
