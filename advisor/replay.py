@@ -8,10 +8,10 @@ same dtype, shape and bytes; the latest such output wins, which is right for vie
 or a leaf (model input, parameter, constant) whose recorded value is used as it is.
 
 ``Recording.replay(precisions)`` re-executes the program under any plan (``{node: "fp16" | "bf16" |
-"fp32" | ...}``, always from ``semantics.plan``): an op runs again when the plan runs it in low
-precision or one of its inputs changed; every other op keeps its recorded FP32 outputs.  An op runs
-exactly as the emulator runs it (``emulator.engine.execute_op``: inputs rounded to the low dtype,
-fp32 accumulation, outputs rounded), so replaying a plan equals a fresh capture with that plan.
+"fp32" | ... | (input dtype, output dtype)}``, always from ``semantics.plan``): an op runs again when the plan
+gives a port of it a low dtype or one of its inputs changed; every other op keeps its recorded FP32 outputs.  An
+op runs exactly as the emulator runs it (``emulator.engine.execute_op``: inputs rounded to their dtype, fp32
+accumulation, outputs rounded to theirs), so replaying a plan equals a fresh capture with that plan.
 The result is a target dump per step (in-memory ``compare.dumps.DumpView``: every replayed entry, the
 model outputs, loss and gradients), judged by compare's ``final_metrics`` and the shared ``Tolerance``
 like a measured run.
@@ -39,8 +39,9 @@ from typing import Any, Callable, Hashable, Iterable, Mapping
 
 import networkx as nx
 
-from .compare.dumps import DumpView, as_steps, flat_tensors, is_tensor_record
+from .compare.dumps import DumpView, as_steps, flat_tensors
 from .errors import InputError
+from .replay_args import Undecodable, decode, relink, tensor_of
 
 MODEL_OUTPUT = "Model.output.0.forward"
 MODEL_LOSS = "Model.loss.0.forward"
@@ -101,69 +102,16 @@ def resolve(entry: str) -> tuple[Callable | None, str | None]:
     return None, f"{kind}.* entries are not replayable (no CPU implementation)"
 
 
-def ge_type(entry: str) -> str | None:
-    """GE op type of a dump entry: the aten->GE table for ``Aten.*``, API_GE_TYPES for API entries."""
+def ge_type(entry: str, args: tuple = (), kwargs: dict | None = None) -> str | None:
+    """GE op type of a dump entry: the aten->GE table for ``Aten.*`` (its call rule applied to ``args`` /
+    ``kwargs`` when given: ``emulator.opmap.resolve``), API_GE_TYPES for API entries."""
     api, _ = _entry_base(entry)
     if api.startswith("Aten."):
         from .emulator import opmap
         op, _, overload = api[5:].partition(".")
-        typ, _kernel, mapped = opmap.lookup(op, overload or "default")
+        typ, _kernel, mapped = opmap.resolve(op, overload or "default", args, kwargs)
         return typ if mapped else None
     return API_GE_TYPES.get(api)
-
-
-# ---------------------------------------------------------------------- argument decoding
-class _Undecodable(Exception):
-    pass
-
-
-@dataclass(frozen=True)
-class _Slot:
-    """Placeholder for the i-th tensor input of an op in its decoded argument structure."""
-
-    i: int
-
-
-_SCALARS = {"int": int, "float": float, "bool": bool, "str": str}
-
-
-def _decode(obj: Any, slots: list) -> Any:
-    """A dump record (msprobe layout) -> the Python value, tensors replaced by _Slot."""
-    import torch
-    if obj is None:
-        return None
-    if isinstance(obj, list):
-        return [_decode(x, slots) for x in obj]
-    if not isinstance(obj, Mapping):
-        raise _Undecodable(f"argument {obj!r}")
-    if is_tensor_record(obj):
-        slots.append(obj)
-        return _Slot(len(slots) - 1)
-    t = str(obj.get("type", ""))
-    v = obj.get("value")
-    if t in _SCALARS:
-        if t == "float" and isinstance(v, str):   # non-finite floats written as strings
-            return float(v)
-        return _SCALARS[t](v) if v is not None else None
-    if t in ("torch.dtype", "torch.device", "torch.layout", "torch.memory_format") and isinstance(v, str):
-        if t == "torch.device":
-            return torch.device(v)
-        attr = v.replace("torch.", "")
-        if hasattr(torch, attr):
-            return getattr(torch, attr)
-    if t == "slice" and isinstance(v, list) and len(v) == 3:
-        return slice(*v)
-    if t in ("ellipsis", "Ellipsis"):
-        return Ellipsis
-    raise _Undecodable(f"argument of type {t or '?'}")
-
-
-def _relink(obj: Any, values: list) -> Any:
-    if isinstance(obj, _Slot):
-        return values[obj.i]
-    if isinstance(obj, list):
-        return [_relink(x, values) for x in obj]
-    return obj
 
 
 # ---------------------------------------------------------------------- the recorded program
@@ -175,7 +123,7 @@ class ROp:
     node: Hashable | None             # graph node whose plan precision applies (None: not in the graph)
     func: Callable | None
     why_not: str | None               # why the op cannot be re-executed (None: it can)
-    args: Any = None                  # decoded input_args / input_kwargs (tensors as _Slot)
+    args: Any = None                  # decoded input_args / input_kwargs (tensors as Slot)
     kwargs: Any = None
     inputs: list = field(default_factory=list)     # per slot: (op index, output index) or None (a leaf)
     in_values: list = field(default_factory=list)  # per slot: the recorded FP32 value
@@ -186,8 +134,10 @@ class ROp:
     mutated: tuple = ()
     kernel: bool = True               # False: a view / no-kernel op (never rounded; always re-run for layout)
     static: bool = False              # a view of leaves only: the same outputs in every replay (computed once)
-    base_prec: str = "fp32"           # the precision the recorded outputs were computed at (replay_scope: the
-    # measured run's); an op runs again when a plan gives it another one
+    type: str | None = None           # the graph node's GE type (HF32 applies by type)
+    nonfinite: bool | None = None     # a recorded input or output holds inf/NaN (saturation changes it); lazy
+    base_prec: Any = "fp32"           # what the recorded outputs were computed at, a precision or an (input,
+    # output) pair (replay_scope: the measured run's); an op runs again when a plan gives it another one
     fp32_out: list | None = None      # the FP32 outputs when ``out_values`` are the measured run's (replay_scope)
     rounded_boundary: bool = False    # an input known only as the measured run rounded it: not re-run at another
     # precision (replay_scope)
@@ -255,42 +205,6 @@ def _digest(t) -> tuple:
     return (str(t.dtype), tuple(t.shape), hashlib.blake2b(a.tobytes(), digest_size=16).digest())
 
 
-def tensor_of(view: DumpView, rec: Mapping):
-    """The recorded tensor of a dump record as a torch tensor in its own dtype, or None."""
-    import numpy as np
-    import torch
-    if "_rec" in rec:       # a record read by ingest: its tensor file, dtype kept
-        r = rec["_rec"]
-        if getattr(r, "path", None) is None:
-            return None
-        from .ingest.msprobe import load_torch_tensor
-        return load_torch_tensor(r)
-    x = view.tensor(rec) if view.has_tensors(rec) else None
-    if isinstance(x, np.ndarray):
-        x = torch.from_numpy(np.ascontiguousarray(x))
-    return x.detach() if isinstance(x, torch.Tensor) else None
-
-
-def input_tensors(view: DumpView, entry: str) -> list:
-    """The recorded tensors of an entry's tensor inputs (None: statistics only), in the order of the
-    replay's argument slots."""
-    body = view.entries.get(entry)
-    if not isinstance(body, Mapping):
-        return []
-    recs: list = []
-    if "_inputs" in body:
-        recs = [r for _, r in view.inputs(entry)]
-    else:
-        try:
-            for a in body.get("input_args") or []:
-                _decode(a, recs)
-            for v in (body.get("input_kwargs") or {}).values():
-                _decode(v, recs)
-        except _Undecodable:
-            return []
-    return [tensor_of(view, r) for r in recs]
-
-
 class Recording:
     """The FP32 run of every step as a replayable program (see the module docstring)."""
 
@@ -300,14 +214,17 @@ class Recording:
         self._rounded: dict[tuple[int, str], Any] = {}   # (id of a static value, low dtype) -> rounded copy
         self._static: dict[tuple[int, int], list] = {}   # (step, op index) -> outputs of a static view
 
-    def _low_leaf(self, v, prec: str):
+    def _low_leaf(self, v, prec: str, overflow: str = "inf_nan"):
         """A static input (leaf or view of leaves) rounded to the low dtype once for all replays
-        (rounding parameters would otherwise dominate the cost)."""
-        key = (id(v), prec)
+        (rounding parameters would otherwise dominate the cost), by the one rule (``numerics.round_tensor``)."""
+        key = (id(v), prec, overflow)
         r = self._rounded.get(key)
         if r is None:
             from .emulator.engine import FLOAT_DTYPES, LOW_TORCH
-            r = v.to(LOW_TORCH[prec]).to(v.dtype) if v.dtype in FLOAT_DTYPES and v.dtype != LOW_TORCH[prec] else v
+            from .numerics import SATURATION, round_tensor
+            low = LOW_TORCH[prec]
+            r = round_tensor(v, low, overflow) if v.dtype in FLOAT_DTYPES and (
+                v.dtype != low or overflow == SATURATION) else v
             self._rounded[key] = r
         return r
 
@@ -323,20 +240,22 @@ class Recording:
         prefix_node: dict[str, Hashable] = {}
         kernel: dict[Hashable, bool] = {}
         onnx_nodes: dict[Hashable, tuple] = {}
+        types: dict[Hashable, str] = {}
         if graph is not None:
             for n, a in graph.nodes(data=True):
                 prefix_node[str(a.get("dump") or a.get("name") or n)] = n
                 kernel[n] = bool(a.get("kernel", True))
+                types[n] = str(a.get("type", ""))
                 if a.get("onnx_node"):      # an ONNX run's node: re-executed by advisor.onnx.replay
                     onnx_nodes[n] = (a["onnx_node"], a.get("onnx_opset"))
         leaves: dict = {}
-        programs = {s: cls._program(s, v, prefix_node if graph is not None else None, kernel, leaves, onnx_nodes)
-                    for s, v in sorted(views.items())}
+        programs = {s: cls._program(s, v, prefix_node if graph is not None else None, kernel, leaves, onnx_nodes,
+                                    types) for s, v in sorted(views.items())}
         return cls(programs, source)
 
     @staticmethod
     def _program(step: int, view: DumpView, prefix_node: dict | None, kernel: dict, leaves: dict,
-                 onnx_nodes: dict | None = None) -> StepProgram:
+                 onnx_nodes: dict | None = None, types: dict | None = None) -> StepProgram:
         onnx_nodes = onnx_nodes or {}
         from .emulator.engine import AUX_FP32_OUTPUTS, mutated_positions
         producers: dict[tuple, tuple[int, int]] = {}
@@ -363,6 +282,7 @@ class Recording:
                 func, why, onnx_aux = node_callable(*onnx_nodes[node])
             op = ROp(entry, node, func, why)
             op.kernel = kernel.get(node, True) if prefix_node is not None else _aten_kernel(entry)
+            op.type = (types or {}).get(node) if prefix_node is not None else ge_type(entry)
             outs = view.outputs(entry)
             op.out_keys = [lbl for lbl, _ in outs]
             op.out_records = [rec for _, rec in outs]
@@ -370,9 +290,9 @@ class Recording:
             if func is not None:
                 slots: list = []
                 try:
-                    op.args = tuple(_decode(a, slots) for a in (body.get("input_args") or []))
-                    op.kwargs = {k: _decode(v, slots) for k, v in (body.get("input_kwargs") or {}).items()}
-                except _Undecodable as e:
+                    op.args = tuple(decode(a, slots) for a in (body.get("input_args") or []))
+                    op.kwargs = {k: decode(v, slots) for k, v in (body.get("input_kwargs") or {}).items()}
+                except Undecodable as e:
                     op.why_not, op.func = f"cannot decode {e}", None
                     slots = []
                 recs = [r for _, r in view.inputs(entry)] if "_inputs" in body else slots
@@ -435,12 +355,17 @@ class Recording:
         return sum(op.func is not None for op in ops) / len(ops) if ops else 0.0
 
     # ------------------------------------------------------------------ replay
-    def replay(self, precision: Mapping[Hashable, str], steps: Iterable[int] | None = None) -> ReplayResult:
+    def replay(self, precision: Mapping[Hashable, str], steps: Iterable[int] | None = None,
+               numerics: Any = None) -> ReplayResult:
         """Re-execute under ``precision`` (node -> "fp16"/"bf16"/"fp32"/"n/a"; nodes not in the map
-        run fp32) on ``steps`` (default: all).  Long because: one loop over every recorded op of every
-        step, run once per plan the search tries; its per-op state (new outputs, dirty and exact sets)
-        stays in locals instead of being passed to helpers on every op."""
-        from .emulator.engine import execute_op
+        run fp32) on ``steps`` (default: all), rounding as the run's chip does (``numerics``: a
+        ``numerics.Numerics``, default IEEE): an fp32 kernel that reads HF32 (``Numerics.hf32_on``) or, in
+        saturation mode, holds a recorded inf/NaN runs again too.  Long because: one loop over every recorded
+        op of every step, run once per plan the search tries; its per-op state (new outputs, dirty and exact
+        sets) stays in locals instead of being passed to helpers on every op."""
+        from .emulator.engine import exec_pair, execute_op
+        from .numerics import IEEE
+        nm = numerics if numerics is not None else IEEE
         t0 = time.perf_counter()
         want = self.steps if steps is None else [s for s in steps if s in self.programs]
         targets: dict[int, DumpView] = {}
@@ -454,10 +379,14 @@ class Recording:
             exact_of: dict[int, str] = {}    # op index -> low dtype its outputs are exact in
             entries: dict[str, dict] = {}
             for i, op in enumerate(prog.ops):
-                prec = precision.get(op.node, "fp32") if op.node is not None else "fp32"
-                low = op.kernel and prec in ("fp16", "bf16")
-                moved = low if op.base_prec == "fp32" else op.kernel and prec != op.base_prec
+                prec, out_prec = exec_pair(precision.get(op.node, "fp32") if op.node is not None else "fp32")
+                low = op.kernel and (prec in ("fp16", "bf16") or out_prec in ("fp16", "bf16"))
+                moved = low if op.base_prec == "fp32" else op.kernel and (prec, out_prec) != exec_pair(op.base_prec)
                 changed = any(src is not None and src[0] in dirty for src in op.inputs)
+                hf32 = op.kernel and prec == "fp32" and nm.hf32_on(op.type)
+                if nm.saturating and op.kernel and not low:
+                    changed = changed or _nonfinite(op)
+                changed = changed or hf32
                 if moved or changed:
                     needed += 1
                     if op.func is None or (moved and op.rounded_boundary):
@@ -471,8 +400,8 @@ class Recording:
                     outs = self._static.get((s, i))
                     if outs is None:
                         outs = self._static[(s, i)] = execute_op(
-                            op.func, tuple(_relink(a, op.in_values) for a in op.args),
-                            {k: _relink(v, op.in_values) for k, v in op.kwargs.items()}, "fp32", kernel=False)
+                            op.func, tuple(relink(a, op.in_values) for a in op.args),
+                            {k: relink(v, op.in_values) for k, v in op.kwargs.items()}, "fp32", kernel=False)
                     new[i] = outs
                     continue
                 # views run again even when nothing changed: their outputs keep the eager run's strides,
@@ -481,11 +410,11 @@ class Recording:
                 for src, v in zip(op.inputs, op.in_values):
                     if src is not None and src[0] in new:
                         v = new[src[0]][src[1]]
-                    if low and (src is None or prog.ops[src[0]].static):
-                        v = self._low_leaf(v, prec)
+                    if low and prec in ("fp16", "bf16") and (src is None or prog.ops[src[0]].static):
+                        v = self._low_leaf(v, prec, nm.overflow)
                     vals.append(v)
-                args = tuple(_relink(a, vals) for a in op.args)
-                kwargs = {k: _relink(v, vals) for k, v in op.kwargs.items()}
+                args = tuple(relink(a, vals) for a in op.args)
+                kwargs = {k: relink(v, vals) for k, v in op.kwargs.items()}
                 if low:
                     exact = {id(v) for src, v in zip(op.inputs, vals)
                              if src is None or prog.ops[src[0]].static or exact_of.get(src[0]) == prec}
@@ -493,7 +422,7 @@ class Recording:
                     exact = ()
                 try:
                     outs = execute_op(op.func, args, kwargs, prec, kernel=op.kernel, aux=op.aux, mutated=op.mutated,
-                                      exact=exact)
+                                      exact=exact, out_prec=out_prec, numerics=nm, hf32=hf32)
                 except Exception as e:  # noqa: BLE001 - an op that does not run on the CPU as recorded
                     why = f"re-execution failed ({type(e).__name__}: {' '.join(str(e).split())[:120]})"
                     op.func, op.why_not = None, why
@@ -506,12 +435,12 @@ class Recording:
                         not_replayed.setdefault(op.entry, f"{len(outs)} outputs, {len(op.out_values)} recorded")
                     continue
                 new[i] = outs
-                if low and not op.aux:
-                    exact_of[i] = prec
+                if low and not op.aux and out_prec in ("fp16", "bf16"):
+                    exact_of[i] = out_prec
                 if not (moved or changed):
                     continue
                 dirty.add(i)
-                entries[op.entry] = {"_outputs": [(k, {"tensor": t, "dtype": _dt(t, prec, j in op.aux),
+                entries[op.entry] = {"_outputs": [(k, {"tensor": t, "dtype": _dt(t, out_prec, j in op.aux),
                                                        "shape": list(t.shape)})
                                                   for j, (k, t) in enumerate(zip(op.out_keys, outs))]}
             # unchanged forward entries keep their recorded records (statistics / files of the golden)
@@ -528,6 +457,15 @@ class Recording:
             targets[s] = DumpView(entries, source=f"replay of {self.source or 'the FP32 run'} (step {s})")
             goldens[s] = prog.golden
         return ReplayResult(targets, goldens, executed, needed, not_replayed, time.perf_counter() - t0, want)
+
+
+def _nonfinite(op: ROp) -> bool:
+    """Whether a recorded float input or output of ``op`` holds inf/NaN (computed once, on first need)."""
+    if op.nonfinite is None:
+        import torch
+        op.nonfinite = any(v is not None and v.is_floating_point() and not bool(torch.isfinite(v).all())
+                           for v in list(op.in_values) + list(op.out_values))
+    return op.nonfinite
 
 
 def _dt(t, prec: str, aux: bool) -> str:
@@ -553,7 +491,9 @@ def graph_from_recording(rec: Recording, step: int | None = None) -> nx.DiGraph:
     for i, op in enumerate(prog.ops):
         if not op.entry.endswith(".forward") or op.node is None:
             continue
-        typ = ge_type(op.entry)
+        decoded = op.func is not None and op.args is not None
+        typ = ge_type(op.entry, tuple(relink(a, op.in_values) for a in op.args) if decoded else (),
+                      {k: relink(v, op.in_values) for k, v in op.kwargs.items()} if decoded else None)
         api, _ = _entry_base(op.entry)
         floats = [v for v in op.in_values + op.out_values if v is not None]
         is_float = any(v.is_floating_point() for v in floats) if floats else True
@@ -573,17 +513,20 @@ def graph_from_recording(rec: Recording, step: int | None = None) -> nx.DiGraph:
             if name is None:
                 r = recs[pos] if pos < len(recs) else {}
                 rg = bool(r.get("requires_grad", getattr(r.get("_rec"), "requires_grad", False)))
-                role = "variable" if rg else ("data" if pos == 0 else "const")
-                name = leaf_names[id(v)] = f"{'Model.input' if role == 'data' else role.capitalize()}.{len(leaf_names)}"
-                G.add_op(g, name, {"data": "Data", "const": "Const", "variable": "Variable"}[role], role=role,
+                # parameters are graph inputs as torchair builds the graph (ge.Data: fx2ge_converter.py:1309-1345)
+                role = "data" if rg or pos == 0 else "const"
+                kind = "Param" if rg else ("Model.input" if role == "data" else "Const")
+                name = leaf_names[id(v)] = f"{kind}.{len(leaf_names)}"
+                G.add_op(g, name, {"data": "Data", "const": "Const"}[role], role=role,
                          kernel=False, dtype=normalize_dtype(str(v.dtype)), out_shapes=[list(v.shape)])
             G.connect(g, name, op.node, 0, pos, float=fl)
     return g
 
 
-def precisions(plan: Any) -> dict[Hashable, str]:
-    """node -> precision of a ``semantics.Plan`` (the only source of precisions for a replay)."""
-    return dict(plan.items())
+def precisions(plan: Any) -> dict[Hashable, Any]:
+    """node -> what it executes under a ``semantics.Plan`` (the only source of precisions for a replay): its
+    precision, or (input dtype, output dtype) where the two differ (``Plan.exec_dtypes``)."""
+    return {n: (p if p == e else (p, e)) for n, p, e in zip(plan.compiled.order, plan.precision_list, plan.emit_list)}
 
 
 def _aten_kernel(entry: str) -> bool:

@@ -18,16 +18,18 @@ import copy
 from typing import Any, Hashable, Mapping
 
 from .compare.dumps import DumpView
-from .replay import MODEL_LOSS, MODEL_OUTPUT, Recording, input_tensors, tensor_of
+from .emulator.engine import exec_pair
+from .replay import MODEL_LOSS, MODEL_OUTPUT, Recording
+from .replay_args import input_tensors, tensor_of
 
 LOW = ("fp16", "bf16")
 
 
-def scoped(rec: Recording, targets: Mapping[int, DumpView], measured: Mapping[Hashable, str], graph: Any = None
+def scoped(rec: Recording, targets: Mapping[int, DumpView], measured: Mapping[Hashable, Any], graph: Any = None
            ) -> Recording:
     """The recording ``rec`` (FP32 dump, partly tensors) with the measured run as its baseline (module
-    docstring).  ``targets``: the mixed run's dump per step; ``measured``: node -> the precision it ran
-    (``replay.precisions`` of the measured plan); ``graph``: the op graph (which inputs come from ops)."""
+    docstring).  ``targets``: the mixed run's dump per step; ``measured``: node -> the precision it ran, or its
+    (input, output) dtypes where they differ (``replay.precisions`` of the measured plan); ``graph``: the op graph (which inputs come from ops)."""
     out = Recording({}, rec.source)
     for s, prog in rec.programs.items():
         view = targets.get(s)
@@ -43,6 +45,7 @@ def scoped(rec: Recording, targets: Mapping[int, DumpView], measured: Mapping[Ha
                 continue
             outs = [_as(t, g) for t, g in zip(outs, op.out_values)]
             op.fp32_out, op.out_values = op.out_values, outs
+            op.nonfinite = None                        # of the measured values from now on (replay's _nonfinite)
             op.out_records = [{"tensor": t, "dtype": str(r.get("dtype", "")), "shape": list(t.shape)}
                               for t, (_, r) in zip(outs, view.outputs(op.entry))]
         for op in p.ops:
@@ -72,8 +75,10 @@ def _measured_inputs(op: Any, ops: list, view: DumpView, measured: Mapping, grap
             op.func, op.why_not = None, "an input from outside the dumped ops has no tensor in the measured run"
             return
         vals[j] = _as(recorded[j], op.in_values[j])
-        # recorded as the op ran it: exact at another precision only if its producer ran the same low dtype
-        if op.base_prec in LOW and measured.get(producer, "fp32") != op.base_prec:
+        # recorded as the op received it, rounded to its input dtype: exact at another precision only if its
+        # producer emitted that same low dtype
+        got = exec_pair(op.base_prec)[0]
+        if got in LOW and exec_pair(measured.get(producer, "fp32"))[1] != got:
             op.rounded_boundary = True
     op.in_values = vals
 

@@ -21,12 +21,13 @@ from code_metrics import PKG, module_name, resolve  # noqa: E402
 # bottom first; a unit is a top-level module or a sub-package taken as a whole (advisor.<name>)
 STAGES: list[tuple[str, tuple[str, ...]]] = [
     ("foundations", ("advisor", "errors", "fsutil", "results", "progress", "tasks", "workload", "graph")),
-    ("tables and rules", ("kernels", "oplists", "overrides", "mixlist", "semantics", "costmodel", "lint")),
+    ("tables and rules", ("kernels", "oplists", "overrides", "mixlist", "semantics", "numerics", "costmodel",
+                          "lint")),
     ("ingest", ("ingest",)),
     ("compare", ("compare",)),
     ("report", ("report",)),                 # renders the JSON documents of every stage (no stage objects)
-    ("capture backends", ("rundir", "tf", "onnx", "emulator")),
-    ("replay", ("replay", "replay_scope")),
+    ("capture backends", ("rundir", "tf", "onnx", "emulator", "inputs")),   # inputs: checks before a run
+    ("replay", ("replay_args", "replay", "replay_scope")),
     ("analysis", ("analysis",)),
     ("compare on every rank", ("cluster", "comparison")),
     ("recommend", ("recommend",)),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterable
 
-from ..fsutil import atomic_write_text, json_text
+from ..fsutil import Same, atomic_write_text, json_text, same_but_timing
 from ..mixlist import Mixlist
 from .granularity import KEEP_DTYPE_NAME, MIXLIST_NAME, rec_snippets
 from .result import Recommendation
@@ -14,10 +14,10 @@ PERF_MIXLIST_NAME = "modify_mixlist.performance.json"
 TYPE_LEVEL_MIXLIST_NAME = "modify_mixlist.type_level.json"    # when per-op advice won: the type-level alternative
 
 
-def _put(paths: dict[str, Path], key: str, p: Path, text: str) -> None:
+def _put(paths: dict[str, Path], key: str, p: Path, text: str, same: Same | None = None) -> None:
     """Write ``p``; an existing file with different content is kept as ``<name>.bak`` (in ``paths`` as
-    ``kept:<name>``)."""
-    kept = atomic_write_text(p, text, keep_existing=True)
+    ``kept:<name>``), unless ``same(old, new)`` calls it the same result (``fsutil.same_but_timing``)."""
+    kept = atomic_write_text(p, text, keep_existing=True, same=same)
     paths[key] = p
     if kept is not None:
         paths[f"kept:{p.name}"] = kept
@@ -57,7 +57,8 @@ def write_outputs(rec: Recommendation, out_dir: str | Path | None = None, html: 
         _put(paths, "performance_mixlist", out / PERF_MIXLIST_NAME, rec.performance_mixlist.to_json())
     rec.files = {k: str(v) for k, v in paths.items()}
     d = rec.to_dict()
-    _put(paths, "recommendation", out / "recommendation.json", json_text(d) + "\n")
+    _put(paths, "recommendation", out / "recommendation.json", json_text(d) + "\n",
+         same_but_timing)   # differing only in timing: the same result, no .bak
     if html:
         from ..report.html import render_recommendation
         _put(paths, "report", out / "report.html", render_recommendation(d, rec.curve))
