@@ -43,11 +43,15 @@ def register(app: typer.Typer) -> None:
         import sys
 
         from ..progress import VERBOSE, note, verbosity
-        from ..rundir import check_run_out
+        from ..mixlist import load as load_mixlist
+        from ..rundir import check_mixlist_mode, check_run_out
         from ..runners.worker import CaptureWorker
         try:
             if timeout is not None and not timeout > 0:
                 raise InputError("--timeout", f"must be a positive number of seconds, not {timeout:g}")
+            check_mixlist_mode(mode, mixlist)              # as ATC: no mixlist outside the mixed modes
+            if mixlist:
+                load_mixlist(mixlist)                      # a file GE rejects: one line before any work
             check_run_out(out)
             overrides_of(keep_dtype, customize_dtypes)     # a malformed file: one line before any work
             extra = {k: v for k, v in (("keep_dtype", keep_dtype), ("customize_dtypes", customize_dtypes),

@@ -44,8 +44,9 @@ def register(app: typer.Typer) -> None:
                                              min_grad_cosine, msprobe_rule)
             except ValueError as e:
                 raise InputError(None, str(e)) from None
+            cand = mx.load(mixlist) if mixlist else None       # a file GE rejects: one line before any work
             a = analyze(run, tolerance=tol, soc=soc, ops_info=ops_info, mode=mode)
-            cand = mx.load(mixlist) if mixlist else a.run_mixlist
+            cand = cand if mixlist else a.run_mixlist
             ov = overrides_of(keep_dtype, customize_dtypes)
             plan = a.plan_of(a.lists_with(cand)) if ov is None else a.compiled.what_if(a.plan, a.lists_with(cand), ov)
             steps = a.recording.steps if a.recording is not None else []

@@ -108,16 +108,17 @@ def register(app: typer.Typer) -> None:
         from ..fsutil import json_text
         from ..mixlist import load
         from ..progress import StageLog, note
-        from ..rundir import check_run_out, keep_previous_out
+        from ..rundir import check_mixlist_mode, check_run_out, keep_previous_out
         from ..report.terminal import print_tune_summary
         from ..tune import tune as do_tune
         r = None
         try:
+            check_mixlist_mode(mode, mixlist)              # as ATC: no mixlist outside the mixed modes, before any work
+            base = load(mixlist) if mixlist else None
             r = _runner(runner, target, cmd, timeout, devices, soc, ops_info, seed,
                         {"keep_dtype": keep_dtype, "customize_dtypes": customize_dtypes, "inputs": inputs,
                          "input_shapes": input_shape, "dump": dump}, ray, npus_per_run)
             tol = tolerance(min_cosine, max_rel_l2, allow_nonfinite, max_loss_rel, min_grad_cosine, msprobe_rule)
-            base = load(mixlist) if mixlist else None
             check_run_out(out)
             kept = None if resume else keep_previous_out(out)   # a fresh tune: the previous contents are kept
             if kept is not None:
