@@ -146,13 +146,17 @@ class RunWriter:
         d.setdefault("versions", versions())
         d["emulated"] = bool(d.get("emulated", True))
         d.setdefault("created", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
-        if isinstance(d.get("ops_info"), str) and d["ops_info"]:
-            # readers resolve run.json's file names inside the run directory: keep a copy there
-            src = Path(d["ops_info"])
-            dst = self.out / "ops_info" / src.name
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(src, dst)
-            d["ops_info"] = dst.relative_to(self.out).as_posix()
+        if d.get("ops_info"):
+            # readers resolve run.json's file names inside the run directory: keep a copy there (several files:
+            # each its own, in order, a name used twice numbered)
+            kept = []
+            for i, src in enumerate(map(Path, [d["ops_info"]] if isinstance(d["ops_info"], str) else d["ops_info"])):
+                dst = self.out / "ops_info" / (src.name if not any(Path(k).name == src.name for k in kept)
+                                               else f"{i}_{src.name}")
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(src, dst)
+                kept.append(dst.relative_to(self.out).as_posix())
+            d["ops_info"] = kept[0] if isinstance(d["ops_info"], str) else kept
         p = self.out / "run.json"
         atomic_write_json(p, d)
         return p
@@ -572,7 +576,7 @@ def check_mixlist_mode(mode: str, mixlist: Any) -> None:
                             "refuses it too); drop --mixlist or use mixed_float16 / mixed_bfloat16")
 
 
-def capture_settings(mode: str, dump: str | None, mixlist: Any, soc: str, ops_info: Any):
+def capture_settings(mode: str, dump: str | None, mixlist: Any, soc: str, ops_info: Any, cann: str | None = None):
     """What both emulators check and resolve before a capture: (low dtype or None, the Mixlist or
     None, effective lists, notes).  A mixlist in a mode that applies none is refused (``check_mixlist_mode``)."""
     from . import semantics
@@ -586,5 +590,12 @@ def capture_settings(mode: str, dump: str | None, mixlist: Any, soc: str, ops_in
         raise InputError(None, f"--dump must be tensors or stats, not {dump!r}")
     check_mixlist_mode(mode, mixlist)
     ml = load_mixlist(mixlist) if isinstance(mixlist, (str, os.PathLike)) else mixlist
-    base = load_lists(soc, ops_info)
+    base = load_lists(soc, ops_info, cann)
     return low, ml, effective(base, ml), []
+
+
+def ops_info_meta(ops_info: Any) -> str | list[str] | None:
+    """run.json's ``ops_info``: the one file's path, the list of several, or None."""
+    from .oplists import ops_info_paths
+    paths = ops_info_paths(ops_info)
+    return None if not paths else paths[0] if len(paths) == 1 else paths

@@ -8,7 +8,8 @@ from typing import List, Optional
 import typer
 
 from ..errors import AdvisorError, InputError
-from .common import CustomizeDtypesOption, KeepDtypeOption, OpsInfoOption, SocOption, human_report, overrides_of
+from .common import (CannOption, CustomizeDtypesOption, KeepDtypeOption, OpsInfoOption, SocOption, human_report,
+                     overrides_of)
 
 
 def register(app: typer.Typer) -> None:
@@ -27,7 +28,8 @@ def register(app: typer.Typer) -> None:
                                                            "(one array per graph input name); repeat for more batches."),
                 input_shape: Optional[List[str]] = typer.Option(None, "--input-shape", help="ONNX model: generate an "
                                                                 "input of this shape, name:1,3,224,224 (repeatable)."),
-                soc: str = SocOption, ops_info: Optional[str] = OpsInfoOption,
+                soc: str = SocOption, ops_info: Optional[List[str]] = OpsInfoOption,
+                cann: Optional[str] = CannOption,
                 seed: int = typer.Option(0, "--seed", help="RNG seed (step i uses seed + i in both runs)."),
                 dump: Optional[str] = typer.Option(None, "--dump", help="tensors | stats (default: tensors for "
                                                                         "models up to 2M parameters)."),
@@ -44,6 +46,7 @@ def register(app: typer.Typer) -> None:
 
         from ..progress import VERBOSE, note, verbosity
         from ..mixlist import load as load_mixlist
+        from ..oplists import load_lists
         from ..rundir import check_mixlist_mode, check_run_out
         from ..runners.worker import CaptureWorker
         try:
@@ -54,11 +57,12 @@ def register(app: typer.Typer) -> None:
                 load_mixlist(mixlist)                      # a file GE rejects: one line before any work
             check_run_out(out)
             overrides_of(keep_dtype, customize_dtypes)     # a malformed file: one line before any work
+            load_lists(soc, ops_info, cann)                # a bad --soc / --cann / ops-info file: likewise
             extra = {k: v for k, v in (("keep_dtype", keep_dtype), ("customize_dtypes", customize_dtypes),
                                        ("inputs", inputs), ("input_shapes", input_shape)) if v}
             with CaptureWorker() as worker:
                 reply = worker.capture(target, out, timeout=timeout, mode=mode, mixlist=mixlist, soc=soc,
-                                       ops_info=ops_info, seed=seed, dump=dump, local=not no_local, **extra,
+                                       ops_info=ops_info or None, cann=cann, seed=seed, dump=dump, local=not no_local, **extra,
                                        **({"loss_scale": loss_scale} if loss_scale is not None else {}))
             if not reply.ok:
                 if verbosity() == VERBOSE and reply.error.get("traceback"):

@@ -4,7 +4,7 @@ from __future__ import annotations
 import io
 import sys
 from contextlib import contextmanager, redirect_stdout
-from typing import Iterator, Optional
+from typing import Iterator, List, Optional
 
 import typer
 
@@ -12,7 +12,11 @@ from ..oplists import DEFAULT_SOC, OpLists, load_lists
 from ..progress import QUIET, verbosity
 
 SocOption = typer.Option(DEFAULT_SOC, "--soc", help="Chip whose default lists apply (ascend910, ascend910b, ascend910_93, ascend310p).")
-OpsInfoOption = typer.Option(None, "--ops-info", help="A real CANN aic-<soc>-ops-info.json to read the lists from instead.")
+OpsInfoOption = typer.Option(None, "--ops-info", help="Real CANN aic-<soc>-ops-info*.json files to read the lists and "
+                             "kernel dtypes from instead (repeatable: a CANN install splits them into legacy, nn, "
+                             "math, cv, transformer; merged in the order given).")
+CannOption = typer.Option(None, "--cann", help="Default tables' CANN version: 9.2 (CANN 9.2.0, the default) or 8.1 "
+                          "(CANN 8.1.RC1). On a run directory the default is its run.json's, 8.1 when it records none.")
 KeepDtypeOption = typer.Option(None, "--keep-dtype", help="ATC --keep_dtype file: lines OpName or OpType::TypeName "
                                                           "whose ops keep the original model's precision.")
 CustomizeDtypesOption = typer.Option(None, "--customize-dtypes", help="ATC --customize_dtypes file: lines "
@@ -32,8 +36,8 @@ RayOption = typer.Option(None, "--ray", help="Run the per-rank tasks on Ray: loc
                                              "cluster) or the cluster's address; needs advisor[cluster].")
 
 
-def chip_lists(soc: str, ops_info: Optional[str]) -> OpLists:
-    return load_lists(soc, ops_info)
+def chip_lists(soc: str, ops_info: Optional[List[str]], cann: Optional[str] = None) -> OpLists:
+    return load_lists(soc, ops_info, cann)
 
 
 @contextmanager

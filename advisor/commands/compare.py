@@ -10,7 +10,7 @@ from typer.core import TyperCommand
 from ..compare.cli_options import (AllowNonfiniteOption, MaxLossRelOption, MaxRelL2Option, MinCosineOption,
                                    MinGradCosineOption, MsprobeRuleOption)
 from ..errors import AdvisorError, InputError
-from .common import RayOption, WorkersOption, tolerance
+from .common import CannOption, OpsInfoOption, RayOption, WorkersOption, tolerance
 
 
 class _CompareCommand(TyperCommand):
@@ -50,7 +50,7 @@ def register(app: typer.Typer) -> None:
         step: Optional[List[int]] = typer.Option(None, "--step", help="only these steps (repeatable)"),
         mode: Optional[str] = typer.Option(None, "--mode", help="precision mode for the plan (default: run.json's)"),
         soc: Optional[str] = typer.Option(None, "--soc", help="chip whose default lists apply (default: run.json's, else ascend910b)"),
-        ops_info: Optional[str] = typer.Option(None, "--ops-info", help="a real CANN aic-<soc>-ops-info.json to read the lists from"),
+        ops_info: Optional[List[str]] = OpsInfoOption, cann: Optional[str] = CannOption,
         min_cosine: float = MinCosineOption,
         max_rel_l2: float = MaxRelL2Option,
         allow_nonfinite: bool = AllowNonfiniteOption,
@@ -79,7 +79,8 @@ def register(app: typer.Typer) -> None:
             if run and (target or golden):
                 raise InputError(run, "give either --run or --target/--golden, not both")
             att, r, ranks_doc = compare_ranks_of(run, target, golden, tol, ranks=parse_ranks(rank), steps=step,
-                                                 soc=soc, ops_info=ops_info, mode=mode, workers=workers, ray=ray)
+                                                 soc=soc, ops_info=ops_info or None, cann=cann, mode=mode,
+                                                 workers=workers, ray=ray)
             console = Console(stderr=True) if as_json else None
             print_comparison(att, top, console)
             if ranks_doc:

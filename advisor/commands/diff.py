@@ -3,14 +3,14 @@ predicted error/time change.  Exit 0 on success, 2 on bad input."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional
 
 import typer
 
 from ..errors import AdvisorError
 from ..fsutil import check_out_dir
 from ..progress import note
-from .common import human_report, overrides_of
+from .common import CannOption, OpsInfoOption, human_report, overrides_of
 
 
 def register(app: typer.Typer) -> None:
@@ -31,7 +31,7 @@ def register(app: typer.Typer) -> None:
                                           "(default: <profile>/advice)"),
         as_json: bool = typer.Option(False, "--json", help="print diff.json to stdout"),
         soc: Optional[str] = typer.Option(None, "--soc", help="chip (default: run.json's, else ascend910b)"),
-        ops_info: Optional[str] = typer.Option(None, "--ops-info", help="a real CANN aic-<soc>-ops-info.json"),
+        ops_info: Optional[List[str]] = OpsInfoOption, cann: Optional[str] = CannOption,
         mode: Optional[str] = typer.Option(None, "--mode", help="precision mode (default: run.json's)"),
         rank: Optional[int] = typer.Option(None, "--rank", help="rank of a multi-rank run"),
         step: Optional[int] = typer.Option(None, "--step", help="profile step to build the graph from"),
@@ -49,7 +49,8 @@ def register(app: typer.Typer) -> None:
         try:
             tol = tolerance(min_cosine, max_rel_l2, allow_nonfinite, 1e-2, 0.99)
             out_dir = check_out_dir(Path(out) if out else Path(profile) / "advice")
-            res = diff(profile, a, b, tolerance=tol, soc=soc, ops_info=ops_info, mode=mode, rank=rank, step=step,
+            res = diff(profile, a, b, tolerance=tol, soc=soc, ops_info=ops_info or None, cann=cann, mode=mode,
+                       rank=rank, step=step,
                        overrides_a=overrides_of(keep_dtype_a, customize_dtypes_a),
                        overrides_b=overrides_of(keep_dtype_b, customize_dtypes_b))
             paths = write_diff_outputs(res, out_dir)

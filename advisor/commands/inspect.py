@@ -9,7 +9,7 @@ import typer
 from ..errors import AdvisorError, InputError
 from ..fsutil import check_out_dir, json_text
 from ..ingest.rankdiff import rank_ranges
-from .common import OpsInfoOption, RayOption, WorkersOption, human_report
+from .common import CannOption, OpsInfoOption, RayOption, WorkersOption, human_report
 
 
 def _export(g, path: str) -> Optional[Path]:
@@ -126,7 +126,7 @@ def register(app: typer.Typer) -> None:
                     workers: Optional[int] = WorkersOption, ray: Optional[str] = RayOption,
                     soc: Optional[str] = typer.Option(None, "--soc", help="Chip whose default lists apply (default: run.json's, "
                                                       "else ascend910b)."),
-                    ops_info: Optional[str] = OpsInfoOption,
+                    ops_info: Optional[List[str]] = OpsInfoOption, cann: Optional[str] = CannOption,
                     mode: Optional[str] = typer.Option(None, "--mode", help="Precision mode for the semantics (default: run.json's, else mixed_float16).")) -> None:
         """Show what a run directory holds (ranks, steps, op counts, precision mix), what is missing for
         which analysis, and profile-only findings; on a multi-rank job every rank, and what differs between ranks."""
@@ -144,7 +144,7 @@ def register(app: typer.Typer) -> None:
                 check_out_dir(Path(export).parent, "--export folder")
             log = StageLog()
             run, s = inspect(p, parse_ranks(rank), workers=workers, ray=ray, progress=log, step=step, soc=soc,
-                             ops_info=ops_info, mode=mode)
+                             ops_info=ops_info or None, cann=cann, mode=mode)
             log.done()
             kept = None
             if export:

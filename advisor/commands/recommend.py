@@ -9,7 +9,7 @@ import typer
 
 from ..errors import AdvisorError
 from ..fsutil import check_out_dir
-from .common import RayOption, WorkersOption, human_report, overrides_of, tolerance
+from .common import CannOption, OpsInfoOption, RayOption, WorkersOption, human_report, overrides_of, tolerance
 
 
 def register(app: typer.Typer) -> None:
@@ -27,7 +27,7 @@ def register(app: typer.Typer) -> None:
         exclude: Optional[List[str]] = typer.Option(None, "--exclude", help="never edit this op type (repeatable)"),
         max_edits: int = typer.Option(4, "--max-edits", min=1, help="largest edit set searched"),
         soc: Optional[str] = typer.Option(None, "--soc", help="chip (default: run.json's, else ascend910b)"),
-        ops_info: Optional[str] = typer.Option(None, "--ops-info", help="a real CANN aic-<soc>-ops-info.json"),
+        ops_info: Optional[List[str]] = OpsInfoOption, cann: Optional[str] = CannOption,
         mode: Optional[str] = typer.Option(None, "--mode", help="precision mode (default: run.json's)"),
         rank: Optional[int] = typer.Option(None, "--rank", help="only this rank of a multi-rank run (default: "
                                            "every rank's evidence)"),
@@ -62,7 +62,8 @@ def register(app: typer.Typer) -> None:
             out_dir = check_out_dir(Path(out) if out else Path(profile) / "advice")
             log = StageLog()
             rec = recommend_run(profile, tol, base_mixlist=base, exclude=tuple(exclude or ()), max_edits=max_edits,
-                                soc=soc, ops_info=ops_info, mode=mode, rank=rank, step=step, perf=not no_perf,
+                                soc=soc, ops_info=ops_info or None, cann=cann, mode=mode, rank=rank, step=step,
+                                perf=not no_perf,
                                 progress=log, overrides=overrides_of(keep_dtype, customize_dtypes),
                                 workers=workers, ray=ray, granularity=granularity)
             log("writing outputs")

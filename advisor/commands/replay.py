@@ -3,7 +3,7 @@ recorded FP32 ops under its plan (advisor/replay.py).  Exit 0 predicted within t
 from __future__ import annotations
 
 import json
-from typing import Optional
+from typing import List, Optional
 
 import typer
 
@@ -11,7 +11,7 @@ from ..compare.cli_options import (AllowNonfiniteOption, MaxLossRelOption, MaxRe
                                    MinGradCosineOption, MsprobeRuleOption)
 from ..errors import AdvisorError, InputError
 from ..fsutil import json_safe
-from .common import human_report, overrides_of
+from .common import CannOption, OpsInfoOption, human_report, overrides_of
 
 
 def register(app: typer.Typer) -> None:
@@ -26,7 +26,7 @@ def register(app: typer.Typer) -> None:
                                                        "--customize_dtypes file (default: the run's own)"),
         as_json: bool = typer.Option(False, "--json", help="print the result as JSON"),
         soc: Optional[str] = typer.Option(None, "--soc", help="chip (default: run.json's, else ascend910b)"),
-        ops_info: Optional[str] = typer.Option(None, "--ops-info", help="a real CANN aic-<soc>-ops-info.json"),
+        ops_info: Optional[List[str]] = OpsInfoOption, cann: Optional[str] = CannOption,
         mode: Optional[str] = typer.Option(None, "--mode", help="precision mode (default: run.json's)"),
         step: Optional[list[int]] = typer.Option(None, "--step", help="only these steps (repeatable)"),
         min_cosine: float = MinCosineOption, max_rel_l2: float = MaxRelL2Option,
@@ -45,7 +45,7 @@ def register(app: typer.Typer) -> None:
             except ValueError as e:
                 raise InputError(None, str(e)) from None
             cand = mx.load(mixlist) if mixlist else None       # a file GE rejects: one line before any work
-            a = analyze(run, tolerance=tol, soc=soc, ops_info=ops_info, mode=mode)
+            a = analyze(run, tolerance=tol, soc=soc, ops_info=ops_info or None, cann=cann, mode=mode)
             cand = cand if mixlist else a.run_mixlist
             ov = overrides_of(keep_dtype, customize_dtypes)
             plan = a.plan_of(a.lists_with(cand)) if ov is None else a.compiled.what_if(a.plan, a.lists_with(cand), ov)

@@ -8,8 +8,8 @@ import typer
 from ..compare.cli_options import (AllowNonfiniteOption, MaxLossRelOption, MaxRelL2Option, MinCosineOption,
                                    MinGradCosineOption, MsprobeRuleOption)
 from ..errors import AdvisorError, InputError
-from .common import (CustomizeDtypesOption, KeepDtypeOption, OpsInfoOption, SocOption, human_report, overrides_of,
-                     tolerance)
+from .common import (CannOption, CustomizeDtypesOption, KeepDtypeOption, OpsInfoOption, SocOption, human_report,
+                     overrides_of, tolerance)
 
 
 _Out = typer.Option(..., "--out", help="Directory for the iterations, journal and final outputs (an existing "
@@ -45,8 +45,8 @@ _LossScale = typer.Option(None, "--loss-scale", help="Static loss scale of the f
 
 
 def _runner(runner: str, target: str | None, cmd: str | None, timeout: float | None, devices: str | None,
-            soc: str, ops_info: str | None, seed: int, fixed: dict, ray: str | None = None,
-            npus_per_run: int | None = None):
+            soc: str, ops_info: list[str] | None, seed: int, fixed: dict, ray: str | None = None,
+            npus_per_run: int | None = None, cann: str | None = None):
     """The runner the options describe (one-line errors for combinations that cannot work)."""
     from ..runners import make_runner
     if ray is not None and not ray.strip():
@@ -67,8 +67,8 @@ def _runner(runner: str, target: str | None, cmd: str | None, timeout: float | N
     if fixed and runner != "emulator":
         raise InputError("--runner", "--keep-dtype/--customize-dtypes/--inputs/--input-shape/--dump are applied by "
                                      "the emulator runner; a command applies its own (ATC options)")
-    r = make_runner(runner, target=target, cmd=cmd, timeout=timeout, devices=devs, soc=soc, ops_info=ops_info,
-                    seed=seed, **fixed)
+    r = make_runner(runner, target=target, cmd=cmd, timeout=timeout, devices=devs, soc=soc, ops_info=ops_info or None,
+                    seed=seed, cann=cann, **fixed)
     if ray:
         from ..runners.ray_runner import RayRunner
         return RayRunner(r, ray, 1 if npus_per_run is None else npus_per_run)
@@ -92,7 +92,8 @@ def register(app: typer.Typer) -> None:
              resume: bool = typer.Option(False, "--resume", help="Continue an interrupted tune in --out."),
              runner: str = typer.Option("emulator", "--runner", help="emulator | command"),
              cmd: Optional[str] = _Cmd, timeout: Optional[float] = _Timeout,
-             soc: str = SocOption, ops_info: Optional[str] = OpsInfoOption, mixlist: Optional[str] = _Mixlist,
+             soc: str = SocOption, ops_info: Optional[List[str]] = OpsInfoOption, mixlist: Optional[str] = _Mixlist,
+             cann: Optional[str] = CannOption,
              keep_dtype: Optional[str] = KeepDtypeOption, customize_dtypes: Optional[str] = CustomizeDtypesOption,
              inputs: Optional[List[str]] = _Inputs, input_shape: Optional[List[str]] = _InputShape,
              dump: Optional[str] = _Dump, granularity: str = _Granularity, seed: int = typer.Option(0, "--seed", help="Emulator seed."),
@@ -107,6 +108,7 @@ def register(app: typer.Typer) -> None:
         """Tune the mixlist with re-run confirmation on calibration and held-out batches."""
         from ..fsutil import json_text
         from ..mixlist import load
+        from ..oplists import load_lists
         from ..progress import StageLog, note
         from ..rundir import check_mixlist_mode, check_run_out, keep_previous_out
         from ..report.terminal import print_tune_summary
@@ -115,9 +117,10 @@ def register(app: typer.Typer) -> None:
         try:
             check_mixlist_mode(mode, mixlist)              # as ATC: no mixlist outside the mixed modes, before any work
             base = load(mixlist) if mixlist else None
+            load_lists(soc, ops_info, cann)                # a bad --soc / --cann / ops-info file: one line first
             r = _runner(runner, target, cmd, timeout, devices, soc, ops_info, seed,
                         {"keep_dtype": keep_dtype, "customize_dtypes": customize_dtypes, "inputs": inputs,
-                         "input_shapes": input_shape, "dump": dump}, ray, npus_per_run)
+                         "input_shapes": input_shape, "dump": dump}, ray, npus_per_run, cann)
             tol = tolerance(min_cosine, max_rel_l2, allow_nonfinite, max_loss_rel, min_grad_cosine, msprobe_rule)
             check_run_out(out)
             kept = None if resume else keep_previous_out(out)   # a fresh tune: the previous contents are kept
@@ -125,7 +128,8 @@ def register(app: typer.Typer) -> None:
                 note(f"kept the previous contents of {out} as {kept}")
             log = StageLog()
             s = do_tune(r, out, mode=mode, max_runs=max_runs, holdout=holdout, resume=resume, tolerance=tol,
-                        learn=not no_learn, perf=not no_perf, base_mixlist=base, soc=soc, ops_info=ops_info,
+                        learn=not no_learn, perf=not no_perf, base_mixlist=base, soc=soc, ops_info=ops_info or None,
+                        cann=cann,
                         progress=log, parallel=parallel, loss_scale=loss_scale,
                         granularity=_granularity(granularity, runner))
             log.done()

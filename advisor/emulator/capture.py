@@ -15,7 +15,7 @@ from ..errors import AdvisorError, InputError
 from ..mixlist import Mixlist
 from ..oplists import DEFAULT_SOC
 from ..progress import Progress
-from ..rundir import (RunWriter, StagedRunDir, capture_settings, check_run_out, check_uniform_ports,
+from ..rundir import (RunWriter, StagedRunDir, capture_settings, check_run_out, check_uniform_ports, ops_info_meta,
                       override_settings, scalar_record, tensor_record, worst_local)
 from ..workload import (Workload, describe_user_error, is_onnx_model, is_onnx_target, is_tf_model, load_target,
                         normalize, tf_install_hint)
@@ -266,7 +266,7 @@ def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semanti
             ops_info: str | os.PathLike | None = None, seed: int = 0, dump: str | None = None,
             batches: int | list | None = None, local: bool = True, progress: Progress = None,
             keep_dtype: Any = None, customize_dtypes: Any = None, inputs: list[str] | None = None,
-            input_shapes: list[str] | None = None, loss_scale: float | None = None) -> Path:
+            input_shapes: list[str] | None = None, loss_scale: float | None = None, cann: str | None = None) -> Path:
     """Capture a workload (TARGET string, Workload, or (model, batches[, loss_fn]) tuple) into ``out``:
     FP32 reference run + mixed run applying ``semantics.plan`` exactly.  Returns the run directory.
     ``batches``: an int keeps the first N batches, a list replaces them.  ``dump``: "tensors" | "stats"
@@ -279,9 +279,10 @@ def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semanti
     or ends the process is not guarded here (``advisor capture`` runs it in a child process).
     ``keep_dtype`` / ``customize_dtypes``: ATC's per-op override files (docs/semantics.md).  An ONNX model
     (a ``model.onnx`` TARGET, or a workload whose model is one) goes to ``advisor.onnx``; ``inputs`` (.npz
-    files) / ``input_shapes`` (``name:1,3,224,224``) give its batches."""
+    files) / ``input_shapes`` (``name:1,3,224,224``) give its batches.  ``cann``: the default tables' version
+    (``oplists.CANNS``; None: the current one), recorded in run.json with the tables' source."""
     check_run_out(out)
-    onnx_kw = dict(mode=mode, mixlist=mixlist, soc=soc, ops_info=ops_info, seed=seed, dump=dump, local=local,
+    onnx_kw = dict(mode=mode, mixlist=mixlist, soc=soc, ops_info=ops_info, cann=cann, seed=seed, dump=dump, local=local,
                    progress=progress, keep_dtype=keep_dtype, customize_dtypes=customize_dtypes, inputs=inputs,
                    input_shapes=input_shapes)
     if is_onnx_target(target_or_workload) or is_onnx_model(target_or_workload):   # model.onnx or a ModelProto
@@ -300,10 +301,10 @@ def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semanti
     if not isinstance(wl.model, torch.nn.Module) and not callable(wl.model) or is_tf_model(wl.model):
         if loss_scale:
             raise InputError(target, "a loss scale is emulated for PyTorch training workloads only")
-        return _delegate_tf(wl, out, mode=mode, mixlist=mixlist, soc=soc, ops_info=ops_info, seed=seed,
+        return _delegate_tf(wl, out, mode=mode, mixlist=mixlist, soc=soc, ops_info=ops_info, cann=cann, seed=seed,
                             dump=dump, target=target, local=local, progress=progress, keep_dtype=keep_dtype,
                             customize_dtypes=customize_dtypes)
-    low, ml, lists, notes = capture_settings(mode, dump, mixlist, soc, ops_info)
+    low, ml, lists, notes = capture_settings(mode, dump, mixlist, soc, ops_info, cann)
     model, unwrap_notes = _unwrap(wl.model)
     notes += unwrap_notes
     n_params = sum(p.numel() for p in model.parameters()) if isinstance(model, torch.nn.Module) else 0
@@ -311,7 +312,7 @@ def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semanti
     with StagedRunDir(out, progress) as stage:
         out_dir = stage.path
         writer = RunWriter(out_dir, {"name": wl.name, "target": target, "mode": mode, "soc": soc,
-                                     "ops_info": str(ops_info) if ops_info else None,
+                                     "ops_info": ops_info_meta(ops_info), **lists.table_meta(),
                                      "mixlist": ml.to_dict() if ml is not None else None, "seed": seed,
                                      "framework": "pytorch", "emulated": True}, final_dir=stage.out)
         if ml is not None:

@@ -22,7 +22,7 @@ from ..compare.tolerance import Tolerance
 from ..compare.training import scale_text
 from ..errors import InputError
 from ..mixlist import Mixlist, check_op_types, compose
-from ..oplists import BLACK, OpLists, precision_free
+from ..oplists import BLACK, OpLists, precision_free, table_note
 from ..semantics import DEFAULT_MODE, Plan, low_mask, uses_mixlist
 from . import findings as F
 from .edits import Edit, edits_mixlist, keep_line_edit, keeps_apply, lists_with, mixed_mode_of, overrides_with
@@ -135,7 +135,7 @@ def recommend(run: Any, tolerance: Tolerance | None = None, base_mixlist: Mixlis
               ops: pd.DataFrame | None = None, measured_final: float | None = None,
               avoid: Iterable[Mixlist | None] = (), widen: bool = False, max_candidates: int = 10, max_evals: int = 2000, time_budget_s: float | None = 20.0,
               mixlist_path: str = "modify_mixlist.json", progress: Any = None, overrides: Any = None,
-              granularity: str = "auto") -> Recommendation:
+              granularity: str = "auto", cann: str | None = None) -> Recommendation:
     """Recommend list edits for a run: a run directory, an ``ingest.Run`` or an ``Analysis``.
 
     ``base_mixlist``: where the search starts (default: the run's own list); the result's ``mixlist`` is
@@ -148,7 +148,7 @@ def recommend(run: Any, tolerance: Tolerance | None = None, base_mixlist: Mixlis
         raise InputError("--granularity", f"expected one of {', '.join(GRANULARITIES)}, not {granularity!r}")
     a = run if isinstance(run, Analysis) else analyze(run, tolerance=tolerance, soc=soc, ops_info=ops_info,
                                                       mode=mode, rank=rank, step=step, progress=progress,
-                                                      overrides=overrides)   # per-op overrides: the base's
+                                                      overrides=overrides, cann=cann)   # per-op overrides: the base's
     say = progress or (lambda msg: None)
     if base_mixlist is not None:
         check_op_types(base_mixlist, a.defaults, (t for t in a.compiled.types))
@@ -223,6 +223,9 @@ class SearchContext:
             self.notes.append(f"precision mode {a.mode!r} ignores modify_mixlist (GE applies it only in "
                               "mixed_float16/mixed_bfloat16 / allow_mix_precision*); edits below assume the mixed mode.")
             self.mode = mixed_mode_of(a.mode)
+        table = table_note(a.defaults, a.compiled.types)     # the run's types whose default list changed with CANN
+        if table:
+            self.notes.append(table)
         self.base_plan = a.compiled.plan(self.base_lists, self.mode, a.plan.overrides)
         self.evidence = build_evidence(a.compiled, None, a.run.local_errors) if _has_local(a) else None
 

@@ -51,6 +51,7 @@ class RankCheck:
     ops_info: str | None = None
     mode: str | None = None
     overrides: Any = None
+    cann: str | None = None
 
 
 def check_rank(job: RankCheck) -> dict:
@@ -59,7 +60,7 @@ def check_rank(job: RankCheck) -> dict:
     from .replay_search import ReplaySearch
     run = read_rank(job.path, job.rank, job.found, True, trace=False)
     a = analyze(run, tolerance=job.tolerance, soc=job.soc, ops_info=job.ops_info, mode=job.mode,
-                overrides=job.overrides)
+                overrides=job.overrides, cann=job.cann)
     out: dict = {"rank": job.rank, "measured": None, "culprits": [], "checks": []}
     steps = None if job.steps is None else [s for s in job.steps if s in a.steps]
     if a.has_dumps:
@@ -121,7 +122,7 @@ class _Ranks:
         st = tuple(sorted(set(kw["steps"]))) if kw.get("steps") is not None else None
         jobs = [RankCheck(self.path, r, f, self.tolerance, st, kw.get("base_mixlist"),
                           tuple(tuple(sorted(s, key=lambda e: (e.kind, e.type))) for s in sets), kw.get("soc"),
-                          kw.get("ops_info"), kw.get("mode"), kw.get("overrides"))
+                          kw.get("ops_info"), kw.get("mode"), kw.get("overrides"), kw.get("cann"))
                 for r, f in self.groups.items()]
         return run_tasks(check_rank, jobs, workers=self.workers, ray=self.ray)[1]
 

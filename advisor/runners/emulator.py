@@ -15,7 +15,7 @@ import shutil
 import time
 import traceback
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from ..errors import AdvisorError, InputError
 from ..fsutil import make_out_dir
@@ -26,12 +26,13 @@ from .base import FAILED, OK, TIMEOUT, Runner, RunResult, write_keep_file, write
 class EmulatorRunner(Runner):
     name = "emulator"
 
-    def __init__(self, target, soc: str | None = None, ops_info: str | None = None, seed: int = 0,
+    def __init__(self, target, soc: str | None = None, ops_info: Any = None, seed: int = 0,
                  dump: str | None = None, batches: int | None = None, timeout: float | None = None,
                  keep_dtype: str | None = None, customize_dtypes: str | None = None,
-                 inputs: list[str] | None = None, input_shapes: list[str] | None = None):
+                 inputs: list[str] | None = None, input_shapes: list[str] | None = None, cann: str | None = None):
         self.target = target
         self.soc, self.ops_info, self.seed, self.dump, self.batches = soc, ops_info, seed, dump, batches
+        self.cann = cann
         self.timeout = timeout
         # per-op overrides applied in every run (ATC --keep_dtype / --customize_dtypes) and ONNX inputs
         self.fixed = {k: v for k, v in (("keep_dtype", keep_dtype), ("customize_dtypes", customize_dtypes),
@@ -41,8 +42,8 @@ class EmulatorRunner(Runner):
 
     def describe(self) -> dict:
         return {"runner": self.name, "target": str(self.target) if isinstance(self.target, (str, Path)) else
-                repr(type(self.target)), "soc": self.soc, "ops_info": self.ops_info, "seed": self.seed,
-                "dump": self.dump, "batches": self.batches, "timeout": self.timeout, **self.fixed}
+                repr(type(self.target)), "soc": self.soc, "ops_info": self.ops_info, "cann": self.cann,
+                "seed": self.seed, "dump": self.dump, "batches": self.batches, "timeout": self.timeout, **self.fixed}
 
     def prepare(self, out_dir: Path) -> None:
         """Cheap check of a TARGET string (the file or module exists); the workload itself is built by
@@ -78,7 +79,8 @@ class EmulatorRunner(Runner):
         """Concurrent slots each get their own capture child (CPU runs: they share the machine's cores)."""
         if index == 0:
             return self
-        return EmulatorRunner(self.target, self.soc, self.ops_info, self.seed, self.dump, self.batches, self.timeout)
+        return EmulatorRunner(self.target, self.soc, self.ops_info, self.seed, self.dump, self.batches, self.timeout,
+                              cann=self.cann)
 
     def close(self) -> None:
         if self._worker is not None:
@@ -92,8 +94,8 @@ class EmulatorRunner(Runner):
             shutil.rmtree(run_dir)
         ml_path = write_mixlist_file(mixlist, run_dir.parent / "mixlist_used.json")
         kw = {"mode": mode, "mixlist": str(ml_path) if ml_path else None, "soc": self.soc,
-              "ops_info": self.ops_info, "seed": self.seed, "dump": self.dump, "batches": self.batches,
-              "loss_scale": loss_scale}
+              "ops_info": self.ops_info, "cann": self.cann, "seed": self.seed, "dump": self.dump,
+              "batches": self.batches, "loss_scale": loss_scale}
         kw = {k: v for k, v in kw.items() if v is not None or k == "mixlist"}
         kw.update(self.fixed)
         keep = write_keep_file(keep_dtype, run_dir.parent / "keep_dtype_used.cfg", self.fixed.get("keep_dtype"))

@@ -23,7 +23,7 @@ from .. import graph as G
 from ..errors import AdvisorError, InputError
 from ..mixlist import Mixlist
 from ..oplists import DEFAULT_SOC
-from ..rundir import (RunWriter, StagedRunDir, capture_settings, check_uniform_ports, override_settings,
+from ..rundir import (RunWriter, StagedRunDir, capture_settings, check_uniform_ports, ops_info_meta, override_settings,
                       tensor_record, versions, worst_local)
 from . import one_line, opmap, require_tf
 from .freeze import Frozen, freeze, quiet_tf, to_feed
@@ -142,7 +142,7 @@ class _Session:
 # ---------------------------------------------------------------------- capture
 def capture_tf(workload: Any, out: str | os.PathLike, mode: str = semantics.DEFAULT_MODE,
                mixlist: str | os.PathLike | Mixlist | None = None, soc: str = DEFAULT_SOC,
-               ops_info: str | os.PathLike | None = None, seed: int = 0, dump: str | None = None,
+               ops_info: Any = None, seed: int = 0, dump: str | None = None, cann: str | None = None,
                batches: int | list | None = None, target: str | None = None, local: bool = True,
                progress=None, keep_dtype: Any = None, customize_dtypes: Any = None) -> Path:
     """Capture a TF/Keras workload (a ``Workload`` or the ``(model, batches[, loss_fn])`` a TARGET
@@ -160,7 +160,7 @@ def capture_tf(workload: Any, out: str | os.PathLike, mode: str = semantics.DEFA
         wl.batches = _workload((wl.model, batches)).batches
     if not wl.batches:
         raise InputError(target, "batches is empty: give at least one batch (a tuple of arrays)")
-    low, ml, lists, notes = capture_settings(mode, dump, mixlist, soc, ops_info)
+    low, ml, lists, notes = capture_settings(mode, dump, mixlist, soc, ops_info, cann)
     overrides = override_settings(keep_dtype, customize_dtypes)
 
     tf.random.set_seed(seed)
@@ -185,7 +185,7 @@ def capture_tf(workload: Any, out: str | os.PathLike, mode: str = semantics.DEFA
         vers = versions()
         vers["tensorflow"] = tf.__version__
         writer = RunWriter(out_dir, {"name": wl.name, "target": target, "mode": mode, "soc": soc,
-                                     "ops_info": str(ops_info) if ops_info else None,
+                                     "ops_info": ops_info_meta(ops_info), **lists.table_meta(),
                                      "mixlist": ml.to_dict() if ml is not None else None, "seed": seed,
                                      "framework": "tensorflow", "emulated": True, "versions": vers}, final_dir=stage.out)
         if ml is not None:

@@ -456,8 +456,8 @@ def _nanmin(xs: list) -> float | None:
 def tune(runner: Runner, out: str | os.PathLike, mode: str = "mixed_float16", max_runs: int = 6,
          holdout: int | None = None, resume: bool = False, tolerance=None, learn: bool = True,
          base_mixlist: Mixlist | None = None, stages: Stages | None = None, soc: str | None = None,
-         ops_info: str | None = None, perf: bool = True, progress=None, parallel: int = 1,
-         loss_scale: float | None = None, granularity: str = "type") -> dict:
+         ops_info: Any = None, perf: bool = True, progress=None, parallel: int = 1,
+         loss_scale: float | None = None, granularity: str = "type", cann: str | None = None) -> dict:
     """Run the tuning loop; returns the summary (also written to ``out/summary.json``).
     ``progress(msg)`` hears each run as it starts and its verdict; ``parallel``: runs at once;
     ``loss_scale``: the static loss scale of the first run (a training workload's; later runs may raise it);
@@ -478,7 +478,7 @@ def tune(runner: Runner, out: str | os.PathLike, mode: str = "mixed_float16", ma
         raise InputError("--parallel", "must be >= 1")
     if loss_scale is not None and not (0 < loss_scale < math.inf):
         raise InputError("--loss-scale", f"must be a finite number > 0, not {loss_scale}")
-    st = stages or Stages(tolerance, soc=soc, ops_info=ops_info, mode=mode, granularity=granularity)
+    st = stages or Stages(tolerance, soc=soc, ops_info=ops_info, mode=mode, granularity=granularity, cann=cann)
     t = Tuner(runner, st, TuneConfig(Path(out), mode, max_runs, holdout, learn, perf, base_mixlist,
                                      parallel=parallel, loss_scale=loss_scale), progress)
     t.start(resume=resume)
