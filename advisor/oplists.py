@@ -244,6 +244,12 @@ def ops_info_paths(ops_info: "str | Path | Sequence[str | Path] | None") -> list
     return [str(x) for x in ops_info if x]
 
 
+def ops_info_meta(ops_info: "str | Path | Sequence[str | Path] | None") -> str | list[str] | None:
+    """run.json's ``ops_info``: the one file's path, the list of several, or None."""
+    paths = ops_info_paths(ops_info)
+    return None if not paths else paths[0] if len(paths) == 1 else paths
+
+
 def load_ops_info(path: "str | Path | Sequence[str | Path]", soc: str | None = None) -> OpLists:
     """Read real CANN ``aic-<soc>-ops-info*.json`` files: ``precision_reduce.flag`` "true" = white,
     "false" = black, absent = gray (strings compared case-insensitively, JSON booleans accepted), and each type's

@@ -592,10 +592,3 @@ def capture_settings(mode: str, dump: str | None, mixlist: Any, soc: str, ops_in
     ml = load_mixlist(mixlist) if isinstance(mixlist, (str, os.PathLike)) else mixlist
     base = load_lists(soc, ops_info, cann)
     return low, ml, effective(base, ml), []
-
-
-def ops_info_meta(ops_info: Any) -> str | list[str] | None:
-    """run.json's ``ops_info``: the one file's path, the list of several, or None."""
-    from .oplists import ops_info_paths
-    paths = ops_info_paths(ops_info)
-    return None if not paths else paths[0] if len(paths) == 1 else paths

@@ -13,9 +13,9 @@ from .. import costmodel, semantics
 from .. import graph as G
 from ..errors import AdvisorError, InputError
 from ..mixlist import Mixlist
-from ..oplists import DEFAULT_SOC
+from ..oplists import DEFAULT_SOC, ops_info_meta
 from ..progress import Progress
-from ..rundir import (RunWriter, StagedRunDir, capture_settings, check_run_out, check_uniform_ports, ops_info_meta,
+from ..rundir import (RunWriter, StagedRunDir, capture_settings, check_run_out, check_uniform_ports,
                       override_settings, scalar_record, tensor_record, worst_local)
 from ..workload import (Workload, describe_user_error, is_onnx_model, is_onnx_target, is_tf_model, load_target,
                         normalize, tf_install_hint)

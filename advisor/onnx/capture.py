@@ -28,9 +28,8 @@ from .. import costmodel, semantics
 from .. import graph as G
 from ..errors import AdvisorError, InputError
 from ..mixlist import Mixlist
-from ..oplists import DEFAULT_SOC
-from ..rundir import (RunWriter, StagedRunDir, capture_settings, check_run_out, ops_info_meta, override_settings,
-                      tensor_record,
+from ..oplists import DEFAULT_SOC, ops_info_meta
+from ..rundir import (RunWriter, StagedRunDir, capture_settings, check_run_out, override_settings, tensor_record,
                       versions, worst_local)
 from . import require_onnx
 from .model import Model, batches_for, build_graph, dtype_name, is_float_array, parse_input_shapes, read_model

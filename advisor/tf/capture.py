@@ -22,8 +22,8 @@ from .. import costmodel, semantics
 from .. import graph as G
 from ..errors import AdvisorError, InputError
 from ..mixlist import Mixlist
-from ..oplists import DEFAULT_SOC
-from ..rundir import (RunWriter, StagedRunDir, capture_settings, check_uniform_ports, ops_info_meta, override_settings,
+from ..oplists import DEFAULT_SOC, ops_info_meta
+from ..rundir import (RunWriter, StagedRunDir, capture_settings, check_uniform_ports, override_settings,
                       tensor_record, versions, worst_local)
 from . import one_line, opmap, require_tf
 from .freeze import Frozen, freeze, quiet_tf, to_feed
