@@ -136,8 +136,9 @@ class OpLists:
         return self.soc
 
     def table_meta(self) -> dict:
-        """What run.json records of the table a capture used: ``cann`` (None for ops-info files), ``lists_source``."""
-        return {"cann": self.cann or None, "lists_source": self.source}
+        """What run.json records of the table a capture used besides ``lists_source`` (the tables' ``source``):
+        ``cann``, None for ops-info files."""
+        return {"cann": self.cann or None}
 
     def list_of(self, op_type: str) -> str:
         """``"white"``, ``"black"`` or ``"gray"`` (unknown types are gray)."""

@@ -556,7 +556,7 @@ def check_mixlist_mode(mode: str, mixlist: Any) -> None:
     """Refuse a mixlist in a mode that does not apply one, as ATC and the TF adapter do (one InputError line naming
     the file and ATC's words): hicann/ge ``compiler/api/aclgrph/option_utils.cc:81-86, 1384-1410``
     (``CheckModifyMixlistParamValid``, called by ATC ``api/atc/main_impl.cc:867`` and sessions
-    ``api/session/session/inner_session.cc:197``); hicann/tensorflow ``tf_adapter/util/npu_attrs.cc:2424-2466``."""
+    ``api/session/session/inner_session.cc:197``); hicann/tensorflow ``tf_adapter/util/npu_attrs.cc:2424-2476``."""
     from . import semantics
     if mixlist is None:
         return
