@@ -127,8 +127,8 @@ def _lint_entries(entries: list, lists: OpLists, source: str, out: list[Finding]
             continue
         elif action == "to-add" and LIST_KEYS[key] == GRAY:
             out.append(Finding(source, "no-op-add", "warning",
-                               f"{at}: GE ignores gray-list to-add ({t!r} stays {now}); to make it gray, remove it "
-                               f"from the list it is in", e.line, e.column, t))
+                               f"{at}: GE ignores gray-list to-add ({t!r} is {now} on {where}; only a to-remove "
+                               f"from its list makes a type gray)", e.line, e.column, t))
         elif action == "to-add" and LIST_KEYS[key] == now:
             out.append(Finding(source, "no-op-add", "warning",
                                f"{at}: {t!r} is already {now} on {where}; this edit changes nothing",
