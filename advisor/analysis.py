@@ -20,7 +20,8 @@ from .compare.tolerance import Tolerance, Verdict
 from .errors import InputError
 from .oplists import DEFAULT_SOC, OpLists, load_lists, run_cann
 from .costmodel import TimeModel, build_time_model
-from .semantics import Compiled, Plan, low_mask
+from .numerics import IEEE, Numerics, resolve as resolve_numerics
+from .semantics import Compiled, Plan, cpu_mask, low_mask
 
 
 def effective_lists(meta: Mapping, run_mixlist: mx.Mixlist | None, soc: str | None = None,
@@ -46,6 +47,7 @@ class Analysis:
     plan: Plan                        # the measured plan: what the run executed
     tolerance: Tolerance
     notes: list[str] = field(default_factory=list)
+    numerics: Numerics = IEEE         # how the run's chip rounds (overflow mode, HF32): what replay applies
 
     # ------------------------------------------------------------------ basic facts
     @property
@@ -133,7 +135,7 @@ class Analysis:
         if self.recording is None:
             raise InputError(self.path, "no FP32 tensor dump to replay (dump/fp32 or a golden msprobe dump)")
         from .replay import precisions
-        return self.recording.replay(precisions(plan), steps)
+        return self.recording.replay(precisions(plan), steps, numerics=self.numerics)
 
     # ------------------------------------------------------------------ time
     @cached_property
@@ -144,7 +146,7 @@ class Analysis:
     def low_share(self, plan: Plan) -> float:
         """Predicted low-precision share of float kernel time under ``plan`` (costmodel.kernel_low_share's
         quantity; anchored to the measured kernel times where the profile has them)."""
-        return self.times.share(low_mask(plan))
+        return self.times.share(low_mask(plan), cpu_mask(plan))
 
     @cached_property
     def measured_low_share(self) -> float | None:
@@ -159,10 +161,13 @@ class Analysis:
 def analyze(run: Any, *, tolerance: Tolerance | None = None, mixlist: mx.Mixlist | None = None,
             soc: str | None = None, ops_info: str | None = None, mode: str | None = None,
             rank: int | None = None, step: int | None = None, progress: Any = None,
-            overrides: Any = None, cann: str | None = None) -> Analysis:
+            overrides: Any = None, cann: str | None = None, overflow_mode: str | None = None,
+            allow_hf32: str | None = None) -> Analysis:
     """Build the Analysis of a run directory (or an already loaded ``ingest.Run``).  ``mixlist`` replaces
     the run's own mixlist (the list the run is said to have used), ``overrides`` its per-op overrides
-    (run.json's keep_dtype / customize_dtypes files); ``soc``/``ops_info``/``cann``/``mode`` override run.json's."""
+    (run.json's keep_dtype / customize_dtypes files); ``soc``/``ops_info``/``cann``/``mode`` override run.json's,
+    and ``overflow_mode``/``allow_hf32`` its ``overflow_mode``/``allow_hf32`` (absent there: the chip's default,
+    ``numerics.resolve``)."""
     from .ingest.run import Run, load_run
     if isinstance(run, (str, Path)):
         p = Path(run)
@@ -201,8 +206,9 @@ def analyze(run: Any, *, tolerance: Tolerance | None = None, mixlist: mx.Mixlist
     if overrides is None:
         from .overrides import from_files_in
         overrides = from_files_in(meta)
+    numerics, nnotes = resolve_numerics(soc or meta.get("soc") or DEFAULT_SOC, overflow_mode, allow_hf32, meta)
     a = Analysis(run, defaults, run_ml, lists, mode, compiled, compiled.plan(lists, mode, overrides),
-                 tolerance or Tolerance(), notes)
+                 tolerance or Tolerance(), notes + nnotes, numerics)
     if recording is not None:
         a.recording = recording      # built above; the cached property is not computed twice
     return a

@@ -409,24 +409,27 @@ def load(path: str | Path) -> Mixlist:
     return parse_text(read_user_text(p, WHAT), str(p))
 
 
-def check_op_types(m: Mixlist, lists: OpLists, graph_types: Iterable[str] = ()) -> None:
+def check_op_types(m: Mixlist, lists: OpLists, graph_types: Iterable[str] = (),
+                   where: str = "the run's op graph") -> None:
     """Refuse a user's mixlist naming an op type that exists nowhere - not in any chip's tables nor
-    the lists in use (an ops-info file), not a graph-engine node type, not a type of the run's op
-    graph (custom ops) - with a did-you-mean: such a type matches nothing, silently.  Every command
-    that starts from a user's mixlist calls this once the run's graph is known."""
+    the lists in use (an ops-info file), not a graph-engine node type, not a type of the graph it applies to
+    (``graph_types``: the run's op graph, custom ops included; before a capture, every type a capture can give its
+    graph, ``inputs.capture_graph_types``) - with a did-you-mean: such a type matches nothing, silently.  The one
+    rule for every command that takes a user's mixlist (capture, tune, replay, recommend, diff), called before any
+    run."""
     chips = chip_types()
     extra = None
     for t in dict.fromkeys(t for _, _, t in m.entries()):
         if lists.is_known(t) or t in GRAPH_ENGINE_TYPES or any(t in ks for ks in chips.values()):
             continue
-        if extra is None:
-            extra = set(graph_types)
+        if extra is None:   # a set (or a set-like rule) is used as it is; anything else is read once
+            extra = graph_types if isinstance(graph_types, (set, frozenset)) else set(graph_types)
         if t in extra:
             continue
         sug = suggest(t, lists)
         hint = f" (did you mean {sug!r}?)" if sug else ""
-        raise MixlistError(m.source or None, f"op type {t[:80]!r} is not an op type on {lists.label} nor of the "
-                           f"run's op graph; it would match nothing{hint}")
+        raise MixlistError(m.source or None, f"op type {t[:80]!r} is not an op type on {lists.label} nor of "
+                           f"{where}; it would match nothing{hint}")
 
 
 # ---------------------------------------------------------------------- apply

@@ -8,8 +8,8 @@ false = black, absent = gray), one per CANN version (``CANNS``):
 * ``8.1.RC1`` (``CANN_LEGACY``): the CANN 8.1.RC1 tables, lists only; the table of a run directory whose run.json
   names none (``run_cann``).
 
-An op type that is in none of the chip's tables is *unknown*: the semantics module decides what that means and
-``advisor lint`` reports it.
+An op type that is in none of the chip's tables is *unknown*: it has no AI Core kernel, so the semantics package
+runs it on AI CPU in its original dtype (GE never judges it: ``IsNoNeedJudge``) and ``advisor lint`` reports it.
 """
 from __future__ import annotations
 
@@ -56,6 +56,7 @@ def run_cann(cann: str | None, meta: "Mapping | None") -> str:
         return cann_version(cann)
     recorded = (meta or {}).get("cann")
     return cann_version(recorded) if isinstance(recorded, str) and recorded else CANN_LEGACY
+
 
 WHITE, BLACK, GRAY = "white", "black", "gray"
 

@@ -8,10 +8,10 @@ same dtype, shape and bytes; the latest such output wins, which is right for vie
 or a leaf (model input, parameter, constant) whose recorded value is used as it is.
 
 ``Recording.replay(precisions)`` re-executes the program under any plan (``{node: "fp16" | "bf16" |
-"fp32" | ...}``, always from ``semantics.plan``): an op runs again when the plan runs it in low
-precision or one of its inputs changed; every other op keeps its recorded FP32 outputs.  An op runs
-exactly as the emulator runs it (``emulator.engine.execute_op``: inputs rounded to the low dtype,
-fp32 accumulation, outputs rounded), so replaying a plan equals a fresh capture with that plan.
+"fp32" | ... | (input dtype, output dtype)}``, always from ``semantics.plan``): an op runs again when the plan
+gives a port of it a low dtype or one of its inputs changed; every other op keeps its recorded FP32 outputs.  An
+op runs exactly as the emulator runs it (``emulator.engine.execute_op``: inputs rounded to their dtype, fp32
+accumulation, outputs rounded to theirs), so replaying a plan equals a fresh capture with that plan.
 The result is a target dump per step (in-memory ``compare.dumps.DumpView``: every replayed entry, the
 model outputs, loss and gradients), judged by compare's ``final_metrics`` and the shared ``Tolerance``
 like a measured run.
@@ -99,13 +99,14 @@ def resolve(entry: str) -> tuple[Callable | None, str | None]:
     return None, f"{kind}.* entries are not replayable (no CPU implementation)"
 
 
-def ge_type(entry: str) -> str | None:
-    """GE op type of a dump entry: the aten->GE table for ``Aten.*``, API_GE_TYPES for API entries."""
+def ge_type(entry: str, args: tuple = (), kwargs: dict | None = None) -> str | None:
+    """GE op type of a dump entry: the aten->GE table for ``Aten.*`` (its call rule applied to ``args`` /
+    ``kwargs`` when given: ``emulator.opmap.resolve``), API_GE_TYPES for API entries."""
     api, _ = _entry_base(entry)
     if api.startswith("Aten."):
         from .emulator import opmap
         op, _, overload = api[5:].partition(".")
-        typ, _kernel, mapped = opmap.lookup(op, overload or "default")
+        typ, _kernel, mapped = opmap.resolve(op, overload or "default", args, kwargs)
         return typ if mapped else None
     return API_GE_TYPES.get(api)
 
@@ -184,6 +185,8 @@ class ROp:
     mutated: tuple = ()
     kernel: bool = True               # False: a view / no-kernel op (never rounded; always re-run for layout)
     static: bool = False              # a view of leaves only: the same outputs in every replay (computed once)
+    type: str | None = None           # the graph node's GE type (HF32 applies by type)
+    nonfinite: bool | None = None     # a recorded input or output holds inf/NaN (saturation changes it); lazy
 
 
 @dataclass
@@ -268,14 +271,17 @@ class Recording:
         self._rounded: dict[tuple[int, str], Any] = {}   # (id of a static value, low dtype) -> rounded copy
         self._static: dict[tuple[int, int], list] = {}   # (step, op index) -> outputs of a static view
 
-    def _low_leaf(self, v, prec: str):
+    def _low_leaf(self, v, prec: str, overflow: str = "inf_nan"):
         """A static input (leaf or view of leaves) rounded to the low dtype once for all replays
-        (rounding parameters would otherwise dominate the cost)."""
-        key = (id(v), prec)
+        (rounding parameters would otherwise dominate the cost), by the one rule (``numerics.round_tensor``)."""
+        key = (id(v), prec, overflow)
         r = self._rounded.get(key)
         if r is None:
             from .emulator.engine import FLOAT_DTYPES, LOW_TORCH
-            r = v.to(LOW_TORCH[prec]).to(v.dtype) if v.dtype in FLOAT_DTYPES and v.dtype != LOW_TORCH[prec] else v
+            from .numerics import SATURATION, round_tensor
+            low = LOW_TORCH[prec]
+            r = round_tensor(v, low, overflow) if v.dtype in FLOAT_DTYPES and (
+                v.dtype != low or overflow == SATURATION) else v
             self._rounded[key] = r
         return r
 
@@ -291,20 +297,22 @@ class Recording:
         prefix_node: dict[str, Hashable] = {}
         kernel: dict[Hashable, bool] = {}
         onnx_nodes: dict[Hashable, tuple] = {}
+        types: dict[Hashable, str] = {}
         if graph is not None:
             for n, a in graph.nodes(data=True):
                 prefix_node[str(a.get("dump") or a.get("name") or n)] = n
                 kernel[n] = bool(a.get("kernel", True))
+                types[n] = str(a.get("type", ""))
                 if a.get("onnx_node"):      # an ONNX run's node: re-executed by advisor.onnx.replay
                     onnx_nodes[n] = (a["onnx_node"], a.get("onnx_opset"))
         leaves: dict = {}
-        programs = {s: cls._program(s, v, prefix_node if graph is not None else None, kernel, leaves, onnx_nodes)
-                    for s, v in sorted(views.items())}
+        programs = {s: cls._program(s, v, prefix_node if graph is not None else None, kernel, leaves, onnx_nodes,
+                                    types) for s, v in sorted(views.items())}
         return cls(programs, source)
 
     @staticmethod
     def _program(step: int, view: DumpView, prefix_node: dict | None, kernel: dict, leaves: dict,
-                 onnx_nodes: dict | None = None) -> StepProgram:
+                 onnx_nodes: dict | None = None, types: dict | None = None) -> StepProgram:
         onnx_nodes = onnx_nodes or {}
         from .emulator.engine import AUX_FP32_OUTPUTS, mutated_positions
         producers: dict[tuple, tuple[int, int]] = {}
@@ -331,6 +339,7 @@ class Recording:
                 func, why, onnx_aux = node_callable(*onnx_nodes[node])
             op = ROp(entry, node, func, why)
             op.kernel = kernel.get(node, True) if prefix_node is not None else _aten_kernel(entry)
+            op.type = (types or {}).get(node) if prefix_node is not None else ge_type(entry)
             outs = view.outputs(entry)
             op.out_keys = [lbl for lbl, _ in outs]
             op.out_records = [rec for _, rec in outs]
@@ -396,12 +405,17 @@ class Recording:
         return sum(op.func is not None for op in ops) / len(ops) if ops else 0.0
 
     # ------------------------------------------------------------------ replay
-    def replay(self, precision: Mapping[Hashable, str], steps: Iterable[int] | None = None) -> ReplayResult:
+    def replay(self, precision: Mapping[Hashable, str], steps: Iterable[int] | None = None,
+               numerics: Any = None) -> ReplayResult:
         """Re-execute under ``precision`` (node -> "fp16"/"bf16"/"fp32"/"n/a"; nodes not in the map
-        run fp32) on ``steps`` (default: all).  Long because: one loop over every recorded op of every
-        step, run once per plan the search tries; its per-op state (new outputs, dirty and exact sets)
-        stays in locals instead of being passed to helpers on every op."""
-        from .emulator.engine import execute_op
+        run fp32) on ``steps`` (default: all), rounding as the run's chip does (``numerics``: a
+        ``numerics.Numerics``, default IEEE): an fp32 kernel that reads HF32 (``Numerics.hf32_on``) or, in
+        saturation mode, holds a recorded inf/NaN runs again too.  Long because: one loop over every recorded
+        op of every step, run once per plan the search tries; its per-op state (new outputs, dirty and exact
+        sets) stays in locals instead of being passed to helpers on every op."""
+        from .emulator.engine import exec_pair, execute_op
+        from .numerics import IEEE
+        nm = numerics if numerics is not None else IEEE
         t0 = time.perf_counter()
         want = self.steps if steps is None else [s for s in steps if s in self.programs]
         targets: dict[int, DumpView] = {}
@@ -415,9 +429,13 @@ class Recording:
             exact_of: dict[int, str] = {}    # op index -> low dtype its outputs are exact in
             entries: dict[str, dict] = {}
             for i, op in enumerate(prog.ops):
-                prec = precision.get(op.node, "fp32") if op.node is not None else "fp32"
-                low = op.kernel and prec in ("fp16", "bf16")
+                prec, out_prec = exec_pair(precision.get(op.node, "fp32") if op.node is not None else "fp32")
+                low = op.kernel and (prec in ("fp16", "bf16") or out_prec in ("fp16", "bf16"))
                 changed = any(src is not None and src[0] in dirty for src in op.inputs)
+                hf32 = op.kernel and prec == "fp32" and nm.hf32_on(op.type)
+                if nm.saturating and op.kernel and not low:
+                    changed = changed or _nonfinite(op)
+                changed = changed or hf32
                 if low or changed:
                     needed += 1
                     if op.func is None:
@@ -439,8 +457,8 @@ class Recording:
                 for src, v in zip(op.inputs, op.in_values):
                     if src is not None and src[0] in new:
                         v = new[src[0]][src[1]]
-                    if low and (src is None or prog.ops[src[0]].static):
-                        v = self._low_leaf(v, prec)
+                    if low and prec in ("fp16", "bf16") and (src is None or prog.ops[src[0]].static):
+                        v = self._low_leaf(v, prec, nm.overflow)
                     vals.append(v)
                 args = tuple(_relink(a, vals) for a in op.args)
                 kwargs = {k: _relink(v, vals) for k, v in op.kwargs.items()}
@@ -451,7 +469,7 @@ class Recording:
                     exact = ()
                 try:
                     outs = execute_op(op.func, args, kwargs, prec, kernel=op.kernel, aux=op.aux, mutated=op.mutated,
-                                      exact=exact)
+                                      exact=exact, out_prec=out_prec, numerics=nm, hf32=hf32)
                 except Exception as e:  # noqa: BLE001 - an op that does not run on the CPU as recorded
                     why = f"re-execution failed ({type(e).__name__}: {' '.join(str(e).split())[:120]})"
                     op.func, op.why_not = None, why
@@ -464,12 +482,12 @@ class Recording:
                         not_replayed.setdefault(op.entry, f"{len(outs)} outputs, {len(op.out_values)} recorded")
                     continue
                 new[i] = outs
-                if low and not op.aux:
-                    exact_of[i] = prec
+                if low and not op.aux and out_prec in ("fp16", "bf16"):
+                    exact_of[i] = out_prec
                 if not (low or changed):
                     continue
                 dirty.add(i)
-                entries[op.entry] = {"_outputs": [(k, {"tensor": t, "dtype": _dt(t, prec, j in op.aux),
+                entries[op.entry] = {"_outputs": [(k, {"tensor": t, "dtype": _dt(t, out_prec, j in op.aux),
                                                        "shape": list(t.shape)})
                                                   for j, (k, t) in enumerate(zip(op.out_keys, outs))]}
             # unchanged forward entries keep their recorded records (statistics / files of the golden)
@@ -486,6 +504,15 @@ class Recording:
             targets[s] = DumpView(entries, source=f"replay of {self.source or 'the FP32 run'} (step {s})")
             goldens[s] = prog.golden
         return ReplayResult(targets, goldens, executed, needed, not_replayed, time.perf_counter() - t0, want)
+
+
+def _nonfinite(op: ROp) -> bool:
+    """Whether a recorded float input or output of ``op`` holds inf/NaN (computed once, on first need)."""
+    if op.nonfinite is None:
+        import torch
+        op.nonfinite = any(v is not None and v.is_floating_point() and not bool(torch.isfinite(v).all())
+                           for v in list(op.in_values) + list(op.out_values))
+    return op.nonfinite
 
 
 def _dt(t, prec: str, aux: bool) -> str:
@@ -511,7 +538,9 @@ def graph_from_recording(rec: Recording, step: int | None = None) -> nx.DiGraph:
     for i, op in enumerate(prog.ops):
         if not op.entry.endswith(".forward") or op.node is None:
             continue
-        typ = ge_type(op.entry)
+        decoded = op.func is not None and op.args is not None
+        typ = ge_type(op.entry, tuple(_relink(a, op.in_values) for a in op.args) if decoded else (),
+                      {k: _relink(v, op.in_values) for k, v in op.kwargs.items()} if decoded else None)
         api, _ = _entry_base(op.entry)
         floats = [v for v in op.in_values + op.out_values if v is not None]
         is_float = any(v.is_floating_point() for v in floats) if floats else True
@@ -531,17 +560,20 @@ def graph_from_recording(rec: Recording, step: int | None = None) -> nx.DiGraph:
             if name is None:
                 r = recs[pos] if pos < len(recs) else {}
                 rg = bool(r.get("requires_grad", getattr(r.get("_rec"), "requires_grad", False)))
-                role = "variable" if rg else ("data" if pos == 0 else "const")
-                name = leaf_names[id(v)] = f"{'Model.input' if role == 'data' else role.capitalize()}.{len(leaf_names)}"
-                G.add_op(g, name, {"data": "Data", "const": "Const", "variable": "Variable"}[role], role=role,
+                # parameters are graph inputs as torchair builds the graph (ge.Data: fx2ge_converter.py:1309-1345)
+                role = "data" if rg or pos == 0 else "const"
+                kind = "Param" if rg else ("Model.input" if role == "data" else "Const")
+                name = leaf_names[id(v)] = f"{kind}.{len(leaf_names)}"
+                G.add_op(g, name, {"data": "Data", "const": "Const"}[role], role=role,
                          kernel=False, dtype=normalize_dtype(str(v.dtype)), out_shapes=[list(v.shape)])
             G.connect(g, name, op.node, 0, pos, float=fl)
     return g
 
 
-def precisions(plan: Any) -> dict[Hashable, str]:
-    """node -> precision of a ``semantics.Plan`` (the only source of precisions for a replay)."""
-    return dict(plan.items())
+def precisions(plan: Any) -> dict[Hashable, Any]:
+    """node -> what it executes under a ``semantics.Plan`` (the only source of precisions for a replay): its
+    precision, or (input dtype, output dtype) where the two differ (``Plan.exec_dtypes``)."""
+    return {n: (p if p == e else (p, e)) for n, p, e in zip(plan.compiled.order, plan.precision_list, plan.emit_list)}
 
 
 def _aten_kernel(entry: str) -> bool:

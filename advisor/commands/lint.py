@@ -9,11 +9,13 @@ import typer
 
 from ..errors import InputError
 from ..lint import SEVERITY_ORDER, lint_file, lint_overrides_file
-from .common import CannOption, OpsInfoOption, SocOption, chip_lists, human_report
+from .common import human_report
+from .options import CHIP_FIXED, Chip, uses
 
 
 def register(app: typer.Typer) -> None:
     @app.command("lint")
+    @uses(CHIP_FIXED)
     def lint(mixlists: Optional[List[str]] = typer.Argument(None, help="modify_mixlist JSON files"),
              keep_dtype: Optional[List[str]] = typer.Option(None, "--keep-dtype", help="ATC --keep_dtype files to "
                                                             "check (repeatable)"),
@@ -21,7 +23,7 @@ def register(app: typer.Typer) -> None:
                                                                   "--customize_dtypes files to check (repeatable)"),
              profile: Optional[str] = typer.Option(None, "--profile", help="run directory whose op graph the "
                                                    "keep_dtype / customize_dtypes names must be in"),
-             soc: str = SocOption, ops_info: Optional[List[str]] = OpsInfoOption, cann: Optional[str] = CannOption,
+             chip: Chip = None,
              as_json: bool = typer.Option(False, "--json", help="Print findings as JSON.")) -> None:
         """Check mixlist files (JSON errors, unknown op types with did-you-mean, edits that change nothing,
         conflicts) and ATC --keep_dtype / --customize_dtypes files (syntax GE rejects, unknown op types, op
@@ -32,7 +34,7 @@ def register(app: typer.Typer) -> None:
             raise typer.Exit(2)
         graph, notes = None, []
         try:
-            lists = chip_lists(soc, ops_info, cann)
+            lists = chip.lists()
             if profile:
                 from ..ingest import load_run
                 from ..oplists import table_note

@@ -13,6 +13,7 @@ from .. import costmodel, semantics
 from .. import graph as G
 from ..errors import AdvisorError, InputError
 from ..mixlist import Mixlist
+from ..numerics import IEEE, Numerics, resolve as resolve_numerics
 from ..oplists import DEFAULT_SOC, ops_info_meta
 from ..progress import Progress
 from ..rundir import (RunWriter, StagedRunDir, capture_settings, check_run_out, check_uniform_ports,
@@ -20,7 +21,7 @@ from ..rundir import (RunWriter, StagedRunDir, capture_settings, check_run_out, 
 from ..workload import (Workload, describe_user_error, is_onnx_model, is_onnx_target, is_tf_model, load_target,
                         normalize, tf_install_hint)
 from ..oplists import AUX_FP32_OUTPUTS
-from .engine import FLOAT_DTYPES, ArgRef, EmuMode, StepRecord, dtype_name, eager_math_attention
+from .engine import FLOAT_DTYPES, ArgRef, EmuMode, StepRecord, dtype_name, eager_math_attention, exec_pair
 from .local import local_error
 from .stats import batched_stats
 
@@ -31,19 +32,20 @@ SMALL_MODEL_PARAMS = 2_000_000   # default --dump tensors at or below this many 
 def run_step(model, batch: tuple, loss_fn=None, *, graph=None, params: dict | None = None,
              plan: list[str] | None = None, reference=None, keep_entries: bool = True,
              keep_local: bool = False, seed: int = 0, step: int = 0, cache: dict | None = None,
-             loss_scale: float | None = None) -> StepRecord:
+             loss_scale: float | None = None, numerics: Numerics = IEEE) -> StepRecord:
     """Run one step (forward, + loss and backward when ``loss_fn``) under the emulation mode.
 
     ``loss_scale`` S: backward starts from S (what ``(loss * S).backward()`` computes, without an extra
     op in the graph), so every backward op sees gradients S times larger and in the low dtype fewer of
     them underflow.  The recorded loss is unscaled; the parameter gradients are the scaled ones, as
-    msprobe's gradient hooks see them on an NPU before the optimizer unscales them."""
+    msprobe's gradient hooks see them on an NPU before the optimizer unscales them.  ``numerics``: the
+    chip's overflow mode and HF32, applied by the mixed run (``plan`` given)."""
     torch.manual_seed(seed + step)
     if loss_fn is not None and isinstance(model, torch.nn.Module):
         for p in model.parameters():
             p.grad = None
     inputs = {id(t): i for i, t in enumerate(batch) if isinstance(t, torch.Tensor)}
-    mode = EmuMode(graph, params, inputs, plan, reference, keep_entries, keep_local, cache=cache)
+    mode = EmuMode(graph, params, inputs, plan, reference, keep_entries, keep_local, cache=cache, numerics=numerics)
     with eager_math_attention():
         if loss_fn is not None:
             with torch.enable_grad(), mode:
@@ -177,6 +179,11 @@ def _exec_dtype(t: torch.Tensor, prec: str, low_ok: bool) -> str:
     return dtype_name(t.dtype)
 
 
+def _exec_dtype_name(d: str, prec: str, low_ok: bool) -> str:
+    """``_exec_dtype`` of a tensor recorded by its dtype name."""
+    return prec if d in ("fp32", "fp64", "fp16", "bf16") and prec in ("fp16", "bf16", "fp32") and low_ok else d
+
+
 # ---------------------------------------------------------------------- dumps
 class _DumpBuilder:
     """Builds dump.json data for one run of one step; statistics for all tensors in one batched pass."""
@@ -225,7 +232,7 @@ class _DumpBuilder:
 
         for i, (struct, tin, tout, rgs) in enumerate(rec.entries):
             op = self.ops[i]
-            prec = self.precs[i]
+            prec, out_prec = exec_pair(self.precs[i])
             name = f"{op.name}.forward"
             in_sl, out_sl = plan_rows[i]
             aux = AUX_FP32_OUTPUTS.get(op.packet, ())
@@ -241,7 +248,7 @@ class _DumpBuilder:
             args, kwargs = struct
             entry = {"input_args": [conv(a) for a in args],
                      "input_kwargs": {k: conv(v) for k, v in kwargs.items()},
-                     "output": [trec(t, out_sl[j], _exec_dtype(t, prec, j not in aux), f"{name}.output.{j}.pt")
+                     "output": [trec(t, out_sl[j], _exec_dtype(t, out_prec, j not in aux), f"{name}.output.{j}.pt")
                                 for j, t in enumerate(tout)]}
             data[name] = entry
 
@@ -266,7 +273,8 @@ def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semanti
             ops_info: str | os.PathLike | None = None, seed: int = 0, dump: str | None = None,
             batches: int | list | None = None, local: bool = True, progress: Progress = None,
             keep_dtype: Any = None, customize_dtypes: Any = None, inputs: list[str] | None = None,
-            input_shapes: list[str] | None = None, loss_scale: float | None = None, cann: str | None = None) -> Path:
+            input_shapes: list[str] | None = None, loss_scale: float | None = None, cann: str | None = None,
+            overflow_mode: str | None = None, allow_hf32: str | None = None) -> Path:
     """Capture a workload (TARGET string, Workload, or (model, batches[, loss_fn]) tuple) into ``out``:
     FP32 reference run + mixed run applying ``semantics.plan`` exactly.  Returns the run directory.
     ``batches``: an int keeps the first N batches, a list replaces them.  ``dump``: "tensors" | "stats"
@@ -279,12 +287,12 @@ def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semanti
     or ends the process is not guarded here (``advisor capture`` runs it in a child process).
     ``keep_dtype`` / ``customize_dtypes``: ATC's per-op override files (docs/semantics.md).  An ONNX model
     (a ``model.onnx`` TARGET, or a workload whose model is one) goes to ``advisor.onnx``; ``inputs`` (.npz
-    files) / ``input_shapes`` (``name:1,3,224,224``) give its batches.  ``cann``: the default tables' version
-    (``oplists.CANNS``; None: the current one), recorded in run.json with the tables' source."""
+    files) / ``input_shapes`` (``name:1,3,224,224``) give its batches.  ``cann``: the tables' version (None: the
+    current), ``overflow_mode`` / ``allow_hf32``: the chip's numerics (``numerics.resolve``); run.json records all."""
     check_run_out(out)
-    onnx_kw = dict(mode=mode, mixlist=mixlist, soc=soc, ops_info=ops_info, cann=cann, seed=seed, dump=dump, local=local,
-                   progress=progress, keep_dtype=keep_dtype, customize_dtypes=customize_dtypes, inputs=inputs,
-                   input_shapes=input_shapes)
+    onnx_kw = dict(mode=mode, mixlist=mixlist, soc=soc, ops_info=ops_info, cann=cann, seed=seed, dump=dump,
+                   local=local, progress=progress, keep_dtype=keep_dtype, customize_dtypes=customize_dtypes,
+                   inputs=inputs, input_shapes=input_shapes, overflow_mode=overflow_mode, allow_hf32=allow_hf32)
     if is_onnx_target(target_or_workload) or is_onnx_model(target_or_workload):   # model.onnx or a ModelProto
         if loss_scale is not None:
             raise InputError(str(target_or_workload), "--loss-scale needs a training workload; an ONNX model is "
@@ -301,12 +309,11 @@ def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semanti
     if not isinstance(wl.model, torch.nn.Module) and not callable(wl.model) or is_tf_model(wl.model):
         if loss_scale:
             raise InputError(target, "a loss scale is emulated for PyTorch training workloads only")
-        return _delegate_tf(wl, out, mode=mode, mixlist=mixlist, soc=soc, ops_info=ops_info, cann=cann, seed=seed,
-                            dump=dump, target=target, local=local, progress=progress, keep_dtype=keep_dtype,
-                            customize_dtypes=customize_dtypes)
+        return _delegate_tf(wl, out, target=target, **{k: v for k, v in onnx_kw.items() if k[:5] != "input"})
     low, ml, lists, notes = capture_settings(mode, dump, mixlist, soc, ops_info, cann)
+    numerics, nnotes = resolve_numerics(soc, overflow_mode, allow_hf32)
     model, unwrap_notes = _unwrap(wl.model)
-    notes += unwrap_notes
+    notes += nnotes + unwrap_notes
     n_params = sum(p.numel() for p in model.parameters()) if isinstance(model, torch.nn.Module) else 0
     dump = dump or ("tensors" if n_params <= SMALL_MODEL_PARAMS else "stats")
     with StagedRunDir(out, progress) as stage:
@@ -314,11 +321,11 @@ def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semanti
         writer = RunWriter(out_dir, {"name": wl.name, "target": target, "mode": mode, "soc": soc,
                                      "ops_info": ops_info_meta(ops_info), **lists.table_meta(),
                                      "mixlist": ml.to_dict() if ml is not None else None, "seed": seed,
-                                     "framework": "pytorch", "emulated": True}, final_dir=stage.out)
+                                     "framework": "pytorch", "emulated": True, **numerics.to_meta()}, stage.out)
         if ml is not None:
             writer.write_mixlist(ml.to_json())
         steps = _Steps(model, wl, target, lists, mode, seed, notes, writer, files=dump == "tensors", local=local,
-                       low_for_local=low or "fp16", loss_scale=loss_scale, overrides=overrides)
+                       low_for_local=low or "fp16", loss_scale=loss_scale, overrides=overrides, numerics=numerics)
         try:
             for step, batch in enumerate(wl.batches):
                 steps.run(step, batch)
@@ -350,16 +357,16 @@ class _Steps:
 
     def __init__(self, model, wl: Workload, target: Any, lists, mode: str, seed: int, notes: list[str],
                  writer: RunWriter, *, files: bool, local: bool, low_for_local: str, loss_scale: float | None = None,
-                 overrides: Any = None):
+                 overrides: Any = None, numerics: Numerics = IEEE):
         self.model, self.wl, self.target, self.lists, self.mode, self.seed = model, wl, target, lists, mode, seed
-        self.loss_scale, self.overrides = loss_scale, overrides
+        self.loss_scale, self.overrides, self.numerics = loss_scale, overrides, numerics
         self.notes, self.writer, self.files, self.local, self.low_for_local = notes, writer, files, local, low_for_local
         self.params = param_names(model)
         self.state0 = _snapshot(model)
         self.kernels: list[dict] = []
         self.unmapped: dict[str, str] = {}
         self.ref_sig = None
-        self.ref_plan: list[str] | None = None
+        self.ref_plan: tuple[list, list[bool]] | None = None
         self.g0 = self.plan0 = None
         self.local_rows: dict[str, dict] = {}
         self.round_cache: dict = {}
@@ -374,15 +381,15 @@ class _Steps:
         if step == 0:
             _check_traced(fp, self.target)
         _restore(self.model, self.state0)
-        precs = self._plan(step, g, fp)
+        precs, cpu = self._plan(step, g, fp)
         for r in fp.ops:
             if not r.mapped:
                 self.unmapped[f"aten.{r.packet}.{r.overload}"] = r.type
         mx = self._user_run("mixed", step, lambda: run_step(
             self.model, batch, self.wl.loss_fn, params=self.params, plan=precs, reference=fp.ops, seed=self.seed,
-            step=step, cache=self.round_cache, loss_scale=self.loss_scale))
+            step=step, cache=self.round_cache, loss_scale=self.loss_scale, numerics=self.numerics))
         _restore(self.model, self.state0)
-        self.kernels.extend(_kernel_rows(step, fp, precs))
+        self.kernels.extend(_kernel_rows(step, fp, precs, cpu))
         self._write_dumps(step, fp, mx, precs)
         if self.local:  # every step: a hazard may show only in some batches; rows keep the worst
             self._local_errors(fp)
@@ -398,21 +405,24 @@ class _Steps:
             raise InputError(self.target, f"the model failed in the {which} run (step {step}): "
                                           f"{describe_user_error(e)}") from None
 
-    def _plan(self, step: int, g, fp: StepRecord) -> list[str]:
-        """The planned precision of every op of the step: step 0's plan when the op sequence is the
-        same, else planned separately (with a note)."""
+    def _plan(self, step: int, g, fp: StepRecord) -> tuple[list, list[bool]]:
+        """The planned dtypes of every op of the step (``Plan.exec_dtypes``: a precision, or an (input, output)
+        pair where they differ) and whether it runs on AI CPU: step 0's plan when the op sequence is the same,
+        else planned separately (with a note)."""
         sig = [r.func for r in fp.ops]
         if self.ref_sig is not None and sig == self.ref_sig:
             return self.ref_plan
         p = semantics.plan(g, self.lists, self.mode, self.overrides)
         check_uniform_ports(p, self.target)
-        precs = [p[r.name] for r in fp.ops]
+        pairs = [p.exec_dtypes(r.name) for r in fp.ops]
+        precs = [a if a == b else (a, b) for a, b in pairs]
+        cpu = [p.on_ai_cpu(r.name) for r in fp.ops]
         if step == 0:
             self.g0, self.plan0 = g, p
-            self.ref_sig, self.ref_plan = sig, precs
+            self.ref_sig, self.ref_plan = sig, (precs, cpu)
         else:
             self.notes.append(f"step {step} has a different op sequence than step 0: planned separately")
-        return precs
+        return precs, cpu
 
     def _write_dumps(self, step: int, fp: StepRecord, mx: StepRecord, precs: list[str]) -> None:
         """The FP32 (golden) and mixed (target) msprobe dumps of the step."""
@@ -429,28 +439,27 @@ class _Steps:
             if not (r.kernel and r.is_float) or r.nondeterministic:
                 continue
             try:
-                row = local_error(r, inp, self.low_for_local)
+                row = local_error(r, inp, self.low_for_local, numerics=self.numerics)
             except Exception:  # an op that cannot be re-run in isolation: no row
                 continue
             self.local_rows[row["name"]] = worst_local(self.local_rows.get(row["name"]), row)
 
 
-def _kernel_rows(step: int, fp: StepRecord, precs: list[str]) -> list[dict]:
-    """kernel_details rows of the mixed (profiled) run: one per kernel op, dtypes as executed and
-    cost-model durations."""
+def _kernel_rows(step: int, fp: StepRecord, precs: list, cpu: list[bool]) -> list[dict]:
+    """kernel_details rows of the mixed (profiled) run: one per kernel op, dtypes as executed, the core it ran
+    on and cost-model durations."""
     rows = []
-    for r, prec in zip(fp.ops, precs):
+    for r, prec, on_cpu in zip(fp.ops, precs, cpu):
         if not r.kernel:
             continue
         aux = AUX_FP32_OUTPUTS.get(r.packet, ())
-        low_ok = prec in ("fp16", "bf16", "fp32")
-        ind = [prec if (d in ("fp32", "fp64", "fp16", "bf16") and low_ok) else d for d in r.in_dtypes]
-        outd = [prec if (d in ("fp32", "fp64", "fp16", "bf16") and low_ok and j not in aux) else d
-                for j, d in enumerate(r.out_dtypes)]
+        pin, pout = exec_pair(prec)
+        ind = [_exec_dtype_name(d, pin, True) for d in r.in_dtypes]
+        outd = [_exec_dtype_name(d, pout, j not in aux) for j, d in enumerate(r.out_dtypes)]
         flops = costmodel.estimate_flops(r.type, r.in_shapes, r.out_shapes)
         nbytes = costmodel.estimate_bytes(r.in_shapes, r.out_shapes, ind, outd)
-        rows.append({"step": step, "name": r.name, "type": r.type, "core": costmodel.core_type(r.type),
-                     "duration_us": costmodel.op_time_us(r.type, flops, nbytes, prec),
+        rows.append({"step": step, "name": r.name, "type": r.type, "core": costmodel.core_type(r.type, on_cpu),
+                     "duration_us": costmodel.op_time_us(r.type, flops, nbytes, pin, ai_cpu=on_cpu),
                      "in_shapes": r.in_shapes, "in_dtypes": ind, "out_shapes": r.out_shapes,
                      "out_dtypes": outd, "framework_op": f"aten::{r.packet}",
                      "phase": "bwd" if 0 <= fp.bwd_start <= r.index else "fwd"})

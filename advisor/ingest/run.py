@@ -119,6 +119,7 @@ _META_TYPES: dict[str, tuple[type, ...]] = {
     "target": (str,), "mode": (str,), "precision_mode": (str,), "soc": (str,), "ops_info": (str, list),
     "mixlist": (str, dict), "emulated": (bool,), "name": (str,), "framework": (str,),
     "keep_dtype": (str,), "customize_dtypes": (str,), "cann": (str,), "lists_source": (str,),
+    "overflow_mode": (str,), "allow_hf32": (str,),
 }
 _META_PATHS = ("ops_info", "mixlist", "keep_dtype", "customize_dtypes")   # file names, resolved inside the run dir
 

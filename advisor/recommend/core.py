@@ -18,12 +18,13 @@ import numpy as np
 import pandas as pd
 
 from ..analysis import Analysis, analyze
-from ..compare.tolerance import Tolerance
+from ..compare.tolerance import GRADIENT_KEYS, Tolerance
 from ..compare.training import scale_text
 from ..errors import InputError
 from ..mixlist import Mixlist, check_op_types, compose
+from ..numerics import hf32_note
 from ..oplists import BLACK, OpLists, precision_free, table_note
-from ..semantics import DEFAULT_MODE, Plan, low_mask, uses_mixlist
+from ..semantics import DEFAULT_MODE, Plan, cpu_mask, low_mask, uses_mixlist
 from . import findings as F
 from .edits import Edit, edits_mixlist, keep_line_edit, keeps_apply, lists_with, mixed_mode_of, overrides_with
 from .explain import EditReport, curve, explain, flips, local_vs_received, worst_instances
@@ -135,7 +136,8 @@ def recommend(run: Any, tolerance: Tolerance | None = None, base_mixlist: Mixlis
               ops: pd.DataFrame | None = None, measured_final: float | None = None,
               avoid: Iterable[Mixlist | None] = (), widen: bool = False, max_candidates: int = 10, max_evals: int = 2000, time_budget_s: float | None = 20.0,
               mixlist_path: str = "modify_mixlist.json", progress: Any = None, overrides: Any = None,
-              granularity: str = "auto", cann: str | None = None) -> Recommendation:
+              granularity: str = "auto", cann: str | None = None, overflow_mode: str | None = None,
+              allow_hf32: str | None = None) -> Recommendation:
     """Recommend list edits for a run: a run directory, an ``ingest.Run`` or an ``Analysis``.
 
     ``base_mixlist``: where the search starts (default: the run's own list); the result's ``mixlist`` is
@@ -148,7 +150,8 @@ def recommend(run: Any, tolerance: Tolerance | None = None, base_mixlist: Mixlis
         raise InputError("--granularity", f"expected one of {', '.join(GRANULARITIES)}, not {granularity!r}")
     a = run if isinstance(run, Analysis) else analyze(run, tolerance=tolerance, soc=soc, ops_info=ops_info,
                                                       mode=mode, rank=rank, step=step, progress=progress,
-                                                      overrides=overrides, cann=cann)   # per-op overrides: the base's
+                                                      overrides=overrides, cann=cann,   # per-op overrides: the base's
+                                                      overflow_mode=overflow_mode, allow_hf32=allow_hf32)
     say = progress or (lambda msg: None)
     if base_mixlist is not None:
         check_op_types(base_mixlist, a.defaults, (t for t in a.compiled.types))
@@ -235,7 +238,7 @@ class SearchContext:
     def summary(self, plan: Plan, final: Mapping | None, how: str) -> dict:
         """A plan's final error (``final``: rel_l2, nonfinite, cosine or None) with its time and share."""
         low = low_mask(plan)
-        t, casts, share, lost = self.a.times.plan_time(low)
+        t, casts, share, lost = self.a.times.plan_time(low, cpu_mask(plan))
         d = {"final_rel_l2": None, "final_nonfinite": None, "final_cosine": None, "time_us": round(t, 3),
              "casts": casts, "low_precision_share": round(share, 6), "fp32_forfeited_us": round(lost, 3), "how": how,
              "time_how": "estimated (cost model anchored to the profile's kernel times)"}
@@ -253,8 +256,7 @@ class SearchContext:
         items, train, notes = a.judged(steps)
         self.notes.extend(notes)
         verdict = a.tolerance.judge(items)
-        forward = a.tolerance.judge([{k: v for k, v in it.items() if k not in ("grad_min_cosine", "grad_worst")}
-                                     for it in items])
+        forward = a.tolerance.judge([{k: v for k, v in it.items() if k not in GRADIENT_KEYS} for it in items])
         train = dict(train or {})
         gradient_only = (not verdict.ok and forward.ok and bool(train.get("underflow_exceeds"))
                          and not train.get("overflow") and bool(train.get("loss_scale")))
@@ -464,8 +466,10 @@ class SearchContext:
         dt = with_["time_us"] - without["time_us"]
         evidence = {"worst_instances": worst, "local_vs_received": local_vs_received(c, e, self.evidence),
                     "reason": reason, "predicted_final_with": with_, "how": out.how}
-        return EditReport(e, purpose, explain(e, purpose, worst, without, with_, nflip, dt, out.how), evidence, fl,
-                          nflip, dt, without if purpose == "fix" else None)
+        text = explain(e, purpose, worst, without, with_, nflip, dt, out.how)
+        if e.kind == "black-add" or e.is_keep:     # "keep it fp32": on A2/A3 an fp32 Conv is HF32
+            text = " ".join(x for x in (text, hf32_note(e.type, self.a.numerics, self.a.defaults.soc)) if x)
+        return EditReport(e, purpose, text, evidence, fl, nflip, dt, without if purpose == "fix" else None)
 
     def performance(self, out: Outcome, plan: Plan, headroom: float = 0.1, min_share: float = 0.01
                     ) -> tuple[list[EditReport], frozenset]:
@@ -520,7 +524,7 @@ def perf_candidates(plan: Plan, times: Any, lists: OpLists, ev: Any, proposable:
     types = np.asarray(c.types, dtype=object)
     rules = np.asarray(plan.rules, dtype=object)
     sel = np.flatnonzero((np.asarray(c.kind) == NodeKind.OP) & ~low & np.isin(rules, list(FP32_BY_LIST)))
-    total = max(times.kernel_time(low), 1e-9)
+    total = max(times.kernel_time(low, cpu_mask(plan)), 1e-9)
     out = []
     for t in sorted(set(types[sel].tolist())):
         if not proposable(t) or t in fixed or t == "Cast":

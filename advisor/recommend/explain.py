@@ -8,7 +8,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from ..semantics import Compiled, NodeKind, Plan, low_mask
+from ..semantics import Compiled, NodeKind, Plan, cpu_mask, low_mask
 from .edits import Edit
 
 MAX_FLIPS_PER_EDIT = 200
@@ -166,5 +166,5 @@ def curve(c: Compiled, before: np.ndarray | None, after: np.ndarray | None, meas
     lb, la = low_mask(pb), low_mask(pa)
     return {"n_ops": int(len(ops)), "before": bucket(before), "after": bucket(after), "measured": bucket(measured),
             "low_before": float(lb[ops].mean()), "low_after": float(la[ops].mean()),
-            "share_before": times.share(lb), "share_after": times.share(la),
-            "time_before": times.plan_time(lb)[0], "time_after": times.plan_time(la)[0]}
+            "share_before": times.share(lb, cpu_mask(pb)), "share_after": times.share(la, cpu_mask(pa)),
+            "time_before": times.plan_time(lb, cpu_mask(pb))[0], "time_after": times.plan_time(la, cpu_mask(pa))[0]}

@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from ..costmodel import TimeModel
-from ..semantics import Compiled, NodeKind, Plan, low_mask
+from ..semantics import Compiled, NodeKind, Plan, cpu_mask, low_mask
 
 _OP, _CAST, _FOLLOW = int(NodeKind.OP), int(NodeKind.CAST), int(NodeKind.FOLLOW)
 
@@ -400,7 +400,7 @@ class ErrorModel:
     def evaluate(self, p: Plan, keep_arrays: bool = False, low: np.ndarray | None = None) -> Prediction:
         if low is None:
             low = low_mask(p)
-        t, ncast, share, lost = self.times.plan_time(low)
+        t, ncast, share, lost = self.times.plan_time(low, cpu_mask(p))
         if not self.enabled:
             return Prediction(float("nan"), False, t, ncast, share, lost)
         e, nf = self._carry_errors(low)

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..fsutil import atomic_write_text, json_text
+from ..fsutil import atomic_write_text, json_text, same_but_timing
 from .core import Recommendation
 from .granularity import KEEP_DTYPE_NAME, rec_snippets
 
@@ -24,8 +24,8 @@ def write_outputs(rec: Recommendation, out_dir: str | Path, html: bool = True) -
     kpath = out / KEEP_DTYPE_NAME
     rec.snippets = rec_snippets(rec, str(mpath.resolve()), str(kpath.resolve()))
 
-    def put(key: str, p: Path, text: str) -> None:
-        kept = atomic_write_text(p, text, keep_existing=True)
+    def put(key: str, p: Path, text: str, same=None) -> None:
+        kept = atomic_write_text(p, text, keep_existing=True, same=same)
         paths[key] = p
         if kept is not None:
             paths[f"kept:{p.name}"] = kept
@@ -40,7 +40,7 @@ def write_outputs(rec: Recommendation, out_dir: str | Path, html: bool = True) -
         put("performance_mixlist", out / PERF_MIXLIST_NAME, rec.perf_mixlist.to_json())
     d = rec.to_dict()
     d["files"] = {k: str(v) for k, v in paths.items()}
-    put("recommendation", out / "recommendation.json", json_text(d) + "\n")
+    put("recommendation", out / "recommendation.json", json_text(d) + "\n", same_but_timing)   # timing: same result
     if html:
         from ..report.html import render_recommendation
         put("report", out / "report.html", render_recommendation(d, rec.curve))

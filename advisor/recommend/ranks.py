@@ -52,6 +52,8 @@ class RankCheck:
     mode: str | None = None
     overrides: Any = None
     cann: str | None = None
+    overflow_mode: str | None = None
+    allow_hf32: str | None = None
 
 
 def check_rank(job: RankCheck) -> dict:
@@ -60,7 +62,7 @@ def check_rank(job: RankCheck) -> dict:
     from .replay_search import ReplaySearch
     run = read_rank(job.path, job.rank, job.found, True, trace=False)
     a = analyze(run, tolerance=job.tolerance, soc=job.soc, ops_info=job.ops_info, mode=job.mode,
-                overrides=job.overrides, cann=job.cann)
+                overrides=job.overrides, cann=job.cann, overflow_mode=job.overflow_mode, allow_hf32=job.allow_hf32)
     out: dict = {"rank": job.rank, "measured": None, "culprits": [], "checks": []}
     steps = None if job.steps is None else [s for s in job.steps if s in a.steps]
     if a.has_dumps:
@@ -122,7 +124,8 @@ class _Ranks:
         st = tuple(sorted(set(kw["steps"]))) if kw.get("steps") is not None else None
         jobs = [RankCheck(self.path, r, f, self.tolerance, st, kw.get("base_mixlist"),
                           tuple(tuple(sorted(s, key=lambda e: (e.kind, e.type))) for s in sets), kw.get("soc"),
-                          kw.get("ops_info"), kw.get("mode"), kw.get("overrides"), kw.get("cann"))
+                          kw.get("ops_info"), kw.get("mode"), kw.get("overrides"), kw.get("cann"),
+                          kw.get("overflow_mode"), kw.get("allow_hf32"))
                 for r, f in self.groups.items()]
         return run_tasks(check_rank, jobs, workers=self.workers, ray=self.ray)[1]
 

@@ -22,6 +22,8 @@ from .. import costmodel, semantics
 from .. import graph as G
 from ..errors import AdvisorError, InputError
 from ..mixlist import Mixlist
+from ..numerics import IEEE, INF_NAN, Numerics, to_dtype_array
+from ..numerics import resolve as resolve_numerics
 from ..oplists import DEFAULT_SOC, ops_info_meta
 from ..rundir import (RunWriter, StagedRunDir, capture_settings, check_uniform_ports, override_settings,
                       tensor_record, versions, worst_local)
@@ -34,21 +36,15 @@ SMALL_MODEL_PARAMS = 2_000_000   # default --dump tensors at or below this many 
 
 
 # ---------------------------------------------------------------------- numpy helpers
-def _low_np(dt: str):
-    if dt == "fp16":
-        return np.float16
-    if dt == "bf16":
-        import ml_dtypes  # ships with tensorflow  # noqa: PLC0415
-        return ml_dtypes.bfloat16
-    return np.float32
-
-
-def as_dtype(a: np.ndarray, dt: str) -> np.ndarray:
-    """``a`` rounded to the canonical float dtype ``dt`` (round-to-nearest-even, like TF's Cast)."""
+def as_dtype(a: np.ndarray, dt: str, overflow: str = INF_NAN) -> np.ndarray:
+    """``a`` rounded to the canonical float dtype ``dt`` (round-to-nearest-even, like TF's Cast; in saturation
+    mode as the chip's Cast gives it: ``numerics.to_dtype_array``)."""
     if not np.issubdtype(np.asarray(a).dtype, np.floating) and str(np.asarray(a).dtype) != "bfloat16":
         return a
     if dt in ("fp16", "bf16", "fp32"):
-        return np.asarray(a).astype(_low_np(dt))
+        if _canon(np.asarray(a)) == dt:
+            return np.asarray(a)
+        return to_dtype_array(a, dt, overflow)
     return a
 
 
@@ -144,13 +140,15 @@ def capture_tf(workload: Any, out: str | os.PathLike, mode: str = semantics.DEFA
                mixlist: str | os.PathLike | Mixlist | None = None, soc: str = DEFAULT_SOC,
                ops_info: Any = None, seed: int = 0, dump: str | None = None, cann: str | None = None,
                batches: int | list | None = None, target: str | None = None, local: bool = True,
-               progress=None, keep_dtype: Any = None, customize_dtypes: Any = None) -> Path:
+               progress=None, keep_dtype: Any = None, customize_dtypes: Any = None,
+               overflow_mode: str | None = None, allow_hf32: str | None = None) -> Path:
     """Capture a TF/Keras workload (a ``Workload`` or the ``(model, batches[, loss_fn])`` a TARGET
     function returned) into ``out``: FP32 reference run + mixed run executing ``semantics.plan``
     exactly.  ``batches``: an int keeps the first N, a list replaces them.  ``dump``: "tensors" |
     "stats" (default: tensors for models with at most 2M parameters).  Returns the run directory,
     built beside ``out`` and renamed into place when complete (``rundir.StagedRunDir``; ``progress``
-    hears a previous ``out`` kept as ``.bak``)."""
+    hears a previous ``out`` kept as ``.bak``).  ``overflow_mode`` / ``allow_hf32``: override the chip's
+    (``advisor.numerics``)."""
     tf = require_tf(target)
     quiet_tf()
     wl = _workload(workload)
@@ -161,6 +159,8 @@ def capture_tf(workload: Any, out: str | os.PathLike, mode: str = semantics.DEFA
     if not wl.batches:
         raise InputError(target, "batches is empty: give at least one batch (a tuple of arrays)")
     low, ml, lists, notes = capture_settings(mode, dump, mixlist, soc, ops_info, cann)
+    numerics, nnotes = resolve_numerics(soc, overflow_mode, allow_hf32)
+    notes += nnotes
     overrides = override_settings(keep_dtype, customize_dtypes)
 
     tf.random.set_seed(seed)
@@ -173,7 +173,7 @@ def capture_tf(workload: Any, out: str | os.PathLike, mode: str = semantics.DEFA
     check_uniform_ports(p, target)
     precision = p.precision
     low_dtype = low or "fp16"
-    rw = apply_plan(tf, gd, info, precision, low_dtype, g)
+    rw = apply_plan(tf, gd, info, precision, low_dtype, g, dict(zip(p.compiled.order, p.emit_list)), numerics)
 
     n_params = sum(int(np.prod(g.nodes[n].get("out_shapes", [[0]])[0] or [0])) for n in g
                    if g.nodes[n]["role"] == "const" and g.nodes[n].get("dtype") in ("fp32", "fp16", "bf16"))
@@ -187,11 +187,12 @@ def capture_tf(workload: Any, out: str | os.PathLike, mode: str = semantics.DEFA
         writer = RunWriter(out_dir, {"name": wl.name, "target": target, "mode": mode, "soc": soc,
                                      "ops_info": ops_info_meta(ops_info), **lists.table_meta(),
                                      "mixlist": ml.to_dict() if ml is not None else None, "seed": seed,
-                                     "framework": "tensorflow", "emulated": True, "versions": vers}, final_dir=stage.out)
+                                     "framework": "tensorflow", "emulated": True, "versions": vers,
+                                     **numerics.to_meta()}, final_dir=stage.out)
         if ml is not None:
             writer.write_mixlist(ml.to_json())
         kernels, local_rows = _run_steps(tf, wl, fr, gd, g, info, rw, p, writer, target=target, files_on=files_on,
-                                         local=local, low_dtype=low_dtype)
+                                         local=local, low_dtype=low_dtype, numerics=numerics)
         writer.write_profile(kernels)
         _executed_dtypes(tf, g, rw)
         semantics.annotate(g, p)
@@ -223,7 +224,7 @@ def _freeze(wl, target: Any) -> Frozen:
 
 
 def _run_steps(tf, wl, fr: Frozen, gd, g, info, rw, p, writer: RunWriter, *, target: Any, files_on: bool,
-               local: bool, low_dtype: str) -> tuple[list[dict], dict[str, dict]]:
+               local: bool, low_dtype: str, numerics: Numerics = IEEE) -> tuple[list[dict], dict[str, dict]]:
     """Every batch through the FP32 and the mixed session, fetching every output of every op-graph
     node: kernel rows and dumps of each step written, local errors kept (the worst over all steps).
     Returns (kernel rows, local error rows by node)."""
@@ -253,10 +254,10 @@ def _run_steps(tf, wl, fr: Frozen, gd, g, info, rw, p, writer: RunWriter, *, tar
             kernels.extend(_kernels(g, info, rw, p, valmx, step))
             for which, vals in (("fp32", val32), ("mixed", valmx)):
                 data, files = _dump_data(g, info, rw if which == "mixed" else None, vals, fr, model_keys,
-                                         files_on)
+                                         files_on, numerics.overflow)
                 writer.write_dump(which, step, data, files or None, task="tensor" if files_on else "statistics")
             if local:  # every step: a hazard may show only in some batches; rows keep the worst
-                for row in _local_errors(tf, gd, info, g, low_dtype, feed, val32):
+                for row in _local_errors(tf, gd, info, g, low_dtype, feed, val32, numerics):
                     local_rows[row["name"]] = worst_local(local_rows.get(row["name"]), row)
     finally:
         s32.close()
@@ -324,11 +325,11 @@ def _kernels(g, info, rw, p, vals, step: int) -> list[dict]:
         out_shapes = [list(np.shape(vals[(n, k)])) if (n, k) in vals else None for k in range(n_out)]
         ind = [_enum_name_np(e) for i, e in enumerate(rw.in_dtypes.get(n, [])) if i not in skip]
         outd = [_enum_name_np(e) for e in rw.out_dtypes.get(n, [])]
-        prec = p[n]
+        prec, cpu = p[n], p.on_ai_cpu(n)
         flops = costmodel.estimate_flops(a["type"], in_shapes, out_shapes)
         nbytes = costmodel.estimate_bytes(in_shapes, out_shapes, ind, outd)
-        rows.append({"step": step, "name": n, "type": a["type"], "core": costmodel.core_type(a["type"]),
-                     "duration_us": costmodel.op_time_us(a["type"], flops, nbytes, prec),
+        rows.append({"step": step, "name": n, "type": a["type"], "core": costmodel.core_type(a["type"], cpu),
+                     "duration_us": costmodel.op_time_us(a["type"], flops, nbytes, prec, ai_cpu=cpu),
                      "in_shapes": in_shapes, "in_dtypes": ind, "out_shapes": out_shapes, "out_dtypes": outd})
     return rows
 
@@ -352,8 +353,10 @@ def _safe_file(name: str, taken: dict) -> str:
     return out
 
 
-def _dump_data(g, info, rw, vals, fr: Frozen, model_keys, files_on: bool) -> tuple[dict, dict]:
-    """dump.json data of one run of one step.  ``rw`` None = the FP32 run (tensors as fetched)."""
+def _dump_data(g, info, rw, vals, fr: Frozen, model_keys, files_on: bool, overflow: str = INF_NAN
+               ) -> tuple[dict, dict]:
+    """dump.json data of one run of one step.  ``rw`` None = the FP32 run (tensors as fetched).  An input
+    consumed in another dtype is recorded as the Cast gives it under the overflow mode."""
     data: dict = {}
     files: dict = {}
 
@@ -381,7 +384,7 @@ def _dump_data(g, info, rw, vals, fr: Frozen, model_keys, files_on: bool) -> tup
                 args.append(None)
                 continue
             if i < len(consumed):
-                v = as_dtype(v, _enum_name_np(consumed[i]))
+                v = as_dtype(v, _enum_name_np(consumed[i]), overflow)
             args.append(rec(v, f"{name}.input.{i}.npy"))
         outs = []
         for k in range(len(info.out_dtypes[n])):
@@ -404,10 +407,10 @@ def _dump_data(g, info, rw, vals, fr: Frozen, model_keys, files_on: bool) -> tup
     return data, files
 
 
-def _local_errors(tf, gd, info, g, low_dtype: str, feed, val32) -> list[dict]:
+def _local_errors(tf, gd, info, g, low_dtype: str, feed, val32, numerics: Numerics = IEEE) -> list[dict]:
     """local_error.csv rows: every float kernel op re-executed in the low dtype (and in fp32 on rounded
-    inputs) on the FP32 run's exact inputs, all clones in one session run."""
-    lgd, clones = local_graph(tf, gd, info, g, low_dtype)
+    inputs) on the FP32 run's exact inputs under the chip's overflow mode, all clones in one session run."""
+    lgd, clones = local_graph(tf, gd, info, g, low_dtype, numerics)
     if not clones:
         return []
     names, fetch = [], []

@@ -463,21 +463,8 @@ def tune(runner: Runner, out: str | os.PathLike, mode: str = "mixed_float16", ma
     ``loss_scale``: the static loss scale of the first run (a training workload's; later runs may raise it);
     ``granularity``: recommend's (``type``: list edits; ``op``/``auto``: per-op keep lines too, which the runner
     applies with each run -- ``Runner.run(keep_dtype=...)``)."""
-    from ..semantics import mode_info, uses_mixlist
-    try:
-        mode_info(mode)
-    except ValueError as e:
-        raise InputError("--mode", str(e)) from None
-    if not uses_mixlist(mode):
-        raise InputError("--mode", f"{mode} does not apply a mixlist; tune needs mixed_float16 or mixed_bfloat16")
-    if max_runs < 2:
-        raise InputError("--max-runs", "needs at least 2 (the FP32 reference and one mixed run)")
-    if holdout is not None and holdout < 0:
-        raise InputError("--holdout", "must be >= 0")
-    if parallel < 1:
-        raise InputError("--parallel", "must be >= 1")
-    if loss_scale is not None and not (0 < loss_scale < math.inf):
-        raise InputError("--loss-scale", f"must be a finite number > 0, not {loss_scale}")
+    from ..inputs import check_tune_options   # the CLI checks the same before anything is written
+    check_tune_options(mode, max_runs, holdout, parallel, loss_scale)
     st = stages or Stages(tolerance, soc=soc, ops_info=ops_info, mode=mode, granularity=granularity, cann=cann)
     t = Tuner(runner, st, TuneConfig(Path(out), mode, max_runs, holdout, learn, perf, base_mixlist,
                                      parallel=parallel, loss_scale=loss_scale), progress)
