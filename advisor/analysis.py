@@ -21,17 +21,19 @@ from . import semantics
 from .compare.dumps import DumpView, as_steps
 from .compare.tolerance import Tolerance, Verdict
 from .errors import InputError
-from .oplists import DEFAULT_SOC, OpLists, load_lists
+from .oplists import DEFAULT_SOC, OpLists, load_lists, run_cann
 from .costmodel import TimeModel, build_time_model
 from .numerics import IEEE, Numerics, resolve as resolve_numerics
 from .semantics import Compiled, Plan, cpu_mask, low_mask
 
 
 def effective_lists(meta: Mapping, run_mixlist: mx.Mixlist | None, soc: str | None = None,
-                    ops_info: str | None = None) -> tuple[OpLists, OpLists]:
-    """(chip defaults, effective lists of the run): ``soc``/``ops_info`` override run.json's, the run's
-    mixlist is applied on top.  The one place that resolves a run's lists."""
-    defaults = load_lists(soc or meta.get("soc") or DEFAULT_SOC, ops_info or meta.get("ops_info"))
+                    ops_info: Any = None, cann: str | None = None) -> tuple[OpLists, OpLists]:
+    """(chip defaults, effective lists of the run): ``soc``/``ops_info``/``cann`` override run.json's (a run.json
+    without ``cann`` keeps CANN 8.1.RC1's tables: ``oplists.run_cann``), the run's mixlist is applied on top.
+    The one place that resolves a run's lists."""
+    defaults = load_lists(soc or meta.get("soc") or DEFAULT_SOC, ops_info or meta.get("ops_info"),
+                          run_cann(cann, meta))
     return defaults, mx.effective(defaults, run_mixlist)
 
 
@@ -232,11 +234,12 @@ class Analysis:
 def analyze(run: Any, *, tolerance: Tolerance | None = None, mixlist: mx.Mixlist | None = None,
             soc: str | None = None, ops_info: str | None = None, mode: str | None = None,
             rank: int | None = None, step: int | None = None, progress: Any = None,
-            overrides: Any = None, overflow_mode: str | None = None, allow_hf32: str | None = None) -> Analysis:
+            overrides: Any = None, cann: str | None = None, overflow_mode: str | None = None,
+            allow_hf32: str | None = None) -> Analysis:
     """Build the Analysis of a run directory (or an already loaded ``ingest.Run``).  ``mixlist`` replaces
     the run's own mixlist (the list the run is said to have used), ``overrides`` its per-op overrides
-    (run.json's keep_dtype / customize_dtypes files); ``soc``/``ops_info``/``mode`` override run.json's, and
-    ``overflow_mode``/``allow_hf32`` its ``overflow_mode``/``allow_hf32`` (absent there: the chip's default,
+    (run.json's keep_dtype / customize_dtypes files); ``soc``/``ops_info``/``cann``/``mode`` override run.json's,
+    and ``overflow_mode``/``allow_hf32`` its ``overflow_mode``/``allow_hf32`` (absent there: the chip's default,
     ``numerics.resolve``)."""
     from .ingest.run import Run, load_run
     if isinstance(run, (str, Path)):
@@ -252,7 +255,7 @@ def analyze(run: Any, *, tolerance: Tolerance | None = None, mixlist: mx.Mixlist
     run_ml = mixlist if mixlist is not None else run.mixlist
     if run_ml is None and isinstance(meta.get("mixlist"), Mapping):
         run_ml = mx.parse_obj(dict(meta["mixlist"]), f"{run.path}/run.json mixlist")
-    defaults, lists = effective_lists(meta, run_ml, soc, ops_info)
+    defaults, lists = effective_lists(meta, run_ml, soc, ops_info, cann)
     mode = mode or meta.get("mode") or semantics.DEFAULT_MODE
     try:
         semantics.mode_info(mode)

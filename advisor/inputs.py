@@ -1,8 +1,9 @@
 """What a command can refuse before its first run or capture: a refused input costs seconds, one line and exit 2,
 and leaves nothing behind (no output folder, no journal, no ``.bak`` of a previous output).
 
-* ``load_mixlist``: a user's modify_mixlist, its op types checked by the one rule (``mixlist.check_op_types``)
-  against the graph it will apply to -- the run's graph when the run exists, else every type a capture can give
+* ``load_mixlist``: a user's modify_mixlist, refused in a mode that applies none (``rundir.check_mixlist_mode``, as
+  ATC does), refused whole when GE rejects it (``mixlist.load``), its op types checked by the one rule
+  (``mixlist.check_op_types``) against the graph it will apply to -- the run's graph when the run exists, else every type a capture can give
   its graph (``capture_graph_types``: the emulator's aten / ONNX / TF -> GE tables);
 * ``check_mode``, ``check_timeout``, ``check_tune_options``, ``check_holdout``, ``check_capture_inputs``: the
   options' own ranges and the files they name.
@@ -20,6 +21,7 @@ from typing import Iterable, Sequence
 from .errors import InputError
 from .mixlist import Mixlist, check_op_types, load
 from .oplists import OpLists
+from .rundir import check_mixlist_mode
 
 # how the emulator names ops its tables do not map (they exist only once a capture made them): any such name passes
 UNMAPPED_PREFIXES = ("aten.", "onnx:")
@@ -49,12 +51,16 @@ def capture_graph_types() -> CaptureGraphTypes:
     return CaptureGraphTypes(types)
 
 
-def load_mixlist(path: str | None, lists: OpLists, graph_types: Iterable[str] | None = None) -> Mixlist | None:
-    """A command's ``--mixlist`` file (None when not given), refused (MixlistError, exit 2) when it is malformed or
-    names an op type that exists nowhere: not in any chip's tables, the lists in use, the graph-engine types, nor
-    ``graph_types`` (default: those a capture can give its graph)."""
+def load_mixlist(path: str | None, lists: OpLists, graph_types: Iterable[str] | None = None,
+                 mode: str | None = None) -> Mixlist | None:
+    """A command's ``--mixlist`` file (None when not given), refused (exit 2) when ``mode`` applies no mixlist
+    (``check_mixlist_mode``, ATC's words), when GE rejects the file (``mixlist.load``: JSON, VerifyMixlist's
+    templates), or when it names an op type that exists nowhere: not in any chip's tables, the lists in use, the
+    graph-engine types, nor ``graph_types`` (default: those a capture can give its graph)."""
     if not path:
         return None
+    if mode is not None:
+        check_mixlist_mode(mode, path)
     m = load(path)
     if graph_types is None:
         check_op_types(m, lists, capture_graph_types(), where="the op types a capture maps ops to")

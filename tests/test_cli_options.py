@@ -26,7 +26,7 @@ def _options(name: str) -> set[str]:
 
 @pytest.mark.parametrize("name", COMMANDS)
 def test_every_command_takes_the_chip_group(name):
-    assert {"--soc", "--ops-info"} <= _options(name)
+    assert {"--soc", "--ops-info", "--cann"} <= _options(name)
 
 
 @pytest.mark.parametrize("name", JUDGING)
@@ -35,15 +35,15 @@ def test_every_judging_command_takes_the_whole_tolerance_group(name):
 
 
 def test_chip_and_tolerance_options_are_declared_in_one_place():
-    """--soc / --ops-info declared only in commands/options.py, the tolerance flags only in compare/cli_options.py:
-    a new chip option (--cann) is one more line there and reaches every command."""
+    """--soc / --ops-info / --cann declared only in commands/options.py, the tolerance flags only in
+    compare/cli_options.py: a new chip option is one more line there and reaches every command."""
     def declared(text: str, flag: str) -> bool:
         return re.search(r'typer\.Option\([^()]*"' + re.escape(flag) + '"', text) is not None
     for f in sorted((ROOT / "advisor").rglob("*.py")):
         text = f.read_text()
         rel = f.relative_to(ROOT).as_posix()
         if rel != "advisor/commands/options.py":
-            assert not declared(text, "--soc") and not declared(text, "--ops-info"), rel
+            assert not any(declared(text, flag) for flag in ("--soc", "--ops-info", "--cann")), rel
         if rel != "advisor/compare/cli_options.py":
             assert not any(declared(text, flag) for flag in TOLERANCE_FLAGS), rel
     assert {o for opt in TOLERANCE_OPTIONS.values() for o in opt.param_decls} == set(TOLERANCE_FLAGS)
@@ -62,7 +62,8 @@ def test_recommend_and_diff_take_msprobe_rule(tmp_path, capfd):
         assert "no such run directory" in err and "No such option" not in err
 
 
-@pytest.mark.parametrize("args, word", [(["--soc", "nosoc"], "nosoc"), (["--min-cosine", "1.5"], "--min-cosine"),
+@pytest.mark.parametrize("args, word", [(["--soc", "nosoc"], "nosoc"), (["--cann", "7.0"], "--cann"),
+                                        (["--min-cosine", "1.5"], "--min-cosine"),
                                         (["--grad-negligible", "2"], "--grad-negligible")])
 def test_a_group_refuses_a_bad_value_in_one_line(tmp_path, capfd, args, word):
     for cmd in (["compare", "--run", str(tmp_path)], ["recommend", "--profile", str(tmp_path)]):
@@ -90,3 +91,17 @@ def test_flags_show_no_value_placeholder(name, capsys, monkeypatch):
     text = _help(name, capsys, monkeypatch)
     assert "<bool>" not in text
     assert re.search(r"--help\s+Show this message", text)
+
+
+@pytest.mark.parametrize("args, files", [(["--ops-info", "a.json"], ["a.json"]),
+                                         (["--ops-info", "a.json", "--ops-info", "b.json"], ["a.json", "b.json"]),
+                                         ([], None)])
+def test_the_chip_group_takes_ops_info_once_or_repeated(args, files):
+    """--ops-info keeps its single-file spelling and may be given several times; the command's Chip has the files in
+    the order given, and --cann beside them."""
+    from advisor.commands.options import CHIP_FIXED
+    cmd = typer.main.get_command(app).commands["lint"]
+    ctx = cmd.make_context("lint", [*args, "--cann", "8.1", "m.json"])
+    values = {n: ctx.params[n] for n, _, _ in CHIP_FIXED.options}
+    chip = CHIP_FIXED.build(**{k: list(v) if isinstance(v, tuple) else v for k, v in values.items()})
+    assert chip.ops_info == files and chip.cann == "8.1" and chip.soc == "ascend910b"

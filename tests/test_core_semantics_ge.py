@@ -198,9 +198,13 @@ def test_hccl_ops_keep_their_graph_dtype_in_mixed_modes_and_go_fp16_only_in_forc
 def test_cast_without_destination_and_complex_ops_are_dtype_sensitive_and_keep_their_dtypes():
     g = g_of(("x", "Data"), ("mm", "MatMulV2"), ("c", "Cast"), ("z", "Mul", {"in_dtypes": ["complex64"]}),
              edges=[("x", "mm", 0), ("mm", "c", 0), ("mm", "z", 0)])
-    p = S.plan(g, L)
+    # the rule's closed form: a table without kernel dtypes (CANN 8.1.RC1); CANN 9.2.0's real Cast kernel is matched
+    # (its combinations decide the rule's name), with the same dtype kept
+    p = S.plan(g, load_default("ascend910b", "8.1"))
     assert (p["c"], p.why("c").rule) == ("fp32", "cast-allow_fp32_to_fp16")
     assert (p["z"], p.why("z").rule) == ("fp32", "dtype-sensitive")
+    q = S.plan(g, L)
+    assert (q["c"], q["z"], q.why("z").rule) == ("fp32", "fp32", "dtype-sensitive")
 
 
 def test_op_with_opfile_null_takes_the_mixed_fp16_list_logic_in_every_mode_but_force_fp16():

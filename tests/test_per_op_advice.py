@@ -24,7 +24,8 @@ from advisor.workload import load_target
 
 def _fresh(target: str, out, advice_dir, mode: str = "mixed_float16"):
     """A fresh capture with the advice files; (compare verdict ok, measured low-precision share)."""
-    ml = load_mixlist(advice_dir / "modify_mixlist.json")
+    from advisor.semantics import uses_mixlist
+    ml = load_mixlist(advice_dir / "modify_mixlist.json") if uses_mixlist(mode) else None   # ATC refuses one there
     keep = advice_dir / "keep_dtype.cfg"
     d = capture(load_target(target), out, mode=mode, mixlist=ml, dump="stats", local=False,
                 keep_dtype=str(keep) if keep.exists() else None)

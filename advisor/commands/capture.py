@@ -55,10 +55,11 @@ def register(app: typer.Typer) -> None:
         try:
             # every input checked before the workload runs: one line, exit 2, nothing written
             limit = check_timeout(timeout)
+            check_mode(mode)
+            lists = chip.lists()                           # a bad --soc / --cann / ops-info file: one line
+            load_mixlist(mixlist, lists, mode=mode)        # as ATC: none outside the mixed modes; a file GE rejects
             check_run_out(out)
             check_target(target)
-            check_mode(mode)
-            load_mixlist(mixlist, chip.lists())
             overrides_of(keep_dtype, customize_dtypes)
             check_capture_inputs(inputs, input_shape, dump, loss_scale)
             extra = {k: v for k, v in (("keep_dtype", keep_dtype), ("customize_dtypes", customize_dtypes),
@@ -68,7 +69,7 @@ def register(app: typer.Typer) -> None:
             log(f"capturing {target} (FP32 and {mode})")
             with CaptureWorker() as worker:
                 reply = worker.capture(target, out, timeout=limit, mode=mode, mixlist=mixlist, soc=chip.soc,
-                                       ops_info=chip.ops_info, seed=seed, dump=dump, local=not no_local,
+                                       ops_info=chip.ops_info, cann=chip.cann, seed=seed, dump=dump, local=not no_local,
                                        heartbeat=Heartbeat(log.note, "capture", limit), **extra,
                                        **({"loss_scale": loss_scale} if loss_scale is not None else {}))
             log.done()

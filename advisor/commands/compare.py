@@ -72,7 +72,8 @@ def register(app: typer.Typer) -> None:
             if run and (target or golden):
                 raise InputError(run, "give either --run or --target/--golden, not both")
             att, r, ranks_doc = compare_ranks_of(run, target, golden, tol, ranks=parse_ranks(rank), steps=step,
-                                                 soc=chip.soc, ops_info=chip.ops_info, mode=mode, workers=workers, ray=ray)
+                                                 soc=chip.soc, ops_info=chip.ops_info, cann=chip.cann, mode=mode,
+                                                 workers=workers, ray=ray)
             console = Console(stderr=True) if as_json else None
             print_comparison(att, top, console)
             if ranks_doc:

@@ -49,7 +49,8 @@ def register(app: typer.Typer) -> None:
         try:
             check_run_dir(profile)
             out_dir = check_out_dir(Path(out) if out else default_out(profile))
-            res = diff(profile, a, b, tolerance=tol, soc=chip.soc, ops_info=chip.ops_info, mode=mode, rank=rank, step=step,
+            res = diff(profile, a, b, tolerance=tol, soc=chip.soc, ops_info=chip.ops_info, cann=chip.cann, mode=mode,
+                       rank=rank, step=step,
                        overflow_mode=numerics.overflow_mode, allow_hf32=numerics.allow_hf32,
                        overrides_a=overrides_of(keep_dtype_a, customize_dtypes_a),
                        overrides_b=overrides_of(keep_dtype_b, customize_dtypes_b))

@@ -143,7 +143,7 @@ def register(app: typer.Typer) -> None:
                 check_out_dir(Path(export).parent, "--export folder")
             log = StageLog()
             run, s = inspect(p, parse_ranks(rank), workers=workers, ray=ray, progress=log, step=step, soc=chip.soc,
-                             ops_info=chip.ops_info, mode=mode)
+                             ops_info=chip.ops_info, cann=chip.cann, mode=mode)
             log.done()
             kept = None
             if export:

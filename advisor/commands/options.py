@@ -9,22 +9,23 @@ the built value::
     def capture(target: str = typer.Argument(...), chip: Chip = None, tol: Tolerance = None) -> None:
         lists = chip.lists()
 
-The chip group (``--soc``, ``--ops-info``; a new chip-table option is one more line in ``chip_group`` and one more
-field of ``Chip``) and the tolerance group (``compare.cli_options``) are the only declarations of those options.
-A value a group refuses (``--soc nosoc``, ``--min-cosine 2``) is one line and exit 2 before the command runs."""
+The chip group (``--soc``, ``--ops-info``, ``--cann``; a new chip-table option is one more line in ``chip_group`` and
+one more field of ``Chip``) and the tolerance group (``compare.cli_options``) are the only declarations of those options.
+A value a group refuses (``--soc nosoc``, ``--cann 7.0``, ``--min-cosine 2``) is one line and exit 2 before the
+command runs."""
 from __future__ import annotations
 
 import functools
 import inspect
 from dataclasses import dataclass
-from typing import Any, Callable, Optional
+from typing import Any, Callable, List, Optional
 
 import typer
 
 from ..compare.cli_options import TOLERANCE_OPTIONS
 from ..compare.tolerance import Tolerance
 from ..errors import AdvisorError, InputError
-from ..oplists import DEFAULT_SOC, SOCS
+from ..oplists import DEFAULT_SOC, SOCS, cann_version
 
 
 @dataclass(frozen=True)
@@ -74,32 +75,44 @@ def uses(*groups: OptionGroup) -> Callable[[Callable], Callable]:
 # ---------------------------------------------------------------------- chip / op tables
 @dataclass(frozen=True)
 class Chip:
-    """What ``--soc`` / ``--ops-info`` select.  ``soc`` None: the run's own (run.json), else the default chip."""
+    """What ``--soc`` / ``--ops-info`` / ``--cann`` select.  ``soc`` None: the run's own (run.json), else the default
+    chip; ``ops_info``: the ops-info files in the order given (None: none); ``cann`` None: the run's table version
+    (run.json's, CANN 8.1.RC1 when it records none) for a command reading a run, else the current one."""
 
     soc: Optional[str] = None
-    ops_info: Optional[str] = None
+    ops_info: Optional[List[str]] = None
+    cann: Optional[str] = None
 
     def lists(self):
         """The op lists these options select (``oplists.load_lists``; InputError on a bad file)."""
         from ..oplists import load_lists
-        return load_lists(self.soc or DEFAULT_SOC, self.ops_info)
+        return load_lists(self.soc or DEFAULT_SOC, self.ops_info, self.cann)
 
 
-def _chip(soc: Optional[str], ops_info: Optional[str]) -> Chip:
-    """Refuse an unknown chip before any work (an --ops-info file names its own chip: its soc is not checked)."""
+def _chip(soc: Optional[str], ops_info: Optional[List[str]], cann: Optional[str]) -> Chip:
+    """Refuse an unknown chip or table version before any work (an --ops-info file names its own chip: its soc is
+    not checked; a bad --cann is refused even then, as ``load_lists`` does)."""
     if soc is not None and not ops_info and soc not in SOCS:
         raise InputError(None, f"unknown --soc {soc!r}; choose one of {', '.join(SOCS)}")
-    return Chip(soc, ops_info)
+    if cann is not None:
+        cann_version(cann)
+    return Chip(soc, list(ops_info) if ops_info else None, cann)
 
 
 def chip_group(default_soc: Optional[str]) -> OptionGroup:
     """The chip options; ``default_soc`` None: the run's chip (commands that read a run), else that chip."""
     soc_help = ("Chip whose default white/black/gray lists apply: " + ", ".join(SOCS)
                 + (" (default: run.json's, else ascend910b)." if default_soc is None else "."))
+    cann_help = ("Default tables' CANN version: 9.2 (CANN 9.2.0, the default) or 8.1 (CANN 8.1.RC1)"
+                 + (". On a run directory the default is its run.json's, 8.1 when it records none."
+                    if default_soc is None else "."))
     return OptionGroup("chip", (
         ("soc", Optional[str], typer.Option(default_soc, "--soc", help=soc_help)),
-        ("ops_info", Optional[str], typer.Option(None, "--ops-info", help="A real CANN aic-<soc>-ops-info.json to "
-                                                 "read the lists from instead.")),
+        ("ops_info", Optional[List[str]], typer.Option(None, "--ops-info", help="Real CANN aic-<soc>-ops-info*.json "
+                                                       "files to read the lists and kernel dtypes from instead "
+                                                       "(repeatable: a CANN install splits them into legacy, nn, "
+                                                       "math, cv, transformer; merged in the order given).")),
+        ("cann", Optional[str], typer.Option(None, "--cann", help=cann_help)),
     ), _chip)
 
 

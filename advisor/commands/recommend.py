@@ -62,7 +62,8 @@ def register(app: typer.Typer) -> None:
             out_dir = check_out_dir(Path(out) if out else default_out(profile))
             log = StageLog()
             rec = recommend_run(profile, tol, base_mixlist=base, exclude=tuple(exclude or ()), max_edits=max_edits,
-                                soc=chip.soc, ops_info=chip.ops_info, mode=mode, rank=rank, step=step, perf=not no_perf,
+                                soc=chip.soc, ops_info=chip.ops_info, cann=chip.cann, mode=mode, rank=rank, step=step,
+                                perf=not no_perf,
                                 progress=log, overrides=overrides_of(keep_dtype, customize_dtypes),
                                 workers=workers, ray=ray, granularity=granularity, out_dir=out_dir,
                                 **numerics.extra())

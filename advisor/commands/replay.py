@@ -40,7 +40,7 @@ def register(app: typer.Typer) -> None:
             check_run_dir(run, "--run")
             ov = overrides_of(keep_dtype, customize_dtypes)      # the user's files read before the run is
             cand = mx.load(mixlist) if mixlist else None            # (malformed: one line, nothing read)
-            a = analyze(run, tolerance=tol, soc=chip.soc, ops_info=chip.ops_info, mode=mode,
+            a = analyze(run, tolerance=tol, soc=chip.soc, ops_info=chip.ops_info, cann=chip.cann, mode=mode,
                         overflow_mode=numerics.overflow_mode, allow_hf32=numerics.allow_hf32)
             if cand is not None:      # the one rule of recommend and diff: a type that exists nowhere is refused
                 mx.check_op_types(cand, a.defaults, set(a.compiled.types))

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import List, Optional
+from typing import List, Optional, Sequence
 
 import typer
 
@@ -48,8 +48,8 @@ _LossScale = typer.Option(None, "--loss-scale", help="Static loss scale of the f
 
 
 def _runner(runner: str, target: str | None, cmd: str | None, timeout: float | None, devices: str | None,
-            soc: str, ops_info: str | None, seed: int, fixed: dict, ray: str | None = None,
-            npus_per_run: int | None = None):
+            soc: str, ops_info: Sequence[str] | None, seed: int, fixed: dict, ray: str | None = None,
+            npus_per_run: int | None = None, cann: str | None = None):
     """The runner the options describe (one-line errors for combinations that cannot work)."""
     from ..runners import make_runner
     if ray is not None and not ray.strip():
@@ -70,7 +70,7 @@ def _runner(runner: str, target: str | None, cmd: str | None, timeout: float | N
                                      "--allow-hf32 are applied by the emulator runner; a command applies its own "
                                      "(ATC options, INF_NAN_MODE_FORCE_DISABLE)")
     r = make_runner(runner, target=target, cmd=cmd, timeout=timeout, devices=devs, soc=soc, ops_info=ops_info,
-                    seed=seed, **fixed)
+                    seed=seed, cann=cann, **fixed)
     if ray:
         from ..runners.ray_runner import RayRunner
         return RayRunner(r, ray, 1 if npus_per_run is None else npus_per_run)
@@ -115,11 +115,13 @@ def register(app: typer.Typer) -> None:
         try:
             # every input checked before the first run: one line, exit 2, no --out written or moved aside
             check_timeout(timeout)
+            # as ATC: no mixlist outside the mixed modes (its words, before tune's own mode check); a file GE rejects
+            base = load_mixlist(mixlist, chip.lists(), mode=mode)
             check_tune_options(mode, max_runs, holdout, parallel, loss_scale)
             check_run_out(out)
             r = _runner(runner, target, cmd, timeout, devices, chip.soc, chip.ops_info, seed,
                         {"keep_dtype": keep_dtype, "customize_dtypes": customize_dtypes, "inputs": inputs,
-                         "input_shapes": input_shape, "dump": dump, **numerics.extra()}, ray, npus_per_run)
+                         "input_shapes": input_shape, "dump": dump, **numerics.extra()}, ray, npus_per_run, chip.cann)
             log = StageLog()
             inner = getattr(r, "inner", r)          # a Ray runner's local runner knows the workload
             inner.progress = log.note
@@ -127,7 +129,6 @@ def register(app: typer.Typer) -> None:
             if holdout is not None and not resume and hasattr(inner, "count_batches"):
                 inner.prepare(Path(out))            # a missing target: one line before the workload is loaded
                 batches = inner.count_batches()     # the capture child loads the workload meanwhile
-            base = load_mixlist(mixlist, chip.lists())
             if runner == "emulator":
                 check_capture_inputs(inputs, input_shape, dump, loss_scale)
             if batches is not None:
@@ -141,7 +142,7 @@ def register(app: typer.Typer) -> None:
             from ..tune import tune as do_tune
             s = do_tune(r, out, mode=mode, max_runs=max_runs, holdout=holdout, resume=resume, tolerance=tol,
                         learn=not no_learn, perf=not no_perf, base_mixlist=base, soc=chip.soc, ops_info=chip.ops_info,
-                        progress=log, parallel=parallel, loss_scale=loss_scale, granularity=gran,
+                        cann=chip.cann, progress=log, parallel=parallel, loss_scale=loss_scale, granularity=gran,
                         measure_minimality=measure_minimality)
             log.done()
         except AdvisorError as e:

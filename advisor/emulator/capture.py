@@ -14,7 +14,7 @@ from .. import graph as G
 from ..errors import AdvisorError, InputError
 from ..mixlist import Mixlist
 from ..numerics import IEEE, Numerics, resolve as resolve_numerics
-from ..oplists import DEFAULT_SOC
+from ..oplists import DEFAULT_SOC, ops_info_meta
 from ..progress import Progress
 from ..rundir import (RunWriter, StagedRunDir, capture_settings, check_run_out, check_uniform_ports,
                       override_settings, scalar_record, tensor_record, worst_local)
@@ -275,7 +275,7 @@ def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semanti
             ops_info: str | os.PathLike | None = None, seed: int = 0, dump: str | None = None,
             batches: int | list | None = None, local: bool = True, progress: Progress = None,
             keep_dtype: Any = None, customize_dtypes: Any = None, inputs: list[str] | None = None,
-            input_shapes: list[str] | None = None, loss_scale: float | None = None,
+            input_shapes: list[str] | None = None, loss_scale: float | None = None, cann: str | None = None,
             overflow_mode: str | None = None, allow_hf32: str | None = None, dump_tensors: Iterable[str] = ()) -> Path:
     """Capture a workload (TARGET string, Workload, or (model, batches[, loss_fn]) tuple) into ``out``: FP32
     reference run + mixed run applying ``semantics.plan`` exactly.  Returns the run directory.  ``batches``: an int
@@ -287,12 +287,13 @@ def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semanti
     that hangs or ends the process is not guarded here (``advisor capture`` runs it in a child process).
     ``keep_dtype`` / ``customize_dtypes``: ATC's per-op override files (docs/semantics.md).  An ONNX model (a
     ``model.onnx`` TARGET, or a workload whose model is one) goes to ``advisor.onnx``; ``inputs`` (.npz files) /
-    ``input_shapes`` (``name:1,3,224,224``) give its batches.  ``overflow_mode`` / ``allow_hf32`` override the
-    chip's (``advisor.numerics.resolve``); run.json records what the run used.  ``dump_tensors``: ``_Steps``."""
+    ``input_shapes`` (``name:1,3,224,224``) give its batches.  ``cann``: the tables' version (None: the current),
+    ``overflow_mode`` / ``allow_hf32`` override the chip's numerics (``advisor.numerics.resolve``); run.json
+    records all.  ``dump_tensors``: ``_Steps``."""
     check_run_out(out)
-    onnx_kw = dict(mode=mode, mixlist=mixlist, soc=soc, ops_info=ops_info, seed=seed, dump=dump, local=local,
-                   progress=progress, keep_dtype=keep_dtype, customize_dtypes=customize_dtypes, inputs=inputs,
-                   input_shapes=input_shapes, overflow_mode=overflow_mode, allow_hf32=allow_hf32)
+    onnx_kw = dict(mode=mode, mixlist=mixlist, soc=soc, ops_info=ops_info, cann=cann, seed=seed, dump=dump,
+                   local=local, progress=progress, keep_dtype=keep_dtype, customize_dtypes=customize_dtypes,
+                   inputs=inputs, input_shapes=input_shapes, overflow_mode=overflow_mode, allow_hf32=allow_hf32)
     if is_onnx_target(target_or_workload) or is_onnx_model(target_or_workload):   # model.onnx or a ModelProto
         if loss_scale is not None:
             raise InputError(str(target_or_workload), "--loss-scale needs a training workload; an ONNX model is "
@@ -310,7 +311,7 @@ def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semanti
         if loss_scale:
             raise InputError(target, "a loss scale is emulated for PyTorch training workloads only")
         return _delegate_tf(wl, out, target=target, **{k: v for k, v in onnx_kw.items() if k[:5] != "input"})
-    low, ml, lists, notes = capture_settings(mode, dump, mixlist, soc, ops_info)
+    low, ml, lists, notes = capture_settings(mode, dump, mixlist, soc, ops_info, cann)
     numerics, nnotes = resolve_numerics(soc, overflow_mode, allow_hf32)
     model, unwrap_notes = _unwrap(wl.model)
     notes += nnotes + unwrap_notes
@@ -319,7 +320,7 @@ def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semanti
     with StagedRunDir(out, progress) as stage:
         out_dir = stage.path
         writer = RunWriter(out_dir, {"name": wl.name, "target": target, "mode": mode, "soc": soc,
-                                     "ops_info": str(ops_info) if ops_info else None,
+                                     "ops_info": ops_info_meta(ops_info), **lists.table_meta(),
                                      "mixlist": ml.to_dict() if ml is not None else None, "seed": seed,
                                      "framework": "pytorch", "emulated": True, **numerics.to_meta()}, stage.out)
         if ml is not None:

@@ -33,7 +33,7 @@ from ..errors import AdvisorError, InputError
 from ..mixlist import Mixlist
 from ..numerics import IEEE, INF_NAN, Numerics, hf32_array, np_float, round_array, to_dtype_array
 from ..numerics import resolve as resolve_numerics
-from ..oplists import DEFAULT_SOC
+from ..oplists import DEFAULT_SOC, ops_info_meta
 from ..rundir import (RunWriter, StagedRunDir, capture_settings, check_run_out, override_settings, tensor_record,
                       versions, worst_local)
 from . import require_onnx
@@ -123,7 +123,7 @@ def _first(e: BaseException) -> str:
 # ---------------------------------------------------------------------- capture
 def capture_onnx(model: Any, out: str | os.PathLike, mode: str = semantics.DEFAULT_MODE,
                  mixlist: str | os.PathLike | Mixlist | None = None, soc: str = DEFAULT_SOC,
-                 ops_info: str | os.PathLike | None = None, seed: int = 0, dump: str | None = None,
+                 ops_info: Any = None, seed: int = 0, dump: str | None = None, cann: str | None = None,
                  batches: int | list | None = None, inputs: list[str] | None = None,
                  input_shapes: list[str] | None = None, keep_dtype: Any = None, customize_dtypes: Any = None,
                  target: str | None = None, name: str | None = None, local: bool = True, progress=None,
@@ -137,7 +137,7 @@ def capture_onnx(model: Any, out: str | os.PathLike, mode: str = semantics.DEFAU
     require_onnx(target or model)
     check_run_out(out)
     target = target or (str(model) if isinstance(model, (str, os.PathLike)) else "onnx model")
-    low, ml, lists, notes = capture_settings(mode, dump, mixlist, soc, ops_info)
+    low, ml, lists, notes = capture_settings(mode, dump, mixlist, soc, ops_info, cann)
     numerics, nnotes = resolve_numerics(soc, overflow_mode, allow_hf32)
     overrides = override_settings(keep_dtype, customize_dtypes)
     m = read_model(model, target)
@@ -157,7 +157,7 @@ def capture_onnx(model: Any, out: str | os.PathLike, mode: str = semantics.DEFAU
     with StagedRunDir(out, progress) as stage:
         out_dir = stage.path
         writer = RunWriter(out_dir, {"name": run_name, "target": target, "mode": mode, "soc": soc,
-                                     "ops_info": str(ops_info) if ops_info else None,
+                                     "ops_info": ops_info_meta(ops_info), **lists.table_meta(),
                                      "mixlist": ml.to_dict() if ml is not None else None, "seed": seed,
                                      "framework": "onnx", "emulated": True, **numerics.to_meta(),
                                      "versions": {**versions(), "onnx": require_onnx().__version__}},

@@ -23,7 +23,7 @@ from ..compare.training import scale_text
 from ..errors import InputError
 from ..mixlist import Mixlist, check_op_types, compose
 from ..numerics import hf32_note
-from ..oplists import BLACK
+from ..oplists import BLACK, table_note
 from ..semantics import DEFAULT_MODE, FP32_BY_LIST, NodeKind, Plan, cpu_mask, low_mask, uses_mixlist
 from . import findings as F
 from .edits import (Edit, edits_mixlist, keep_line_edit, keeps_apply, lists_with, mixed_mode_of, overrides_with,
@@ -86,7 +86,8 @@ def recommend(run: Any, tolerance: Tolerance | None = None, base_mixlist: Mixlis
               avoid: Iterable[Mixlist | None] = (), widen: bool = False, max_candidates: int = 10,
               max_evals: int = 2000, time_budget_s: float | None = 20.0, out_dir: str | Path | None = None,
               progress: Any = None, overrides: Any = None, granularity: str = "auto",
-              overflow_mode: str | None = None, allow_hf32: str | None = None) -> Recommendation:
+              cann: str | None = None, overflow_mode: str | None = None,
+              allow_hf32: str | None = None) -> Recommendation:
     """Recommend list edits for a run: a run directory, an ``ingest.Run`` or an ``Analysis``.
 
     ``base_mixlist``: where the search starts (default: the run's own list); the result's ``modify_mixlist`` is
@@ -100,7 +101,7 @@ def recommend(run: Any, tolerance: Tolerance | None = None, base_mixlist: Mixlis
         raise InputError("--granularity", f"expected one of {', '.join(GRANULARITIES)}, not {granularity!r}")
     a = run if isinstance(run, Analysis) else analyze(run, tolerance=tolerance, soc=soc, ops_info=ops_info,
                                                       mode=mode, rank=rank, step=step, progress=progress,
-                                                      overrides=overrides,   # per-op overrides: the base's
+                                                      overrides=overrides, cann=cann,   # per-op overrides: the base's
                                                       overflow_mode=overflow_mode, allow_hf32=allow_hf32)
     say = progress or (lambda msg: None)
     if base_mixlist is not None:
@@ -174,6 +175,9 @@ class SearchContext:
             self.notes.append(f"precision mode {a.mode!r} ignores modify_mixlist (GE applies it only in "
                               "mixed_float16/mixed_bfloat16 / allow_mix_precision*); edits below assume the mixed mode.")
             self.mode = mixed_mode_of(a.mode)
+        table = table_note(a.defaults, a.compiled.types)     # the run's types whose default list changed with CANN
+        if table:
+            self.notes.append(table)
         self.base_plan = a.compiled.plan(self.base_lists, self.mode, a.plan.overrides)
         # per-op measurements the report shows: local_error.csv on the nodes (the estimated path replaces it with
         # the error model's evidence, which adds the measured run's per-op errors)

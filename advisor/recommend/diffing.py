@@ -105,14 +105,14 @@ def _estimated_sides(an: Analysis, pa: Plan, pb: Plan, da: dict, db: dict) -> tu
 
 def diff(run: Any, a: Any, b: Any, *, tolerance: Any = None, soc: str | None = None, ops_info: str | None = None,
          mode: str | None = None, rank: int | None = None, step: int | None = None, overrides_a: Any = None,
-         overrides_b: Any = None, overflow_mode: str | None = None, allow_hf32: str | None = None,
-         **rec_kw: Any) -> DiffResult:
+         overrides_b: Any = None, cann: str | None = None, overflow_mode: str | None = None,
+         allow_hf32: str | None = None, **rec_kw: Any) -> DiffResult:
     """Compare mixlists ``a`` and ``b`` (paths, Mixlist, "defaults"; ``b`` may be "recommended") on the graph of
     ``run`` (a directory, an ingest Run or an Analysis); ``overrides_a`` / ``overrides_b``: each side's per-op
     overrides (``advisor.overrides.Overrides``; default: the run's own)."""
     an = run if isinstance(run, Analysis) else analyze(run, tolerance=tolerance, soc=soc, ops_info=ops_info,
-                                                       mode=mode, rank=rank, step=step, overflow_mode=overflow_mode,
-                                                       allow_hf32=allow_hf32)
+                                                       mode=mode, rank=rank, step=step, cann=cann,
+                                                       overflow_mode=overflow_mode, allow_hf32=allow_hf32)
     types = an.compiled.types
     notes: list[str] = []
     ma = _load_side(a, "A")

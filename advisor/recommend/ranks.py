@@ -53,6 +53,7 @@ class RankCheck:
     ops_info: str | None = None
     mode: str | None = None
     overrides: Any = None
+    cann: str | None = None
     overflow_mode: str | None = None
     allow_hf32: str | None = None
 
@@ -77,7 +78,7 @@ def check_rank(job: RankCheck) -> RankChecked:
     from .replay_search import ReplaySearch
     run = read_rank(job.path, job.rank, job.found, True, trace=False)
     a = analyze(run, tolerance=job.tolerance, soc=job.soc, ops_info=job.ops_info, mode=job.mode,
-                overrides=job.overrides, overflow_mode=job.overflow_mode, allow_hf32=job.allow_hf32)
+                overrides=job.overrides, cann=job.cann, overflow_mode=job.overflow_mode, allow_hf32=job.allow_hf32)
     out = RankChecked(job.rank)
     steps = None if job.steps is None else [s for s in job.steps if s in a.steps]
     if a.has_dumps:
@@ -142,7 +143,8 @@ class _Ranks:
         kw = self.kw
         st = tuple(sorted(set(kw["steps"]))) if kw.get("steps") is not None else None
         jobs = [RankCheck(self.path, r, f, self.tolerance, st, kw.get("base_mixlist"), tuple(sets), kw.get("soc"),
-                          kw.get("ops_info"), kw.get("mode"), kw.get("overrides"), kw.get("overflow_mode"),
+                          kw.get("ops_info"), kw.get("mode"), kw.get("overrides"), kw.get("cann"),
+                          kw.get("overflow_mode"),
                           kw.get("allow_hf32"))
                 for r, f in self.groups.items()]
         return run_tasks(check_rank, jobs, workers=self.workers, ray=self.ray)[1]

@@ -16,7 +16,7 @@ import shutil
 import time
 import traceback
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Any, Callable, Sequence
 
 from ..errors import AdvisorError, InputError
 from ..fsutil import make_out_dir
@@ -28,13 +28,14 @@ from .base import FAILED, OK, TIMEOUT, Heartbeat, Runner, RunResult, write_keep_
 class EmulatorRunner(Runner):
     name = "emulator"
 
-    def __init__(self, target, soc: str | None = None, ops_info: str | None = None, seed: int = 0,
+    def __init__(self, target, soc: str | None = None, ops_info: Any = None, seed: int = 0,
                  dump: str | None = None, batches: int | None = None, timeout: float | None = None,
                  keep_dtype: str | None = None, customize_dtypes: str | None = None,
                  inputs: list[str] | None = None, input_shapes: list[str] | None = None,
-                 overflow_mode: str | None = None, allow_hf32: str | None = None):
+                 overflow_mode: str | None = None, allow_hf32: str | None = None, cann: str | None = None):
         self.target = target
         self.soc, self.ops_info, self.seed, self.dump, self.batches = soc, ops_info, seed, dump, batches
+        self.cann = cann
         self.timeout = timeout
         # per-op overrides applied in every run (ATC --keep_dtype / --customize_dtypes), ONNX inputs and the
         # chip's overflow mode / HF32 (advisor.numerics)
@@ -46,8 +47,8 @@ class EmulatorRunner(Runner):
 
     def describe(self) -> dict:
         return {"runner": self.name, "target": str(self.target) if isinstance(self.target, (str, Path)) else
-                repr(type(self.target)), "soc": self.soc, "ops_info": self.ops_info, "seed": self.seed,
-                "dump": self.dump, "batches": self.batches, "timeout": self.timeout, **self.fixed}
+                repr(type(self.target)), "soc": self.soc, "ops_info": self.ops_info, "cann": self.cann,
+                "seed": self.seed, "dump": self.dump, "batches": self.batches, "timeout": self.timeout, **self.fixed}
 
     def prepare(self, out_dir: Path) -> None:
         """Cheap check of a TARGET string (the file or module exists); the workload itself is built by
@@ -123,8 +124,8 @@ class EmulatorRunner(Runner):
             shutil.rmtree(run_dir)
         ml_path = write_mixlist_file(mixlist, run_dir.parent / "mixlist_used.json")
         kw = {"mode": mode, "mixlist": str(ml_path) if ml_path else None, "soc": self.soc,
-              "ops_info": self.ops_info, "seed": self.seed, "dump": self.dump, "batches": self.batches,
-              "loss_scale": loss_scale}
+              "ops_info": self.ops_info, "cann": self.cann, "seed": self.seed, "dump": self.dump,
+              "batches": self.batches, "loss_scale": loss_scale}
         kw = {k: v for k, v in kw.items() if v is not None or k == "mixlist"}
         kw.update(self.fixed)
         if dump_tensors:              # statistics for every op, tensors for these too (msprobe tensor_list)

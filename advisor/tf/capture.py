@@ -24,7 +24,7 @@ from ..errors import AdvisorError, InputError
 from ..mixlist import Mixlist
 from ..numerics import IEEE, INF_NAN, Numerics, to_dtype_array
 from ..numerics import resolve as resolve_numerics
-from ..oplists import DEFAULT_SOC
+from ..oplists import DEFAULT_SOC, ops_info_meta
 from ..rundir import (RunWriter, StagedRunDir, capture_settings, check_uniform_ports, override_settings,
                       tensor_record, versions, worst_local)
 from . import one_line, opmap, require_tf
@@ -138,7 +138,7 @@ class _Session:
 # ---------------------------------------------------------------------- capture
 def capture_tf(workload: Any, out: str | os.PathLike, mode: str = semantics.DEFAULT_MODE,
                mixlist: str | os.PathLike | Mixlist | None = None, soc: str = DEFAULT_SOC,
-               ops_info: str | os.PathLike | None = None, seed: int = 0, dump: str | None = None,
+               ops_info: Any = None, seed: int = 0, dump: str | None = None, cann: str | None = None,
                batches: int | list | None = None, target: str | None = None, local: bool = True,
                progress=None, keep_dtype: Any = None, customize_dtypes: Any = None,
                overflow_mode: str | None = None, allow_hf32: str | None = None) -> Path:
@@ -158,7 +158,7 @@ def capture_tf(workload: Any, out: str | os.PathLike, mode: str = semantics.DEFA
         wl.batches = _workload((wl.model, batches)).batches
     if not wl.batches:
         raise InputError(target, "batches is empty: give at least one batch (a tuple of arrays)")
-    low, ml, lists, notes = capture_settings(mode, dump, mixlist, soc, ops_info)
+    low, ml, lists, notes = capture_settings(mode, dump, mixlist, soc, ops_info, cann)
     numerics, nnotes = resolve_numerics(soc, overflow_mode, allow_hf32)
     notes += nnotes
     overrides = override_settings(keep_dtype, customize_dtypes)
@@ -185,7 +185,7 @@ def capture_tf(workload: Any, out: str | os.PathLike, mode: str = semantics.DEFA
         vers = versions()
         vers["tensorflow"] = tf.__version__
         writer = RunWriter(out_dir, {"name": wl.name, "target": target, "mode": mode, "soc": soc,
-                                     "ops_info": str(ops_info) if ops_info else None,
+                                     "ops_info": ops_info_meta(ops_info), **lists.table_meta(),
                                      "mixlist": ml.to_dict() if ml is not None else None, "seed": seed,
                                      "framework": "tensorflow", "emulated": True, "versions": vers,
                                      **numerics.to_meta()}, final_dir=stage.out)

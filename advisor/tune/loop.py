@@ -504,8 +504,9 @@ def _nanmin(xs: list) -> float | None:
 def tune(runner: Runner, out: str | os.PathLike, mode: str = "mixed_float16", max_runs: int = 6,
          holdout: int | None = None, resume: bool = False, tolerance=None, learn: bool = True,
          base_mixlist: Mixlist | None = None, stages: Stages | None = None, soc: str | None = None,
-         ops_info: str | None = None, perf: bool = True, progress=None, parallel: int = 1,
-         loss_scale: float | None = None, granularity: str = "type", measure_minimality: bool = False) -> dict:
+         ops_info: Any = None, perf: bool = True, progress=None, parallel: int = 1,
+         loss_scale: float | None = None, granularity: str = "type", measure_minimality: bool = False,
+         cann: str | None = None) -> dict:
     """Run the tuning loop; returns the summary (also written to ``out/summary.json``).
     ``progress(msg)`` hears each run as it starts and its verdict; ``parallel``: runs at once;
     ``loss_scale``: the static loss scale of the first run (a training workload's; later runs may raise it);
@@ -514,7 +515,7 @@ def tune(runner: Runner, out: str | os.PathLike, mode: str = "mixed_float16", ma
     its edits even when replay already showed every one failing (docs/tune.md)."""
     from ..inputs import check_tune_options   # the CLI checks the same before anything is written
     check_tune_options(mode, max_runs, holdout, parallel, loss_scale)
-    st = stages or Stages(tolerance, soc=soc, ops_info=ops_info, mode=mode, granularity=granularity)
+    st = stages or Stages(tolerance, soc=soc, ops_info=ops_info, mode=mode, granularity=granularity, cann=cann)
     t = Tuner(runner, st, TuneConfig(Path(out), mode, max_runs, holdout, learn, perf, base_mixlist,
                                      parallel=parallel, loss_scale=loss_scale,
                                      measure_minimality=measure_minimality), progress)

@@ -16,17 +16,18 @@ from ..recommend.result import Recommendation
 class Stages:
     """Adapters to analysis / compare / recommend for one tune (chip, ops-info, mode and tolerance fixed)."""
 
-    def __init__(self, tolerance: Tolerance | None = None, soc: str | None = None, ops_info: str | None = None,
-                 mode: str | None = None, granularity: str = "type"):
+    def __init__(self, tolerance: Tolerance | None = None, soc: str | None = None, ops_info: Any = None,
+                 mode: str | None = None, granularity: str = "type", cann: str | None = None):
         self.tolerance = tolerance or Tolerance()
-        self.soc, self.ops_info, self.mode = soc, ops_info, mode
+        self.soc, self.ops_info, self.mode, self.cann = soc, ops_info, mode, cann
         self.granularity = granularity     # recommend's: "type" (list edits), "op" / "auto" (per-op keeps too)
 
     # --- read and judge
     def load(self, run_dir: Path) -> Any:
         """The run's Analysis (the loop keeps it: every later question about the run goes to this object)."""
         from ..analysis import analyze
-        return analyze(run_dir, tolerance=self.tolerance, soc=self.soc, ops_info=self.ops_info, mode=self.mode)
+        return analyze(run_dir, tolerance=self.tolerance, soc=self.soc, ops_info=self.ops_info, mode=self.mode,
+                       cann=self.cann)
 
     def steps(self, run: Any) -> list[int]:
         """The run's steps (batches) with both a mixed and an FP32 dump."""
