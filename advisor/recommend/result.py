@@ -312,6 +312,11 @@ class Recommendation:
         return 1 if self.status == "no-solution" else 0
 
     @property
+    def mixlist(self) -> Mixlist:
+        """The spelling before recommendation.json v2 (``modify_mixlist``), kept for existing callers."""
+        return self.modify_mixlist
+
+    @property
     def fixes(self) -> frozenset[Edit]:
         """The accuracy edits (relative to the start list)."""
         return frozenset(r.edit for r in self.edits)
