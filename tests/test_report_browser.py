@@ -43,5 +43,5 @@ def test_report_dom_in_headless_chromium(tmp_path):
     edits = [a for t, a in p.tags if t == "div" and "edit" in (a.get("class") or "").split()]
     assert [(a["data-type"], a["data-kind"]) for a in edits] == [("Exp", "black-add")]
     flips = [a["data-node"] for t, a in p.tags if t == "tr" and a.get("class") == "flip"]
-    assert set(flips) == {f["node"] for f in rec.edits[0].flips}
+    assert set(flips) == {f.node for f in rec.edits[0].predicted_flips}
     assert not [a for t, a in p.tags if t in ("script", "link", "img", "iframe")]

@@ -3,6 +3,7 @@ minimality table shows the numbers the edits' sections show, the search reads as
 and re-running recommend on the same inputs keeps no .bak when only the timing differs."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import re
@@ -100,13 +101,13 @@ def test_report_search_is_a_sentence_without_timing():
 
 def test_rerun_with_identical_inputs_keeps_no_bak_when_only_timing_differs(tmp_path):
     rec = _rec()
-    rec.search = {**rec.search, "seconds": 0.201}
+    rec.search = dataclasses.replace(rec.search, seconds=0.201)
     first = write_outputs(rec, tmp_path)
-    rec.search = {**rec.search, "seconds": 0.245}        # the same search, the machine busier
+    rec.search = dataclasses.replace(rec.search, seconds=0.245)        # the same search, the machine busier
     again = write_outputs(rec, tmp_path)
     assert not [k for k in again if k.startswith("kept:")], again
     assert sorted(q.name for q in tmp_path.iterdir() if ".bak" in q.name) == []
     assert json.loads(first["recommendation"].read_text())["search"]["seconds"] == 0.201   # the file was left
-    rec.search = {**rec.search, "max_edits": 3}          # a different result: kept as .bak
+    rec.search = dataclasses.replace(rec.search, max_edits=3)          # a different result: kept as .bak
     third = write_outputs(rec, tmp_path)
     assert "kept:recommendation.json" in third and (tmp_path / "recommendation.json.bak").exists()
