@@ -75,6 +75,7 @@ def _alive(pid: int) -> bool:
 
 
 # ---------------------------------------------------------------------- interrupted capture
+@pytest.mark.slow
 def test_kill_9_mid_capture_leaves_no_partial_out(tmp_path, capfd):
     marker = tmp_path / "pid"
     slow = _wl(tmp_path, forward=f"""if float(x.mean()) > 2:  # the second batch: step 0 is written by now
@@ -99,6 +100,7 @@ return self.l(x)""")
     assert not [q for q in tmp_path.iterdir() if q.name.endswith(".partial")]   # the stale partial is gone
 
 
+@pytest.mark.slow
 def test_existing_out_is_kept_and_said(tmp_path, capfd):
     out = tmp_path / "run"
     out.mkdir()
@@ -256,6 +258,7 @@ def test_quiet_and_verbose_override_advisor_progress(run_dir, capfd, monkeypatch
     assert _main(capfd, "--quiet", "--verbose", "inspect", "--profile", str(run_dir)).returncode == 2
 
 
+@pytest.mark.slow
 def test_json_behaves_alike_on_every_command(tmp_path, run_dir, capfd):
     ml = tmp_path / "m.json"
     ml.write_text('{"black-list": {"to-add": ["Exp"]}}\n')

@@ -59,6 +59,7 @@ def _params():
         yield pytest.param(s.name, marks=[pytest.mark.slow] if s.slow else [], id=s.name)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(_params()))
 def test_situation_facts(name, tmp_path):
     sit = S.SITUATIONS[name]

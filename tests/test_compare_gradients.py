@@ -105,6 +105,7 @@ def test_threshold_zero_judges_every_gradient_by_cosine():
 
 
 # ---------------------------------------------------------------------- the model, end to end
+@pytest.mark.slow
 @pytest.mark.timeout(600)
 def test_conv_batchnorm_training_with_biased_convs_passes_compare_and_gets_no_edit(tmp_path, capfd):
     run = tmp_path / "run"

@@ -81,6 +81,7 @@ def _cli(capfd, *args: str) -> int:
 
 
 # ---------------------------------------------------------------------- overflow mode (acceptance: the CLI)
+@pytest.mark.slow
 def test_cli_capture_fp16_overflow_saturates_on_ascend910_and_is_inf_on_ascend910b(tmp_path, capfd):
     """Issue 20 acceptance: an fp16 overflow under --soc ascend910 gives ±65504 in the dump, never inf, while
     ascend910b gives inf."""
@@ -275,6 +276,7 @@ def _onnx_model(path: Path):
     return path
 
 
+@pytest.mark.slow
 def test_onnx_capture_saturates_on_ascend910(tmp_path, capfd):
     m = _onnx_model(tmp_path / "m.onnx")
     for soc in ("ascend910", "ascend910b"):

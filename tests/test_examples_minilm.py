@@ -86,6 +86,7 @@ def test_padding_does_not_change_embeddings(model, tok):
     assert torch.allclose(alone[0], padded[0], atol=1e-5)
 
 
+@pytest.mark.slow
 def test_workload_batches_and_low_precision(minilm):
     model, batches = minilm.workload()
     assert len(batches) >= 3

@@ -9,6 +9,7 @@ import json
 import tempfile
 from pathlib import Path
 
+import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from advisor.cli import main
@@ -69,6 +70,7 @@ def assert_one_line_naming(err: str, out: str, path: Path) -> None:
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(contents)
 def test_lint_answers_any_mixlist_with_findings_or_one_line(content):
@@ -197,6 +199,7 @@ def _ops_info_ok(content: bytes) -> bool:
     return True
 
 
+@pytest.mark.slow
 @SETTINGS
 @given(info_contents)
 def test_lint_answers_any_ops_info_file_with_lists_or_one_line(content):

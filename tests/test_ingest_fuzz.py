@@ -173,6 +173,7 @@ JSON_CASES = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", sorted(JSON_CASES))
 def test_fuzz_json_values(tmp_path_factory, case):
     rel, base = JSON_CASES[case]

@@ -82,6 +82,7 @@ row = st.fixed_dictionaries({
 })
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(row, min_size=1, max_size=90), st.integers(1, 3))
 def test_build_matches_naive_rule(rows, nsteps):

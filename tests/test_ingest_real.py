@@ -223,6 +223,7 @@ def test_parameters_grad_without_call_index(real, tmp_path):
                                                                        "fc2.weight"]
 
 
+@pytest.mark.slow
 def test_capture_keeps_its_ops_info_inside_the_run(real, tmp_path):
     """A capture with --ops-info elsewhere on the machine stays readable: the run holds a copy."""
     ops = tmp_path / "cfg" / "aic-ascend310-ops-info.json"

@@ -92,6 +92,7 @@ def test_tune_refuses_a_mistyped_mixlist_type_before_any_run(workdir):
     assert cpu < LIMIT_S, f"{cpu:.2f} s CPU ({wall:.2f} s wall)"
 
 
+@pytest.mark.slow
 def test_tune_refuses_a_holdout_that_leaves_no_calibration_batch_before_any_run(workdir):
     p, wall, cpu = _timed(["tune", "wl.py:workload", "--out", "out", "--holdout", "4"], workdir)
     _refused(p, "--holdout", "4 batches", "at most 3")

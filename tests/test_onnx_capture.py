@@ -155,6 +155,7 @@ def onnx_file(tmp_path_factory, lnb):
     return d
 
 
+@pytest.mark.slow
 def test_cli_capture_of_a_model_file_with_inputs_and_keep_dtype(onnx_file, tmp_path):
     kf = tmp_path / "keep.cfg"
     kf.write_text(KEEP_HAZARD + "/fc/Gemmm\n", encoding="utf-8")
@@ -183,6 +184,7 @@ def test_cli_bad_inputs_are_one_line(onnx_file, tmp_path, args, problem):
     assert r.returncode == 2 and problem in r.stderr and len(r.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_malformed_model_and_inputs_files(tmp_path, onnx_file):
     bad = tmp_path / "bad.onnx"
     bad.write_bytes(b"\x08\x07garbage" * 10)
@@ -227,6 +229,7 @@ def test_the_onnx_to_ge_table_names_its_source_and_maps_what_atc_maps():
         parse_input_shapes(["x"])
 
 
+@pytest.mark.slow
 def test_replay_of_an_onnx_run_equals_a_fresh_capture_with_the_keep_file(lnb, tmp_path):
     """advisor replay re-executes the recorded ONNX nodes (their serialized NodeProto in the graph dump):
     the keep_dtype plan replayed on a plain capture gives exactly what a fresh capture with the file gives."""
@@ -245,6 +248,7 @@ def test_replay_of_an_onnx_run_equals_a_fresh_capture_with_the_keep_file(lnb, tm
     assert r.returncode == 1                                        # the run's own plan: the hazard
 
 
+@pytest.mark.slow
 def test_inference_modes_end_to_end_with_keep_dtype(onnx_file, tmp_path):
     """force_fp16 (ATC's default) and allow_fp32_to_fp16: capture, compare and replay with a keep_dtype file."""
     kf = tmp_path / "keep.cfg"
@@ -267,6 +271,7 @@ def test_inference_modes_end_to_end_with_keep_dtype(onnx_file, tmp_path):
         assert analyze(run).plan.why("/fc/Gemm").rule is S.Rule.KEEP_DTYPE
 
 
+@pytest.mark.slow
 def test_tune_an_onnx_model_file(onnx_file, tmp_path):
     r = _cli("tune", str(onnx_file / "lnb.onnx"), "--inputs", str(onnx_file / "x.npz"), "--inputs",
              str(onnx_file / "x.npz"), "--out", str(tmp_path / "t"), "--max-runs", "4", "--json", "--no-perf")

@@ -65,6 +65,7 @@ def test_tensorflow_emulator_executes_keep_dtype_by_type(tmp_path):
     assert a.verdict().ok
 
 
+@pytest.mark.slow
 def test_diff_shows_the_flips_of_a_keep_file_with_the_new_rule(tmp_path):
     kf = tmp_path / "keep.cfg"
     kf.write_text(KEEP, encoding="utf-8")
@@ -78,6 +79,7 @@ def test_diff_shows_the_flips_of_a_keep_file_with_the_new_rule(tmp_path):
     assert "Aten.addmm.default.1" not in rules
 
 
+@pytest.mark.slow
 def test_recommend_takes_the_override_files_as_its_base(tmp_path):
     kf = tmp_path / "keep.cfg"
     kf.write_text(KEEP, encoding="utf-8")

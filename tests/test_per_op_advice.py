@@ -51,6 +51,7 @@ def test_keep_edit_text_and_overrides():
     assert lists_with(base, [e, t]) == base                         # keeps never move the lists
 
 
+@pytest.mark.slow
 def test_pytorch_biased_linear_layernorm_per_op_passes_fresh_capture(deep_ln, tmp_path):
     """--granularity op on the PyTorch model: the advice keeps >= 80 % of compute low and passes a fresh
     capture, where the best type-level advice (shown beside it) keeps far less."""

@@ -178,6 +178,7 @@ def _names_bad_rank(d: dict) -> None:
     assert d["ok"] is False
 
 
+@pytest.mark.slow
 def test_compare_names_the_rank_that_overflows(dumps):
     code, out, err = _cli(["compare", "--run", str(dumps), "--json", "--workers", "2"])
     assert code == 1, err

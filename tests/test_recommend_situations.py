@@ -55,6 +55,7 @@ def _mixlist(black):
     return Mixlist(black_add=tuple(black))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", FAST)
 def test_single_shot_recommend_passes_a_fresh_capture_without_over_fixing(name, tmp_path):
     _check(name, tmp_path)

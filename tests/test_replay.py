@@ -53,6 +53,7 @@ def _random_lists(types: list[str], n: int, seed: int) -> list[mx.Mixlist]:
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["mlp_exp", "two_hazards", "transformer_hazard", "layernorm_bias",
                                   "cnn_control", "mlp_train_underflow"])
+@pytest.mark.slow
 def test_replay_of_random_lists_equals_a_fresh_capture(tmp_path, name):
     target = f"{EXAMPLES / name}.py:workload"
     base = capture(target, tmp_path / "base", dump="tensors", local=False)

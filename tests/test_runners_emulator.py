@@ -20,6 +20,7 @@ def test_bad_targets_refused_in_prepare(tmp_path, target, msg):
         EmulatorRunner(target).prepare(tmp_path)
 
 
+@pytest.mark.slow
 def test_capture_with_mixlist_and_crashing_workload(tmp_path):
     r = EmulatorRunner(f"{EX / 'mlp_exp.py'}:workload")
     r.prepare(tmp_path)

@@ -42,6 +42,7 @@ def test_keras_control_confirms_without_edit(tmp_path):
     assert s["history"][0]["ok"] is True
 
 
+@pytest.mark.slow
 def test_keras_training_control_confirms_without_edit(tmp_path):
     out = tmp_path / "tune"
     rc = main(["tune", f"{EX / 'keras_train.py'}:workload", "--out", str(out), "--max-runs", "3"])
@@ -54,6 +55,7 @@ def test_keras_training_control_confirms_without_edit(tmp_path):
     assert "Model.loss.0.forward" in d and any(k.startswith("Grad.") for k in d)
 
 
+@pytest.mark.slow
 def test_node_names_are_the_same_in_every_iteration(tmp_path):
     # tune re-captures in one process; Keras' auto-naming must not drift between iterations
     import pandas as pd

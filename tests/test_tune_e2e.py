@@ -59,6 +59,7 @@ def test_control_confirms_without_black_list_edit(tmp_path, capsys):
     assert s["history"][0]["ok"] is True
 
 
+@pytest.mark.slow
 def test_command_runner_end_to_end_with_npu_script(tmp_path):
     out = tmp_path / "tune"
     cmd = f"{sys.executable} {EX / 'npu_script.py'} {EX / 'mlp_exp.py'}:workload"
@@ -85,6 +86,7 @@ def test_command_runner_separate_reference(tmp_path):
     assert rc == 0 and s["confirmed"] and s["runs"] == 3
 
 
+@pytest.mark.slow
 def test_failing_gradients_are_judged_like_compare_judges_them_and_fixed_by_the_loss_scale(tmp_path):
     # the outputs and the loss are fine, the fp16 gradients underflow: compare, recommend and tune judge
     # the same figures (final outputs, loss and gradients on every batch); no list edit fixes it, so tune

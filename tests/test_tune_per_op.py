@@ -23,6 +23,7 @@ def _tune(out, *extra):
     return json.loads((out / "summary.json").read_text())
 
 
+@pytest.mark.slow
 def test_onnx_tune_confirms_a_keep_and_the_run_applied_it(tmp_path):
     s = _tune(tmp_path / "t")
     assert s["confirmed"] and s["keep_dtype"], s["stop_reason"]
@@ -39,6 +40,7 @@ def test_onnx_tune_confirms_a_keep_and_the_run_applied_it(tmp_path):
     assert again["runs"] == s["runs"] and again["keep_dtype"] == s["keep_dtype"]
 
 
+@pytest.mark.slow
 def test_type_granularity_keeps_tune_type_level(tmp_path):
     s = _tune(tmp_path / "t", "--granularity", "type")
     assert s["confirmed"] and not s["keep_dtype"]
@@ -51,6 +53,7 @@ def test_bad_granularity_is_exit_2(tmp_path):
     assert r.exit_code == 2 and "--granularity" in r.output
 
 
+@pytest.mark.slow
 def test_a_malformed_keep_edit_in_the_journal_is_refused(tmp_path):
     _tune(tmp_path / "t")
     p = tmp_path / "t" / "tune_state.json"

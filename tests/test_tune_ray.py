@@ -39,6 +39,7 @@ def _summary(out: Path) -> dict:
     return json.loads((out / "summary.json").read_text())
 
 
+@pytest.mark.slow
 def test_parallel_runs_on_ray_reach_the_local_confirmed_list(ray_npus, tmp_path):
     code, _, err = _cli(["tune", TARGET, "--out", str(tmp_path / "local"), "--parallel", "1"])
     assert code == 0, err
