@@ -184,6 +184,8 @@ class ROp:
     mutated: tuple = ()
     kernel: bool = True               # False: a view / no-kernel op (never rounded; always re-run for layout)
     static: bool = False              # a view of leaves only: the same outputs in every replay (computed once)
+    fused: bool = False               # a member of a fused kernel (advisor.fusion): inputs from other members
+    inner: bool = False               # are not rounded; ``inner``: its outputs never leave the kernel (unrounded)
 
 
 @dataclass
@@ -290,22 +292,32 @@ class Recording:
             raise InputError(source or None, "no FP32 dump to replay")
         prefix_node: dict[str, Hashable] = {}
         kernel: dict[Hashable, bool] = {}
-        onnx_nodes: dict[Hashable, tuple] = {}
+        onnx_nodes: dict[str, tuple] = {}
+        fused: dict[str, bool] = {}
         if graph is not None:
             for n, a in graph.nodes(data=True):
-                prefix_node[str(a.get("dump") or a.get("name") or n)] = n
+                prefix = str(a.get("dump") or a.get("name") or n)
+                prefix_node[prefix] = n
                 kernel[n] = bool(a.get("kernel", True))
                 if a.get("onnx_node"):      # an ONNX run's node: re-executed by advisor.onnx.replay
-                    onnx_nodes[n] = (a["onnx_node"], a.get("onnx_opset"))
+                    onnx_nodes[prefix] = (a["onnx_node"], a.get("onnx_opset"))
+                if a.get("members"):        # a fused kernel: each member's entry executes the node's decision
+                    inner = set(a.get("internal") or ())
+                    for m in a["members"]:
+                        prefix_node.setdefault(str(m), n)
+                        fused[str(m)] = str(m) in inner
+                    for m, blob in (a.get("member_onnx") or {}).items():
+                        onnx_nodes[str(m)] = (blob, a.get("onnx_opset"))
         leaves: dict = {}
-        programs = {s: cls._program(s, v, prefix_node if graph is not None else None, kernel, leaves, onnx_nodes)
+        programs = {s: cls._program(s, v, prefix_node if graph is not None else None, kernel, leaves, onnx_nodes,
+                                    fused)
                     for s, v in sorted(views.items())}
         return cls(programs, source)
 
     @staticmethod
     def _program(step: int, view: DumpView, prefix_node: dict | None, kernel: dict, leaves: dict,
-                 onnx_nodes: dict | None = None) -> StepProgram:
-        onnx_nodes = onnx_nodes or {}
+                 onnx_nodes: dict | None = None, fused: dict | None = None) -> StepProgram:
+        onnx_nodes, fused = onnx_nodes or {}, fused or {}
         from .emulator.engine import AUX_FP32_OUTPUTS, mutated_positions
         producers: dict[tuple, tuple[int, int]] = {}
         ops: list[ROp] = []
@@ -326,10 +338,12 @@ class Recording:
                 node = prefix
             func, why = resolve(entry)
             onnx_aux = None
-            if node in onnx_nodes:
+            if prefix in onnx_nodes:
                 from .onnx.replay import node_callable
-                func, why, onnx_aux = node_callable(*onnx_nodes[node])
+                func, why, onnx_aux = node_callable(*onnx_nodes[prefix])
             op = ROp(entry, node, func, why)
+            if prefix in fused:
+                op.fused, op.inner = True, fused[prefix]
             op.kernel = kernel.get(node, True) if prefix_node is not None else _aten_kernel(entry)
             outs = view.outputs(entry)
             op.out_keys = [lbl for lbl, _ in outs]
@@ -445,13 +459,15 @@ class Recording:
                 args = tuple(_relink(a, vals) for a in op.args)
                 kwargs = {k: _relink(v, vals) for k, v in op.kwargs.items()}
                 if low:
+                    # inside a fused kernel a member's values reach the next member unrounded
                     exact = {id(v) for src, v in zip(op.inputs, vals)
-                             if src is None or prog.ops[src[0]].static or exact_of.get(src[0]) == prec}
+                             if src is None or prog.ops[src[0]].static or exact_of.get(src[0]) == prec
+                             or (op.fused and prog.ops[src[0]].node == op.node)}
                 else:
                     exact = ()
                 try:
                     outs = execute_op(op.func, args, kwargs, prec, kernel=op.kernel, aux=op.aux, mutated=op.mutated,
-                                      exact=exact)
+                                      exact=exact, round_outputs=not op.inner)
                 except Exception as e:  # noqa: BLE001 - an op that does not run on the CPU as recorded
                     why = f"re-execution failed ({type(e).__name__}: {' '.join(str(e).split())[:120]})"
                     op.func, op.why_not = None, why
@@ -464,12 +480,12 @@ class Recording:
                         not_replayed.setdefault(op.entry, f"{len(outs)} outputs, {len(op.out_values)} recorded")
                     continue
                 new[i] = outs
-                if low and not op.aux:
+                if low and not op.aux and not op.inner:
                     exact_of[i] = prec
                 if not (low or changed):
                     continue
                 dirty.add(i)
-                entries[op.entry] = {"_outputs": [(k, {"tensor": t, "dtype": _dt(t, prec, j in op.aux),
+                entries[op.entry] = {"_outputs": [(k, {"tensor": t, "dtype": _dt(t, prec, j in op.aux or op.inner),
                                                        "shape": list(t.shape)})
                                                   for j, (k, t) in enumerate(zip(op.out_keys, outs))]}
             # unchanged forward entries keep their recorded records (statistics / files of the golden)

@@ -9,7 +9,7 @@ from typing import Any
 import torch
 from torch.utils._pytree import tree_flatten
 
-from .. import costmodel, semantics
+from .. import costmodel, fusion, semantics
 from .. import graph as G
 from ..errors import AdvisorError, InputError
 from ..mixlist import Mixlist
@@ -31,19 +31,21 @@ SMALL_MODEL_PARAMS = 2_000_000   # default --dump tensors at or below this many 
 def run_step(model, batch: tuple, loss_fn=None, *, graph=None, params: dict | None = None,
              plan: list[str] | None = None, reference=None, keep_entries: bool = True,
              keep_local: bool = False, seed: int = 0, step: int = 0, cache: dict | None = None,
-             loss_scale: float | None = None) -> StepRecord:
+             loss_scale: float | None = None, groups: dict | None = None) -> StepRecord:
     """Run one step (forward, + loss and backward when ``loss_fn``) under the emulation mode.
 
     ``loss_scale`` S: backward starts from S (what ``(loss * S).backward()`` computes, without an extra
     op in the graph), so every backward op sees gradients S times larger and in the low dtype fewer of
     them underflow.  The recorded loss is unscaled; the parameter gradients are the scaled ones, as
-    msprobe's gradient hooks see them on an NPU before the optimizer unscales them."""
+    msprobe's gradient hooks see them on an NPU before the optimizer unscales them.  ``groups``: the members of
+    fused kernels (``EmuMode``).  Recording a graph also marks the ops whose outputs leave the step (model
+    outputs, loss, gradients: ``net_outputs``, what GE's NetOutput reads)."""
     torch.manual_seed(seed + step)
     if loss_fn is not None and isinstance(model, torch.nn.Module):
         for p in model.parameters():
             p.grad = None
     inputs = {id(t): i for i, t in enumerate(batch) if isinstance(t, torch.Tensor)}
-    mode = EmuMode(graph, params, inputs, plan, reference, keep_entries, keep_local, cache=cache)
+    mode = EmuMode(graph, params, inputs, plan, reference, keep_entries, keep_local, cache=cache, groups=groups)
     with eager_math_attention():
         if loss_fn is not None:
             with torch.enable_grad(), mode:
@@ -65,9 +67,22 @@ def run_step(model, batch: tuple, loss_fn=None, *, graph=None, params: dict | No
                 out = model(*batch)
     flat, _ = tree_flatten(out)
     mode.rec.outputs = [t for t in flat if isinstance(t, torch.Tensor)]
+    if graph is not None:
+        graph.graph["training"] = loss_fn is not None
+        _mark_net_outputs(graph, mode, mode.rec.outputs + [mode.rec.loss] + list(mode.rec.grads.values()))
     mode.rec.returned = type(out).__name__
     mode.rec.rounded = mode.rounded  # executed low dtype of tensors (mixed run)
     return mode.rec
+
+
+def _mark_net_outputs(graph, mode: EmuMode, tensors: list) -> None:
+    """``net_outputs`` (output indices) on the nodes producing the step's outputs."""
+    for t in tensors:
+        src = mode.producer.get(id(t)) if t is not None else None
+        if src is not None and src[0] is t and src[1] in graph:
+            ports = graph.nodes[src[1]].setdefault("net_outputs", [])
+            if src[2] not in ports:
+                ports.append(src[2])
 
 
 def param_names(model) -> dict:
@@ -182,8 +197,9 @@ class _DumpBuilder:
     """Builds dump.json data for one run of one step; statistics for all tensors in one batched pass."""
 
     def __init__(self, rec: StepRecord, precs: list[str], ops, files: bool, framework: str = "pytorch",
-                 stats_cache: dict | None = None, static_ptrs: set | None = None):
+                 stats_cache: dict | None = None, static_ptrs: set | None = None, inner: frozenset = frozenset()):
         self.rec, self.precs, self.ops, self.files = rec, precs, ops, files
+        self.inner = inner     # ops whose outputs stay inside a fused kernel (executed unrounded)
         self.stats_cache, self.static_ptrs = stats_cache, static_ptrs
         self.framework = framework
 
@@ -225,7 +241,7 @@ class _DumpBuilder:
 
         for i, (struct, tin, tout, rgs) in enumerate(rec.entries):
             op = self.ops[i]
-            prec = self.precs[i]
+            prec = self.precs[i] if op.name not in self.inner else "fp32"
             name = f"{op.name}.forward"
             in_sl, out_sl = plan_rows[i]
             aux = AUX_FP32_OUTPUTS.get(op.packet, ())
@@ -329,12 +345,14 @@ def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semanti
             semantics.annotate(steps.g0, steps.plan0)
             graph_path = writer.write_graph(steps.g0, steps.plan0, notes)
         if local:
-            writer.write_local_error(steps.local_rows.values())
+            writer.write_local_error(fusion.local_rows(steps.fz0, steps.local_rows).values() if steps.fz0
+                                     else steps.local_rows.values())
         files = writer.write_overrides(overrides, keep_dtype if isinstance(keep_dtype, (str, os.PathLike)) else None,
                                        customize_dtypes)
         notes += stage.backup_notes()
         writer.write_run_json(steps=len(wl.batches), training=wl.loss_fn is not None, dump=dump,
                               low_dtype=low, lists_source=lists.source, **files,
+                              fusion=fusion.summary(steps.fz0) if steps.fz0 is not None else None,
                               unmapped_ops=sorted(steps.unmapped), notes=notes,
                               graph=str(graph_path.relative_to(out_dir)) if graph_path else None,
                               n_ops=len(steps.g0) if steps.g0 is not None else 0, options=wl.options or {},
@@ -359,7 +377,9 @@ class _Steps:
         self.unmapped: dict[str, str] = {}
         self.ref_sig = None
         self.ref_plan: list[str] | None = None
+        self.ref_fz: fusion.FusionResult | None = None
         self.g0 = self.plan0 = None
+        self.fz0: fusion.FusionResult | None = None
         self.local_rows: dict[str, dict] = {}
         self.round_cache: dict = {}
         self.stats_cache: dict = {}
@@ -373,16 +393,17 @@ class _Steps:
         if step == 0:
             _check_traced(fp, self.target)
         _restore(self.model, self.state0)
-        precs = self._plan(step, g, fp)
+        precs, fz = self._plan(step, g, fp)
         for r in fp.ops:
             if not r.mapped:
                 self.unmapped[f"aten.{r.packet}.{r.overload}"] = r.type
+        groups = {m: (i.node, i.round_out) for m, i in fz.members.items()}
         mx = self._user_run("mixed", step, lambda: run_step(
             self.model, batch, self.wl.loss_fn, params=self.params, plan=precs, reference=fp.ops, seed=self.seed,
-            step=step, cache=self.round_cache, loss_scale=self.loss_scale))
+            step=step, cache=self.round_cache, loss_scale=self.loss_scale, groups=groups))
         _restore(self.model, self.state0)
-        self.kernels.extend(_kernel_rows(step, fp, precs))
-        self._write_dumps(step, fp, mx, precs)
+        self.kernels.extend(_kernel_rows(step, fp, precs, fz))
+        self._write_dumps(step, fp, mx, precs, frozenset(m for m, i in fz.members.items() if not i.round_out))
         if self.local:  # every step: a hazard may show only in some batches; rows keep the worst
             self._local_errors(fp)
 
@@ -397,29 +418,34 @@ class _Steps:
             raise InputError(self.target, f"the model failed in the {which} run (step {step}): "
                                           f"{describe_user_error(e)}") from None
 
-    def _plan(self, step: int, g, fp: StepRecord) -> list[str]:
-        """The planned precision of every op of the step: step 0's plan when the op sequence is the
-        same, else planned separately (with a note)."""
+    def _plan(self, step: int, g, fp: StepRecord) -> tuple[list[str], fusion.FusionResult]:
+        """The planned precision of every op of the step and the step's graph fusion: step 0's when the op
+        sequence is the same, else fused and planned separately (with a note).  GE's graph fusion runs before its
+        precision judge (advisor.fusion): the plan is the fused graph's, and every op executes the decision of
+        the (possibly fused) node it belongs to."""
         sig = [r.func for r in fp.ops]
         if self.ref_sig is not None and sig == self.ref_sig:
-            return self.ref_plan
-        p = semantics.plan(g, self.lists, self.mode, self.overrides)
+            return self.ref_plan, self.ref_fz
+        fz = fusion.fuse(g, self.lists.soc, self.lists)
+        p = semantics.plan(fz.graph, self.lists, self.mode, self.overrides)
         check_uniform_ports(p, self.target)
-        precs = [p[r.name] for r in fp.ops]
+        precs = [p[fz.node_of(r.name)] for r in fp.ops]
         if step == 0:
-            self.g0, self.plan0 = g, p
-            self.ref_sig, self.ref_plan = sig, precs
+            self.g0, self.plan0, self.fz0 = fz.graph, p, fz
+            self.ref_sig, self.ref_plan, self.ref_fz = sig, precs, fz
         else:
             self.notes.append(f"step {step} has a different op sequence than step 0: planned separately")
-        return precs
+        return precs, fz
 
-    def _write_dumps(self, step: int, fp: StepRecord, mx: StepRecord, precs: list[str]) -> None:
-        """The FP32 (golden) and mixed (target) msprobe dumps of the step."""
+    def _write_dumps(self, step: int, fp: StepRecord, mx: StepRecord, precs: list[str],
+                     inner: frozenset = frozenset()) -> None:
+        """The FP32 (golden) and mixed (target) msprobe dumps of the step (one entry per executed op, fused or
+        not; ``inner``: ops whose outputs stay inside a fused kernel, dumped as executed, unrounded)."""
         for which, rec, pr in (("fp32", fp, ["fp32" if r.is_float else "n/a" for r in fp.ops]),
                                ("mixed", mx, precs)):
             static = _static_ptrs(self.params, self.round_cache)
             data, fl = _DumpBuilder(rec, pr, fp.ops, self.files, stats_cache=self.stats_cache,
-                                    static_ptrs=static).build()
+                                    static_ptrs=static, inner=inner if which == "mixed" else frozenset()).build()
             self.writer.write_dump(which, step, data, fl or None, task="tensor" if self.files else "statistics")
 
     def _local_errors(self, fp: StepRecord) -> None:
@@ -434,23 +460,47 @@ class _Steps:
             self.local_rows[row["name"]] = worst_local(self.local_rows.get(row["name"]), row)
 
 
-def _kernel_rows(step: int, fp: StepRecord, precs: list[str]) -> list[dict]:
-    """kernel_details rows of the mixed (profiled) run: one per kernel op, dtypes as executed and
+def _kernel_rows(step: int, fp: StepRecord, precs: list[str], fz: fusion.FusionResult) -> list[dict]:
+    """kernel_details rows of the mixed (profiled) run: one per kernel of the fused graph, typed as GE judges it (a
+    fused kernel's row comes at its last member, with its external inputs and outputs), dtypes as executed and
     cost-model durations."""
+    gf = fz.graph
+    by_name = {r.name: r for r in fp.ops} if fz.members else {}
     rows = []
     for r, prec in zip(fp.ops, precs):
-        if not r.kernel:
+        node = fz.node_of(r.name)
+        a = gf.nodes[node] if node in gf else {}
+        m = fz.members.get(r.name)
+        if m is not None:
+            if not m.last:
+                continue
+            ins = [(by_name.get(mm), i) for mm, i in a.get("ports_in", ())]
+            outs = [(by_name.get(mm), j) for mm, j in a.get("ports_out", ())]
+        elif not r.kernel or not a.get("kernel", True):
             continue
-        aux = AUX_FP32_OUTPUTS.get(r.packet, ())
+        else:
+            skip = set(a.get("attr_inputs") or ())     # constants a ConstToAttr pass made attributes
+            ins = [(r, i) for i in range(len(r.in_dtypes)) if i not in skip]
+            outs = [(r, j) for j in range(len(r.out_dtypes))]
         low_ok = prec in ("fp16", "bf16", "fp32")
-        ind = [prec if (d in ("fp32", "fp64", "fp16", "bf16") and low_ok) else d for d in r.in_dtypes]
-        outd = [prec if (d in ("fp32", "fp64", "fp16", "bf16") and low_ok and j not in aux) else d
-                for j, d in enumerate(r.out_dtypes)]
-        flops = costmodel.estimate_flops(r.type, r.in_shapes, r.out_shapes)
-        nbytes = costmodel.estimate_bytes(r.in_shapes, r.out_shapes, ind, outd)
-        rows.append({"step": step, "name": r.name, "type": r.type, "core": costmodel.core_type(r.type),
-                     "duration_us": costmodel.op_time_us(r.type, flops, nbytes, prec),
-                     "in_shapes": r.in_shapes, "in_dtypes": ind, "out_shapes": r.out_shapes,
+
+        def port(rr, i, kind):
+            if rr is None or i >= len(getattr(rr, f"{kind}_dtypes")):
+                return None, "n/a"
+            d = getattr(rr, f"{kind}_dtypes")[i]
+            aux = kind == "out" and i in AUX_FP32_OUTPUTS.get(rr.packet, ())
+            return getattr(rr, f"{kind}_shapes")[i], (prec if d in ("fp32", "fp64", "fp16", "bf16") and low_ok
+                                                      and not aux else d)
+        pin = [port(rr, i, "in") for rr, i in ins]
+        pout = [port(rr, j, "out") for rr, j in outs]
+        in_shapes, ind = [x for x, _ in pin], [d for _, d in pin]
+        out_shapes, outd = [x for x, _ in pout], [d for _, d in pout]
+        typ = str(a.get("type", r.type))
+        flops = costmodel.estimate_flops(typ, in_shapes, out_shapes)
+        nbytes = costmodel.estimate_bytes(in_shapes, out_shapes, ind, outd)
+        rows.append({"step": step, "name": str(a.get("name", node)) if a else r.name, "type": typ,
+                     "core": costmodel.core_type(typ), "duration_us": costmodel.op_time_us(typ, flops, nbytes, prec),
+                     "in_shapes": in_shapes, "in_dtypes": ind, "out_shapes": out_shapes,
                      "out_dtypes": outd, "framework_op": f"aten::{r.packet}",
                      "phase": "bwd" if 0 <= fp.bwd_start <= r.index else "fwd"})
     return rows

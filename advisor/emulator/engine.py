@@ -143,8 +143,11 @@ class EmuMode(TorchDispatchMode):
     def __init__(self, graph=None, params: dict | None = None, inputs: dict | None = None,
                  plan: list[str] | None = None, reference: list[OpRecord] | None = None,
                  keep_entries: bool = True, keep_local_inputs: bool = False, low: str | None = None,
-                 cache: dict | None = None):
+                 cache: dict | None = None, groups: dict | None = None):
         super().__init__()
+        # members of fused kernels (mixed run): op name -> (fused node, its outputs leave the kernel); a value one
+        # member hands another inside the kernel is not rounded to the low dtype (advisor.fusion)
+        self.groups = groups or {}
         # rounded copies of parameters (and their views), reused across ops and steps: keyed by
         # storage, geometry and version counter, so an updated parameter is rounded again
         self.cache = cache if cache is not None else {}
@@ -202,8 +205,9 @@ class EmuMode(TorchDispatchMode):
                                      "cannot be emulated")
             rec = self.reference[idx]
             prec = self.plan[idx]
+            grp = self.groups.get(rec.name) if self.groups else None
         else:
-            rec = None
+            rec = grp = None
             prec = "fp32"
         mutates = _mutated_arg_positions(func) if func._schema.is_mutable else ()
         # ---- execute
@@ -216,6 +220,10 @@ class EmuMode(TorchDispatchMode):
 
             def rnd(x):
                 if isinstance(x, torch.Tensor) and x.dtype in FLOAT_DTYPES and x.dtype != low_t and id(x) not in mut_ids:
+                    if grp is not None:
+                        src = self.producer.get(id(x))
+                        if src is not None and src[0] is x and self.groups.get(src[1], _NO_GROUP)[0] == grp[0]:
+                            return x       # inside one fused kernel: not rounded between its members
                     r = self.rounded.get(id(x))
                     if r is not None and r[1] == prec and r[0] is x:
                         return x
@@ -249,7 +257,7 @@ class EmuMode(TorchDispatchMode):
         out = func(*run_args, **run_kwargs)
         flat_out, _ = tree_flatten(out)
         tout = [x for x in flat_out if isinstance(x, torch.Tensor)]
-        if replay and low_t is not None and kernel:
+        if replay and low_t is not None and kernel and (grp is None or grp[1]):
             aux = AUX_FP32_OUTPUTS.get(packet, ())
             for j, t in enumerate(tout):
                 if t.dtype in FLOAT_DTYPES and t.dtype != low_t and j not in aux:
@@ -321,6 +329,9 @@ class EmuMode(TorchDispatchMode):
             for k, t in enumerate(outs):
                 if id(t) in ids:
                     outs[k] = t.detach().clone()
+
+
+_NO_GROUP = (None, True)
 
 
 def map_tree(fn, x):

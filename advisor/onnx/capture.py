@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import costmodel, semantics
+from .. import costmodel, fusion, semantics
 from .. import graph as G
 from ..errors import AdvisorError, InputError
 from ..mixlist import Mixlist
@@ -158,38 +158,39 @@ def capture_onnx(model: Any, out: str | os.PathLike, mode: str = semantics.DEFAU
             writer.write_mixlist(ml.to_json())
         kernels: list[dict] = []
         local_rows: dict[str, dict] = {}
-        g = p = ports = None
+        g = p = ports = fz = pre = None
         for step, feed in enumerate(data):
             v32 = _run(ex, feed, None, seed + step, target, f"the FP32 run (step {step})")
             if g is None:
-                g = _graph(m, v32, run_name)
+                # GE's graph fusion runs before its precision judge: the plan is the fused graph's
+                pre = _graph(m, v32, run_name)
+                fz = fusion.fuse(pre, lists.soc, lists)
+                g = fz.graph
                 p = semantics.plan(g, lists, mode, overrides)
-                ports = _ports(m, g, p)
+                ports = _ports(m, pre, fz, p)
                 notes += _override_notes(overrides, g)
             vmx = _run(ex, feed, {k: v for k, v in ports.items() if v[2]}, seed + step, target,
                        f"the mixed run (step {step})")
-            kernels.extend(_kernels(m, g, p, ports, vmx, step))
+            kernels.extend(_kernels(m, fz, p, ports, vmx, step))
             for which, vals, pr in (("fp32", v32, None), ("mixed", vmx, ports)):
                 d, fl = _dump_data(m, vals, pr, files_on)
                 writer.write_dump(which, step, d, fl or None, task="tensor" if files_on else "statistics")
             if local:   # every step: a hazard may show only in some batches; rows keep the worst
-                for row in _local_errors(ex, m, g, v32, low_for_local):
+                for row in _local_errors(ex, m, pre, v32, low_for_local):
                     local_rows[row["name"]] = worst_local(local_rows.get(row["name"]), row)
         writer.write_profile(kernels)
-        for k, nd in enumerate(m.nodes):      # the graph dump shows the dtypes as executed
-            if not nd.const and nd.name in g:
-                g.nodes[nd.name]["in_dtypes"], g.nodes[nd.name]["out_dtypes"] = ports[k][0], ports[k][1]
+        _executed_dtypes(m, fz, ports)        # the graph dump shows the dtypes as executed
         semantics.annotate(g, p)
         graph_path = writer.write_graph(g, p, notes)
         if local:
-            writer.write_local_error(local_rows.values())
+            writer.write_local_error(fusion.local_rows(fz, local_rows).values())
         files = writer.write_overrides(overrides, keep_dtype if isinstance(keep_dtype, (str, os.PathLike)) else None,
                                        customize_dtypes)
         notes += stage.backup_notes()
         writer.write_run_json(steps=len(data), training=False, dump=dump, low_dtype=low, lists_source=lists.source,
                               unmapped_ops=m.unmapped(), notes=notes,
                               graph=str(graph_path.relative_to(out_dir)) if graph_path else None,
-                              n_ops=sum(1 for _ in G.op_nodes(g)), options={}, **files,
+                              n_ops=sum(1 for _ in G.op_nodes(g)), options={}, **files, fusion=fusion.summary(fz),
                               onnx={"opset": m.opset, "inputs": [n for n, _, _ in m.inputs], "outputs": m.outputs,
                                     "ge_types": _ge_source()})
     return stage.out
@@ -234,18 +235,42 @@ def _ge_source() -> str:
     return source()
 
 
-def _ports(m: Model, g, p) -> dict[int, tuple[list[str], list[str], bool]]:
-    """node index -> (input dtypes, output dtypes as executed, runs under the plan): the plan's port
-    dtypes (``semantics.Plan.port_dtypes``) of every op node; constants are not op nodes."""
+def _ports(m: Model, pre, fz: fusion.FusionResult, p) -> dict[int, tuple[list[str], list[str], bool]]:
+    """node index -> (input dtypes, output dtypes as executed, runs under the plan): the plan's port dtypes
+    (``semantics.Plan.port_dtypes``) of the (fused) node each ONNX node belongs to; inside a fused kernel the
+    values one member hands another keep their dtype (not rounded).  Constants are not op nodes."""
     out = {}
     for nd in m.nodes:
-        if nd.const or nd.name not in g:
+        if nd.const or nd.name not in pre:
             continue
-        a = g.nodes[nd.name]
-        ins, outs = p.port_dtypes(nd.name, list(a["in_dtypes"]), list(a["out_dtypes"]), nd.aux)
-        planned = bool(a.get("kernel", True)) and bool(a.get("float", True))
+        a, node = pre.nodes[nd.name], fz.node_of(nd.name)
+        ins, outs = p.port_dtypes(node, list(a["in_dtypes"]), list(a["out_dtypes"]), nd.aux)
+        mem = fz.members.get(nd.name)
+        if mem is not None:
+            ins = [a["in_dtypes"][j] if j in mem.internal_in else d for j, d in enumerate(ins)]
+            if not mem.round_out:
+                outs = list(a["out_dtypes"])
+        planned = (bool(a.get("kernel", True)) and bool(a.get("float", True))
+                   and bool(fz.graph.nodes[node].get("kernel", True)))
         out[nd.index] = (ins, outs, planned)
     return out
+
+
+def _executed_dtypes(m: Model, fz: fusion.FusionResult, ports: dict) -> None:
+    """The fused graph's in/out dtypes as executed (a fused node's from its members' ports)."""
+    g = fz.graph
+    idx = {nd.name: nd.index for nd in m.nodes if not nd.const}
+    for n, a in g.nodes(data=True):
+        if a.get("members"):
+            a["in_dtypes"] = [_port_dt(ports, idx, mm, j, 0) for mm, j in a.get("ports_in", ())]
+            a["out_dtypes"] = [_port_dt(ports, idx, mm, j, 1) for mm, j in a.get("ports_out", ())]
+        elif n in idx and idx[n] in ports:
+            a["in_dtypes"], a["out_dtypes"] = ports[idx[n]][0], ports[idx[n]][1]
+
+
+def _port_dt(ports: dict, idx: dict, member: str, j: int, side: int) -> str:
+    pr = ports.get(idx.get(member, -1))
+    return pr[side][j] if pr is not None and j < len(pr[side]) else "n/a"
 
 
 def _override_notes(ov, g) -> list[str]:
@@ -270,22 +295,43 @@ def _override_notes(ov, g) -> list[str]:
     return out
 
 
-def _kernels(m: Model, g, p, ports, vals, step: int) -> list[dict]:
-    """kernel_details rows of the mixed (target) run: one per op with a kernel, dtypes as executed."""
+def _kernels(m: Model, fz: fusion.FusionResult, p, ports, vals, step: int) -> list[dict]:
+    """kernel_details rows of the mixed (target) run: one per kernel of the fused graph, typed as GE judges it (a
+    fused kernel's row comes at its last member, with its external inputs and outputs), dtypes as executed."""
+    g = fz.graph
+    by_name = {nd.name: nd for nd in m.nodes if not nd.const}
     rows = []
     for nd in m.nodes:
         if nd.const or not nd.ge.kernel:
             continue
-        ins = [vals.get(i) if i else None for i in nd.inputs]
-        outs = [vals.get(o) for o in nd.outputs]
-        in_shapes = [list(np.shape(x)) if x is not None else None for x in ins]
-        out_shapes = [list(np.shape(x)) if x is not None else None for x in outs]
-        ind, outd = ports[nd.index][0], ports[nd.index][1]
-        typ = nd.ge.type
+        node = fz.node_of(nd.name)
+        a = g.nodes[node]
+        mem = fz.members.get(nd.name)
+        if mem is not None:
+            if not mem.last:
+                continue
+            ins = [(by_name[mm], j) for mm, j in a.get("ports_in", ()) if mm in by_name]
+            outs = [(by_name[mm], j) for mm, j in a.get("ports_out", ()) if mm in by_name]
+        elif not a.get("kernel", True):
+            continue
+        else:
+            skip = set(a.get("attr_inputs") or ())     # constants a ConstToAttr pass made attributes
+            ins = [(nd, j) for j in range(len(nd.inputs)) if j not in skip]
+            outs = [(nd, j) for j in range(len(nd.outputs))]
+
+        def val(x, j, side):
+            names = x.outputs if side else x.inputs
+            v = vals.get(names[j]) if j < len(names) and names[j] else None
+            return list(np.shape(v)) if v is not None else None, ports[x.index][side][j] if j < len(
+                ports[x.index][side]) else "n/a"
+        pin, pout = [val(x, j, 0) for x, j in ins], [val(x, j, 1) for x, j in outs]
+        in_shapes, ind = [s for s, _ in pin], [d for _, d in pin]
+        out_shapes, outd = [s for s, _ in pout], [d for _, d in pout]
+        typ = str(a.get("type", nd.ge.type))
         flops = costmodel.estimate_flops(typ, in_shapes, out_shapes)
         nbytes = costmodel.estimate_bytes(in_shapes, out_shapes, ind, outd)
-        rows.append({"step": step, "name": nd.name, "type": typ, "core": costmodel.core_type(typ),
-                     "duration_us": costmodel.op_time_us(typ, flops, nbytes, p[nd.name]),
+        rows.append({"step": step, "name": str(a.get("name", node)), "type": typ, "core": costmodel.core_type(typ),
+                     "duration_us": costmodel.op_time_us(typ, flops, nbytes, p[node]),
                      "in_shapes": in_shapes, "in_dtypes": ind, "out_shapes": out_shapes, "out_dtypes": outd})
     return rows
 

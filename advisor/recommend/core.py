@@ -223,6 +223,8 @@ class SearchContext:
             self.notes.append(f"precision mode {a.mode!r} ignores modify_mixlist (GE applies it only in "
                               "mixed_float16/mixed_bfloat16 / allow_mix_precision*); edits below assume the mixed mode.")
             self.mode = mixed_mode_of(a.mode)
+        from ..fusion import notes as fusion_notes
+        self.notes.extend(fusion_notes(a.graph, {"the base mixlist": self.start}))
         self.base_plan = a.compiled.plan(self.base_lists, self.mode, a.plan.overrides)
         self.evidence = build_evidence(a.compiled, None, a.run.local_errors) if _has_local(a) else None
 

@@ -76,11 +76,12 @@ def worst_instances(c: Compiled, e: Edit, nodes: Sequence[int], without: Plan, w
     key = np.nan_to_num(score[cand], nan=0.0, posinf=1e300)
     own = np.array([c.types[i] == e.type for i in cand.tolist()], dtype=bool)
     cand = cand[np.lexsort((-key, ~own))][:limit]             # the edited type's instances first
+    from ..fusion import describe_node
     out = []
     for i in cand.tolist():
         node = c.order[i]
         out.append({
-            "node": str(node), "type": c.types[i],
+            "node": str(node), "type": c.types[i], "fused": describe_node(c.graph, node),
             "precision_before": without.precision_list[i], "precision_after": with_.precision_list[i],
             "why_before": without.why(node).to_dict(),
             "error": _num(score, i) if not np.isinf(score[i]) else None, "non_finite": bool(np.isinf(score[i])),
@@ -136,7 +137,8 @@ def explain(e: Edit, purpose: str, worst: list[dict], without: Mapping, with_: M
                          f"{wb['root']}; {e.type} is on that decision chain)")
             elif str(wb["rule"]).startswith("gray"):
                 chain = f" (gray, inherits {w['precision_before']} from {wb['via']})"
-            parts.append(f"{w['node']} ({w['type']}) {src} in low precision{chain}.")
+            fused = f" [{w['fused']}]" if w.get("fused") else ""
+            parts.append(f"{w['node']} ({w['type']}){fused} {src} in low precision{chain}.")
         parts.append(f"{e}: {nflips} op instance(s) flip; {how} final error {_final(without)} without it -> "
                      f"{_final(with_)} with it; time {dt:+.1f} us.")
     else:

@@ -1,9 +1,10 @@
 """``capture_tf``: run a TensorFlow/Keras workload on the CPU the way GE (through the Ascend TF adapter)
 would under a mode and mixlist, and write the same run directory as the PyTorch capture.
 
-Pipeline: freeze the workload (``freeze``) -> op graph with GE types (``graph``) -> the semantics
-module's plan (``advisor.semantics.plan``, never decided here) -> GraphDef rewritten to execute the
-plan (``rewrite``) -> one FP32 and one mixed session run per batch, fetching every node's outputs
+Pipeline: freeze the workload (``freeze``) -> op graph with GE types (``graph``) -> GE's graph fusion
+(``advisor.fusion``) -> the semantics module's plan of the fused graph (``advisor.semantics.plan``, never
+decided here) -> GraphDef rewritten to execute the plan, each TF node at the decision of the (fused) node
+it belongs to (``rewrite``; the members of a fused kernel are executed one by one, each rounded: choice) -> one FP32 and one mixed session run per batch, fetching every node's outputs
 -> ``advisor.rundir.RunWriter``: kernel_details.csv (dtypes as executed = the plan, cost-model
 durations), GE-style graph dump, msprobe-format dumps (``framework: tensorflow``, ``.npy`` tensor
 files) and local_error.csv (the worst over all steps).
@@ -18,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import costmodel, semantics
+from .. import costmodel, fusion, semantics
 from .. import graph as G
 from ..errors import AdvisorError, InputError
 from ..mixlist import Mixlist
@@ -169,9 +170,10 @@ def capture_tf(workload: Any, out: str | os.PathLike, mode: str = semantics.DEFA
     gd = prune(fr.graph_def, fetch_nodes + [split_tensor(t)[0] for t in fr.inputs])
     _fix_seeds(gd, seed)
     g, info = build(tf, gd, name=wl.name)
-    p = semantics.plan(g, lists, mode, overrides)
+    fz = fusion.fuse(g, lists.soc, lists)
+    p = semantics.plan(fz.graph, lists, mode, overrides)
     check_uniform_ports(p, target)
-    precision = p.precision
+    precision = {n: p[fz.node_of(n)] for n in g if fz.node_of(n) in fz.graph}
     low_dtype = low or "fp16"
     rw = apply_plan(tf, gd, info, precision, low_dtype, g)
 
@@ -190,14 +192,17 @@ def capture_tf(workload: Any, out: str | os.PathLike, mode: str = semantics.DEFA
                                      "framework": "tensorflow", "emulated": True, "versions": vers}, final_dir=stage.out)
         if ml is not None:
             writer.write_mixlist(ml.to_json())
-        kernels, local_rows = _run_steps(tf, wl, fr, gd, g, info, rw, p, writer, target=target, files_on=files_on,
-                                         local=local, low_dtype=low_dtype)
+        kernels, local_rows = _run_steps(tf, wl, fr, gd, g, info, rw, (fz, precision), writer, target=target,
+                                         files_on=files_on, local=local, low_dtype=low_dtype)
         writer.write_profile(kernels)
         _executed_dtypes(tf, g, rw)
-        semantics.annotate(g, p)
-        graph_path = writer.write_graph(g, p, notes)
+        for n, a in fz.graph.nodes(data=True):   # the fused graph's nodes that kept their TF node
+            if n in g and not a.get("members"):
+                a["in_dtypes"], a["out_dtypes"] = g.nodes[n].get("in_dtypes"), g.nodes[n].get("out_dtypes")
+        semantics.annotate(fz.graph, p)
+        graph_path = writer.write_graph(fz.graph, p, notes)
         if local:
-            writer.write_local_error(local_rows.values())
+            writer.write_local_error(fusion.local_rows(fz, local_rows).values())
         unknown = sorted({g.nodes[n]["type"] for n in G.op_nodes(g)
                           if g.nodes[n].get("kernel", True) and not lists.is_known(g.nodes[n]["type"])})
         cube_style = sorted({g.nodes[n]["type"] for n, s in rw.style.items() if s == "cube-style"})
@@ -208,7 +213,7 @@ def capture_tf(workload: Any, out: str | os.PathLike, mode: str = semantics.DEFA
                               lists_source=lists.source, unmapped_ops=unknown, notes=notes,
                               graph=str(graph_path.relative_to(out_dir)) if graph_path else None,
                               n_ops=sum(1 for _ in G.op_nodes(g)), options=wl.options or {},
-                              tf={"cube_style_types": cube_style, "inputs": fr.inputs})
+                              tf={"cube_style_types": cube_style, "inputs": fr.inputs}, fusion=fusion.summary(fz))
     return stage.out
 
 
@@ -310,12 +315,18 @@ def _reset_keras_naming() -> None:
         pass
 
 
-def _kernels(g, info, rw, p, vals, step: int) -> list[dict]:
-    """kernel_details rows of the mixed (target) run: one per op with a kernel, dtypes as executed."""
+def _kernels(g, info, rw, fused, vals, step: int) -> list[dict]:
+    """kernel_details rows of the mixed (target) run: one per kernel of the fused graph, dtypes as executed (a fused
+    kernel's row is its last member's, under the fused node's name and type; choice)."""
+    fz, precision = fused
     rows = []
     for n in info.order:
         a = g.nodes[n]
         if a["role"] != "op" or not a.get("kernel", True):
+            continue
+        fa = fz.graph.nodes[fz.node_of(n)] if fz.node_of(n) in fz.graph else a
+        m = fz.members.get(n)
+        if (m is not None and not m.last) or not fa.get("kernel", True):
             continue
         skip = set(a.get("attr_inputs", ()))  # D variants take these operands as attributes
         srcs = [s for i, s in enumerate(info.inputs[n]) if i not in skip]
@@ -324,11 +335,11 @@ def _kernels(g, info, rw, p, vals, step: int) -> list[dict]:
         out_shapes = [list(np.shape(vals[(n, k)])) if (n, k) in vals else None for k in range(n_out)]
         ind = [_enum_name_np(e) for i, e in enumerate(rw.in_dtypes.get(n, [])) if i not in skip]
         outd = [_enum_name_np(e) for e in rw.out_dtypes.get(n, [])]
-        prec = p[n]
-        flops = costmodel.estimate_flops(a["type"], in_shapes, out_shapes)
+        prec, typ = precision.get(n, "fp32"), fa["type"]
+        flops = costmodel.estimate_flops(typ, in_shapes, out_shapes)
         nbytes = costmodel.estimate_bytes(in_shapes, out_shapes, ind, outd)
-        rows.append({"step": step, "name": n, "type": a["type"], "core": costmodel.core_type(a["type"]),
-                     "duration_us": costmodel.op_time_us(a["type"], flops, nbytes, prec),
+        rows.append({"step": step, "name": str(fa.get("name", n)), "type": typ, "core": costmodel.core_type(typ),
+                     "duration_us": costmodel.op_time_us(typ, flops, nbytes, prec),
                      "in_shapes": in_shapes, "in_dtypes": ind, "out_shapes": out_shapes, "out_dtypes": outd})
     return rows
 
