@@ -331,11 +331,7 @@ class Recording:
             if entry.startswith(("Module.", "Cell.")) or not entry.endswith((".forward", ".backward")):
                 continue   # module-level entries repeat the API calls inside them
             prefix = entry[: -len(".forward")] if entry.endswith(".forward") else None
-            node = None
-            if prefix_node is not None and prefix is not None:
-                node = prefix_node.get(prefix)
-            elif prefix is not None:
-                node = prefix
+            node = None if prefix is None else prefix_node.get(prefix) if prefix_node is not None else prefix
             func, why = resolve(entry)
             onnx_aux = None
             if prefix in onnx_nodes:

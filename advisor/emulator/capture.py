@@ -345,8 +345,7 @@ def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semanti
             semantics.annotate(steps.g0, steps.plan0)
             graph_path = writer.write_graph(steps.g0, steps.plan0, notes)
         if local:
-            writer.write_local_error(fusion.local_rows(steps.fz0, steps.local_rows).values() if steps.fz0
-                                     else steps.local_rows.values())
+            writer.write_local_error(steps.local_error_rows())
         files = writer.write_overrides(overrides, keep_dtype if isinstance(keep_dtype, (str, os.PathLike)) else None,
                                        customize_dtypes)
         notes += stage.backup_notes()
@@ -447,6 +446,10 @@ class _Steps:
             data, fl = _DumpBuilder(rec, pr, fp.ops, self.files, stats_cache=self.stats_cache,
                                     static_ptrs=static, inner=inner if which == "mixed" else frozenset()).build()
             self.writer.write_dump(which, step, data, fl or None, task="tensor" if self.files else "statistics")
+
+    def local_error_rows(self):
+        """local_error.csv rows: one per float kernel op, plus one per fused node named after none of its ops."""
+        return (fusion.local_rows(self.fz0, self.local_rows) if self.fz0 else self.local_rows).values()
 
     def _local_errors(self, fp: StepRecord) -> None:
         """Every deterministic float kernel re-run alone in the low dtype; rows keep the worst step."""

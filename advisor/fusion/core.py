@@ -216,18 +216,10 @@ def contract(g: nx.DiGraph, nodes: list[Hashable], new_type: str, pass_name: str
     member order then input order; output 0.. are ``first_out``'s (default: the last member's) outputs, then the
     other members' outputs read outside, in member order.  ``attributes``: constant producers whose values
     the fused op takes as attributes (an epsilon): not inputs of the fused node."""
-    group = set(nodes)
-    dropped = set(attributes)
+    group, dropped = set(nodes), set(attributes)
     last = nodes[-1]
     head = first_out if first_out is not None else last
     key = name if name is not None else attrs(g, last).get("name", last)
-    members: list[str] = []
-    mtypes: list[str] = []
-    for n in nodes:
-        ms, ts = _members_of(g, n)
-        members += ms
-        mtypes += ts
-    # inputs from outside, ordered by member then index
     ins: list[tuple[Hashable, int, Hashable, int]] = []   # (producer, out port, member, member input)
     attr_ports: list[list] = []                           # [member, input] the fused op takes as an attribute
     for n in nodes:
@@ -236,30 +228,61 @@ def contract(g: nx.DiGraph, nodes: list[Hashable], new_type: str, pass_name: str
                 attr_ports.append(_orig_port(g, n, "ports_in", i))
             elif u not in group:
                 ins.append((u, o, n, i))
-    # outputs read outside (or model outputs)
+    outs = _exported(g, nodes, head, group)
+    out_index = {(n, p): k for k, (n, p) in enumerate(outs)}
+    reads = [(v, out_index[(n, int(o))], int(i), d.get("float", True))   # (consumer, fused out, its input, float)
+             for n in nodes for v, d in g._succ[n].items() if v not in group for o, i in d.get("ports", ((0, 0),))]
+    new = _fused_attrs(g, nodes, head, new_type, pass_name, str(key), ins, outs)
+    if attr_ports:
+        new["attr_ports"] = attr_ports
+    net = [out_index[(n, int(p))] for n in nodes for p in attrs(g, n).get("net_outputs") or ()]
+    if net:
+        new["net_outputs"] = net
+    in_edges = [(u, o, k, _edge_float(g, u, m)) for k, (u, o, m, _) in enumerate(ins)]
+    pos = g.graph.setdefault("_fusion_pos", {})
+    pos[key] = pos.pop(last, last)          # the original slot of the last member (itself maybe fused)
+    for n in nodes:
+        g.remove_node(n)
+    if key in g:
+        raise ValueError(f"fusion: {key!r} is already a node of the graph")
+    g.add_node(key, **new)
+    from ..graph import connect
+    for u, o, k, fl in in_edges:
+        connect(g, u, key, o, k, float=fl)
+    for v, o, i, fl in reads:
+        connect(g, key, v, o, i, float=fl)
+    return Rewrite(pass_name, key, tuple(new["members"]), tuple(new["member_types"]), new_type)
+
+
+def _exported(g: nx.DiGraph, nodes: list, head: Hashable, group: set) -> list[tuple[Hashable, int]]:
+    """The fused node's outputs as (member, port): all of ``head``'s, then the other members' outputs read outside
+    the group (or returned by the step)."""
     outs: list[tuple[Hashable, int]] = []
-    order = [head] + [n for n in nodes if n != head]
-    for n in order:
+    for n in [head] + [n for n in nodes if n != head]:
         a = attrs(g, n)
         ports = sorted({o for v, o, _i in uses(g, n) if v not in group} | {int(p) for p in a.get("net_outputs") or ()})
         if n == head:
             width = max([len(a.get("out_shapes") or ()), len(a.get("out_dtypes") or ())] + [p + 1 for p in ports] + [1])
             ports = list(range(width))
         outs += [(n, p) for p in ports]
-    out_index = {(n, p): k for k, (n, p) in enumerate(outs)}
-    reads: list[tuple[Hashable, int, int, bool]] = []       # (consumer, fused out, consumer input, float)
+    return outs
+
+
+def _fused_attrs(g: nx.DiGraph, nodes: list, head: Hashable, new_type: str, pass_name: str, key: str,
+                 ins: list, outs: list) -> dict:
+    """The attributes of the node that replaces ``nodes`` (docs/formats.md, "Fusion attributes of a node")."""
+    members: list[str] = []
+    mtypes: list[str] = []
     for n in nodes:
-        for v, d in g._succ[n].items():
-            if v in group:
-                continue
-            for o, i in d.get("ports", ((0, 0),)):
-                reads.append((v, out_index[(n, int(o))], int(i), d.get("float", True)))
+        ms, ts = _members_of(g, n)
+        members += ms
+        mtypes += ts
     exported = {n for n, _ in outs}
     internal: list[str] = []
     for n in nodes:      # members whose outputs never leave the kernel (a fused member keeps its own list)
         internal += list(attrs(g, n).get("internal") or []) if n in exported else _members_of(g, n)[0]
-    la, ha = attrs(g, last), attrs(g, head)
-    new = {"type": new_type, "name": str(key), "role": "op", "kernel": True, "decides": True,
+    la, ha = attrs(g, nodes[-1]), attrs(g, head)
+    new = {"type": new_type, "name": key, "role": "op", "kernel": True, "decides": True,
            "float": any(attrs(g, n).get("float", True) for n in nodes),
            "origin_dtype": ha.get("origin_dtype", la.get("origin_dtype", "fp32")),
            "members": members, "member_types": mtypes, "fused_by": pass_name,
@@ -282,25 +305,7 @@ def contract(g: nx.DiGraph, nodes: list[Hashable], new_type: str, pass_name: str
             new["onnx_opset"] = a.get("onnx_opset")
     if blobs:
         new["member_onnx"] = blobs
-    if attr_ports:
-        new["attr_ports"] = attr_ports
-    net = [out_index[(n, int(p))] for n in nodes for p in attrs(g, n).get("net_outputs") or ()]
-    if net:
-        new["net_outputs"] = net
-    in_edges = [(u, o, k, _edge_float(g, u, m)) for k, (u, o, m, _) in enumerate(ins)]
-    pos = g.graph.setdefault("_fusion_pos", {})
-    pos[key] = pos.pop(last, last)          # the original slot of the last member (itself maybe fused)
-    for n in nodes:
-        g.remove_node(n)
-    if key in g:
-        raise ValueError(f"fusion: {key!r} is already a node of the graph")
-    g.add_node(key, **new)
-    from ..graph import connect
-    for u, o, k, fl in in_edges:
-        connect(g, u, key, o, k, float=fl)
-    for v, o, i, fl in reads:
-        connect(g, key, v, o, i, float=fl)
-    return Rewrite(pass_name, key, tuple(members), tuple(mtypes), new_type)
+    return new
 
 
 def _orig_port(g: nx.DiGraph, n: Hashable, kind: str, i: int) -> list:
