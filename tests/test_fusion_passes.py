@@ -289,7 +289,7 @@ def test_layer_norm_onnx_fusion_pass_makes_one_layer_norm():
     a = fz.graph.nodes[r.node]
     assert r.node == "add1/LayerNorm" and a["type"] == "LayerNorm"
     assert a["members"] == ["r0", "sub", "pow", "r1", "add0", "sqrt", "div", "mul", "add1"]
-    assert a["member_types"][0] == "ReduceMean"            # the pre-fusion type; ConstToAttrPass ran first (4178 < 4336)
+    assert a["member_types"][0] == "ReduceMean"     # the pre-fusion type; ConstToAttrPass ran first (4178 < 4336)
     assert any(x.pass_name == "ConstToAttrPass" and x.node == "r0" for x in fz.rewrites)
     assert r.describe().endswith("fused into LayerNorm by LayerNormONNXFusionPass")
     assert set(fz.graph.predecessors(r.node)) == {"x", "gamma", "beta"}

@@ -171,8 +171,8 @@ def fused_types(g: nx.DiGraph) -> dict[str, str]:
     return {t: ", ".join(sorted(v)) for t, v in sorted(out.items())}
 
 
-__all__ = ["fuse", "summary", "local_rows", "notes", "FusionResult", "Member", "Rewrite", "PASSES", "PASS_NAMES", "APPLIED", "PRE_FUSION_STAGES",
-           "dump_stage", "is_pre_fusion_dump", "describe_node", "fused_types"]
+__all__ = ["fuse", "summary", "local_rows", "notes", "FusionResult", "Member", "Rewrite", "PASSES", "PASS_NAMES",
+           "APPLIED", "PRE_FUSION_STAGES", "dump_stage", "is_pre_fusion_dump", "describe_node", "fused_types"]
 
 
 def summary(fz: FusionResult, limit: int = 200) -> dict:

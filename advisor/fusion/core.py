@@ -41,7 +41,8 @@ class Rewrite:
     after: str
 
     def describe(self) -> str:
-        """``Aten.add.Tensor.3 + Aten.native_layer_norm.default.1 fused into AddLayerNorm by AddLayerNormFusionPass``."""
+        """``Aten.add.Tensor.3 + Aten.native_layer_norm.default.1 fused into AddLayerNorm by
+        AddLayerNormFusionPass``."""
         if len(self.members) == 1:
             if self.after == "Identity":
                 return f"{self.members[0]} ({self.before[0]}) removed by {self.pass_name}"

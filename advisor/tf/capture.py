@@ -4,8 +4,8 @@ would under a mode and mixlist, and write the same run directory as the PyTorch 
 Pipeline: freeze the workload (``freeze``) -> op graph with GE types (``graph``) -> GE's graph fusion
 (``advisor.fusion``) -> the semantics module's plan of the fused graph (``advisor.semantics.plan``, never
 decided here) -> GraphDef rewritten to execute the plan, each TF node at the decision of the (fused) node
-it belongs to (``rewrite``; the members of a fused kernel are executed one by one, each rounded: choice) -> one FP32 and one mixed session run per batch, fetching every node's outputs
--> ``advisor.rundir.RunWriter``: kernel_details.csv (dtypes as executed = the plan, cost-model
+it belongs to (``rewrite``; the members of a fused kernel are executed one by one, each rounded: choice)
+-> one FP32 and one mixed session run per batch, fetching every node's outputs -> ``advisor.rundir.RunWriter``: kernel_details.csv (dtypes as executed = the plan, cost-model
 durations), GE-style graph dump, msprobe-format dumps (``framework: tensorflow``, ``.npy`` tensor
 files) and local_error.csv (the worst over all steps).
 """
