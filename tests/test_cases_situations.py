@@ -18,7 +18,7 @@ d. rmsnorm_square: finite on every batch but wrong (cosine 0.66, rel L2 0.75); M
    share 28.6 %); MatMulV2 passes at share 0 %.
 e. hf_mask_control: passes with no edit (rel L2 5.3e-4, share 75.0 %).
 e. hf_mask_bce: base non-finite; Sigmoid passes (share 56.8 %); MatMulV2 passes at share 35.1 %.
-f. prefix_sum_overflow: base non-finite; Cumsum passes (share 57.1 %); Cumsum + Range passes at 42.8 %.
+f. prefix_sum_overflow: base non-finite; CumsumD passes (share 57.1 %); CumsumD + Range passes at 42.8 %.
 f. l2norm_gate: base non-finite; MatMulV2 alone passes at share 0 %; Mul + Sigmoid passes (rel L2 2.1e-3,
    share 25.0 %); Mul alone fails (rel L2 0.018), Sigmoid alone stays non-finite.
 """

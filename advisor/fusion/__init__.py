@@ -22,7 +22,7 @@ from typing import Any, Callable, Hashable, Iterable, Mapping
 import networkx as nx
 
 from ..oplists import DEFAULT_SOC, OpLists
-from .core import Context, FusionResult, Member, Rewrite, attrs, in_ports, reorder
+from .core import Context, FusionResult, Member, Rewrite, attrs, copy_graph, in_ports, reorder
 from .passes import (a_reduce_mean_fusion_pass, a_reduce_sum_fusion_pass, const_to_attr_pass,
                      const_to_attr_reduce_sum_fusion, const_to_attr_strided_slice_v2_fusion, einsum_pass,
                      globalavgpool_pass)
@@ -68,7 +68,7 @@ def fuse(g: nx.DiGraph, soc: str = DEFAULT_SOC, lists: OpLists | None = None, tr
     if not todo:
         g.graph["fusion"] = APPLIED
         return FusionResult(g)
-    h = g.copy()
+    h = copy_graph(g)
     h.graph["_fusion_order"] = list(h)
     ctx = Context(soc, lists.on_ai_core if lists is not None else (lambda t: True),
                   bool(g.graph.get("training", False) if training is None else training),

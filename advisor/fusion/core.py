@@ -326,9 +326,30 @@ def _port(a: dict, key: str, i: int) -> Any:
     return v[i] if i < len(v) else None
 
 
+def copy_graph(g: nx.DiGraph) -> nx.DiGraph:
+    """A copy of ``g`` with its own node and edge attribute dicts (lists inside are shared: passes replace
+    attributes, never mutate them), built straight into networkx's adjacency dicts (``Graph.copy`` goes through
+    ``add_nodes_from`` / ``add_edges_from``, several times slower on 10^5 nodes)."""
+    h = g.__class__()
+    h.graph.update(g.graph)
+    h._node.update((n, a.copy()) for n, a in g._node.items())
+    succ, pred = h._adj, h._pred
+    for n in g._node:
+        succ[n] = {}
+        pred[n] = {}
+    for u, nbrs in g._adj.items():
+        su = succ[u]
+        for v, d in nbrs.items():
+            dd = d.copy()
+            su[v] = dd
+            pred[v][u] = dd
+    return h
+
+
 def reorder(g: nx.DiGraph) -> nx.DiGraph:
-    """The graph with every contracted node placed where its last member was (insertion order stays
-    the execution order, which the semantics module takes as its topological order when it is one)."""
+    """Place every contracted node where its last member was, in place (insertion order stays the execution
+    order, which the semantics module takes as its topological order when it is one): the node and adjacency
+    dicts are re-inserted in that order."""
     pos = g.graph.pop("_fusion_pos", None)
     slots = g.graph.pop("_fusion_order", None) or []
     if not pos:
@@ -348,11 +369,10 @@ def reorder(g: nx.DiGraph) -> nx.DiGraph:
             order.append(k)
             seen.add(k)
     order += [n for n in nodes if n not in seen]
-    h = nx.DiGraph()
-    h.graph.update(g.graph)
-    h.add_nodes_from((n, nodes[n]) for n in order)
-    h.add_edges_from(g.edges(data=True))
-    return h
+    for d in (g._node, g._adj, g._pred):
+        for n in order:
+            d[n] = d.pop(n)
+    return g
 
 
 def float_inputs(g: nx.DiGraph, n: Hashable) -> Iterable[tuple[int, Hashable, int]]:
