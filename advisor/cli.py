@@ -9,12 +9,14 @@ import traceback
 import typer
 
 from . import __version__
+from .commands.helptext import AdvisorCommand, AdvisorGroup
 from .errors import AdvisorError
 from .progress import NORMAL, QUIET, VERBOSE, set_verbosity, verbosity
 
 COMMAND_MODULES = ("lint", "inspect", "capture", "compare", "recommend", "diff", "replay", "tune")
 
-app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False, cls=AdvisorGroup,
                   help="Recommend Ascend mixed-precision mixlist edits from evidence.")
 
 
@@ -47,15 +49,12 @@ def _register_all() -> None:
                 continue  # command not built yet
             raise
         mod.register(app)
+    for info in app.registered_commands:   # a command with a class of its own derives from AdvisorCommand
+        if info.cls is None or not issubclass(info.cls, AdvisorCommand):
+            info.cls = AdvisorCommand
 
 
 _register_all()
-
-
-def fail(err: AdvisorError) -> "typer.Exit":
-    """Print one clear line to stderr and return the Exit to raise."""
-    typer.echo(f"advisor: error: {err}", err=True)
-    return typer.Exit(err.exit_code)
 
 
 def main(argv: list[str] | None = None) -> int:

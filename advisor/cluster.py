@@ -96,8 +96,9 @@ class CompareJob:
     target: dict | None = None              # dumps alone: step -> dump.json
     golden: dict | None = None
     soc: str | None = None
-    ops_info: str | None = None
+    ops_info: Any = None
     mode: str | None = None
+    cann: str | None = None
 
 
 def rank_run(job: CompareJob) -> tuple[Any, Any]:
@@ -114,7 +115,8 @@ def rank_run(job: CompareJob) -> tuple[Any, Any]:
         raise InputError(job.path, f"rank {job.rank} has no target/golden precision dumps (dump/mixed, dump/fp32)")
     if run.graph is None:
         return run, None
-    return run, analyze(run, tolerance=job.tolerance, soc=job.soc, ops_info=job.ops_info, mode=job.mode)
+    return run, analyze(run, tolerance=job.tolerance, soc=job.soc, ops_info=job.ops_info, mode=job.mode,
+                        cann=job.cann)
 
 
 def attribute_rank(job: CompareJob, run: Any, analysis: Any):
@@ -137,7 +139,7 @@ def compare_jobs(run_dir: str | Path | None = None, target: str | Path | None = 
                  ranks: Iterable[int] | None = None, *, tolerance: Tolerance | None = None,
                  steps: Iterable[int] | None = None, **how: Any) -> list[CompareJob]:
     """One job per rank (``ranks``: a subset) of a run directory, or of target and golden dump roots; ranks
-    are those with both a target and a golden dump.  ``how``: soc, ops_info, mode."""
+    are those with both a target and a golden dump.  ``how``: soc, ops_info, mode, cann."""
     tol = tolerance or Tolerance()
     st = tuple(sorted(set(steps))) if steps else None
     if run_dir is not None:
@@ -230,6 +232,6 @@ def compare_ranks(run_dir: str | Path | None = None, target: str | Path | None =
                   ranks: Iterable[int] | None = None, workers: int | None = None, ray: str | None = None,
                   **kw: Any) -> list[RankComparison]:
     """Every rank's (or ``ranks``') comparison by independent tasks (``advisor.tasks.run_tasks``), in rank
-    order.  ``kw``: tolerance, steps, soc, ops_info, mode (``compare_jobs``)."""
+    order.  ``kw``: tolerance, steps, soc, ops_info, mode, cann (``compare_jobs``)."""
     from .tasks import run_tasks
     return run_tasks(compare_rank, compare_jobs(run_dir, target, golden, ranks, **kw), workers=workers, ray=ray)[1]

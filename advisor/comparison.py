@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
-from typing import Iterable
+from typing import Any, Iterable
 
 from .compare.attribution import Attribution
 from .compare.tolerance import Tolerance
@@ -15,8 +15,9 @@ from .ingest.run import Run
 
 def compare_ranks_of(run: str | None, target: str | None, golden: str | None, tol: Tolerance, *,
                      ranks: Iterable[int] | None = None, steps: Iterable[int] | None = None,
-                     soc: str | None = None, ops_info: str | None = None, mode: str | None = None,
-                     workers: int | None = None, ray: str | None = None) -> tuple[Attribution, Run, dict]:
+                     soc: str | None = None, ops_info: Any = None, mode: str | None = None,
+                     workers: int | None = None, ray: str | None = None,
+                     cann: str | None = None) -> tuple[Attribution, Run, dict]:
     """``advisor compare`` on a run directory or on a target and a golden dump: (the first rank's
     attribution, its run, the ranks document: every other rank compared by independent tasks and the
     cross-rank findings, ``{}`` with one rank).  With its op graph a rank's plan says who decided each
@@ -24,15 +25,16 @@ def compare_ranks_of(run: str | None, target: str | None, golden: str | None, to
     from .cluster import other_ranks, rank_comparison
     from .tasks import check_workers
     check_workers(workers, ray)
-    jobs = _jobs(run, target, golden, tol, ranks, steps, soc=soc, ops_info=ops_info, mode=mode)
+    jobs = _jobs(run, target, golden, tol, ranks, steps, soc=soc, ops_info=ops_info, mode=mode, cann=cann)
     att, r = _first(jobs)
     return att, r, other_ranks(jobs, rank_comparison(att, r, jobs[0].rank), workers, ray)
 
 
-def run_attribution(path: str, tol: Tolerance, *, soc: str | None = None, ops_info: str | None = None,
-                    mode: str | None = None, steps: Iterable[int] | None = None) -> tuple[Attribution, Run]:
+def run_attribution(path: str, tol: Tolerance, *, soc: str | None = None, ops_info: Any = None,
+                    mode: str | None = None, steps: Iterable[int] | None = None,
+                    cann: str | None = None) -> tuple[Attribution, Run]:
     """(attribution, run) of a capture/tune run directory's first rank, as ``advisor compare --run``."""
-    return _first(_jobs(str(path), None, None, tol, None, steps, soc=soc, ops_info=ops_info, mode=mode))
+    return _first(_jobs(str(path), None, None, tol, None, steps, soc=soc, ops_info=ops_info, mode=mode, cann=cann))
 
 
 def _jobs(run: str | None, target: str | None, golden: str | None, tol: Tolerance, ranks, steps, **how) -> list:

@@ -23,22 +23,50 @@ _NO_HARD_LINKS = {errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EMLINK, er
 _MAX_BACKUPS = 10_000
 
 
-def atomic_write_text(path: str | os.PathLike, text: str, keep_existing: bool = False) -> Path | None:
+Same = Callable[[bytes, bytes], bool]
+
+
+def atomic_write_text(path: str | os.PathLike, text: str, keep_existing: bool = False,
+                      same: Same | None = None) -> Path | None:
     """Write ``text`` (UTF-8) to ``path`` atomically.
 
     With ``keep_existing`` an existing file whose content differs is kept as ``<name>.bak``
-    (``.bak1``, ``.bak2``, ... if taken) and that path is returned; identical content is left as it is.
+    (``.bak1``, ``.bak2``, ... if taken) and that path is returned; identical content is left as it is --
+    and so is content ``same(old, new)`` calls the same result (``same_but_timing``).
     """
-    return atomic_write_bytes(path, text.encode("utf-8"), keep_existing)
+    return atomic_write_bytes(path, text.encode("utf-8"), keep_existing, same)
 
 
-def atomic_write_bytes(path: str | os.PathLike, data: bytes, keep_existing: bool = False) -> Path | None:
+def atomic_write_bytes(path: str | os.PathLike, data: bytes, keep_existing: bool = False,
+                       same: Same | None = None) -> Path | None:
     """:func:`atomic_write_text` for bytes (e.g. an .xlsx workbook)."""
     def fill(fd: int, tmp: Path) -> None:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view):]
-    return _replace_with(path, fill, keep_existing)
+    return _replace_with(path, fill, keep_existing, same)
+
+
+# Timing fields: how long advisor's own computation took (``"seconds"`` of a search or a replay) -- wall-clock time
+# that follows the machine's load, never the inputs.  Two outputs that differ only in them are the same result.
+TIMING_KEYS = frozenset({"seconds"})
+
+
+def without_timing(obj: Any) -> Any:
+    """``obj`` (parsed JSON) with every ``TIMING_KEYS`` field removed, at any depth."""
+    if isinstance(obj, dict):
+        return {k: without_timing(v) for k, v in obj.items() if k not in TIMING_KEYS}
+    if isinstance(obj, list):
+        return [without_timing(v) for v in obj]
+    return obj
+
+
+def same_but_timing(old: bytes, new: bytes) -> bool:
+    """Two JSON documents that are equal once their timing fields are left out (``TIMING_KEYS``)."""
+    try:
+        return without_timing(json.loads(old)) == without_timing(json.loads(new))
+    except ValueError:          # not JSON (a user's edited file): compared as bytes by the caller
+        return False
 
 
 def json_safe(o: Any) -> Any:
@@ -87,7 +115,8 @@ def atomic_write_via(path: str | os.PathLike, write: Callable[[str], Any], keep_
     return _replace_with(path, lambda fd, tmp: write(str(tmp)), keep_existing)
 
 
-def _replace_with(path: str | os.PathLike, fill: Callable[[int, Path], None], keep_existing: bool) -> Path | None:
+def _replace_with(path: str | os.PathLike, fill: Callable[[int, Path], None], keep_existing: bool,
+                  same: Same | None = None) -> Path | None:
     """Steps in the order that never loses the user's file: refuse a special file, write and sync the
     temp file, only then link the previous file to its backup name, then rename the temp into place."""
     p = Path(path)
@@ -101,7 +130,7 @@ def _replace_with(path: str | os.PathLike, fill: Callable[[int, Path], None], ke
             os.fsync(fd)
         finally:
             os.close(fd)
-        kept = _keep_previous(p, tmp) if keep_existing else None
+        kept = _keep_previous(p, tmp, same) if keep_existing else None
         if kept is _SAME:
             return None
         os.replace(tmp, p)
@@ -154,9 +183,9 @@ def backup_names(p: Path) -> Iterator[Path]:
     raise OutputError(p, f"{_MAX_BACKUPS} backups already exist beside it; clean them up")
 
 
-def _keep_previous(p: Path, tmp: Path) -> Any:
+def _keep_previous(p: Path, tmp: Path, same: Same | None = None) -> Any:
     """Keep the file now at ``p`` under a free backup name: a hard link claimed atomically (``link``
-    fails when the name exists), so the file never leaves ``p``; identical content -> ``_SAME``."""
+    fails when the name exists), so the file never leaves ``p``; identical content (or ``same``) -> ``_SAME``."""
     for cand in backup_names(p):
         try:
             os.link(p, cand, follow_symlinks=False)
@@ -167,21 +196,22 @@ def _keep_previous(p: Path, tmp: Path) -> Any:
         except OSError as e:
             if e.errno not in _NO_HARD_LINKS:
                 raise
-            return _copy_previous(p, tmp)
-        if _same_content(cand, tmp):
+            return _copy_previous(p, tmp, same)
+        if _same_content(cand, tmp) or (same is not None and same(_read_regular(cand), _read_regular(tmp))):
             _unlink_quiet(cand)
             return _SAME
         return cand
     return None  # pragma: no cover - backup_names raises first
 
 
-def _copy_previous(p: Path, tmp: Path) -> Any:
+def _copy_previous(p: Path, tmp: Path, same: Same | None = None) -> Any:
     """The backup on a filesystem without hard links: a copy under a name claimed with O_EXCL."""
     try:
         old = _read_regular(p)
     except FileNotFoundError:
         return None
-    if old == Path(tmp).read_bytes():
+    new = Path(tmp).read_bytes()
+    if old == new or (same is not None and same(old, new)):
         return _SAME
     for cand in backup_names(p):
         try:

@@ -20,6 +20,8 @@ Node attributes (node key: any hashable, usually the op instance name)
     dtype      for data/const/variable nodes: "fp32" (default), "fp16", "bf16",
                or a non-float name ("int64", "bool", ...).
     cast_to    for Cast ops, the destination dtype when known ("fp32", "fp16", ...).
+    cast_from  for Cast ops, the model's input dtype when known (a GE dump's input origin dtype; else
+               ``in_dtypes[0]``, else the producer's dtype): what decides GE's Cast look-through.
     origin_dtype  the op's original float dtype, default "fp32".
     Optional, filled where known: step, order (execution index), stream, core
     (Accelerator Core), duration_us, flops, bytes, in_shapes, out_shapes,
@@ -39,9 +41,10 @@ from __future__ import annotations
 
 import gc
 from enum import Enum
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
-import networkx as nx
+if TYPE_CHECKING:
+    import networkx as nx
 
 ROLES = ("op", "data", "const", "variable")
 FLOAT_DTYPES = ("fp32", "fp16", "bf16", "fp64")
@@ -91,6 +94,7 @@ def is_float_dtype(name: Any) -> bool:
 
 
 def new_graph(**graph_attrs: Any) -> nx.DiGraph:
+    import networkx as nx   # not at import: every command imports this module for its dtype names
     g = nx.DiGraph()
     g.graph.update(graph_attrs)
     return g
@@ -118,6 +122,15 @@ def connect(g: nx.DiGraph, src: Any, dst: Any, src_out: int = 0, dst_in: int = 0
         g.add_edge(src, dst, ports=[(src_out, dst_in)], float=float, confidence=confidence)
 
 
+def topological_sort(g: nx.DiGraph) -> list:
+    """The nodes in a topological order (networkx's), ValueError when the graph has a cycle."""
+    import networkx as nx   # not at import: a command checking its --mode needs only semantics' modes table
+    try:
+        return list(nx.topological_sort(g))
+    except nx.NetworkXUnfeasible:
+        raise ValueError("the op graph has a cycle; precision decisions need a DAG") from None
+
+
 def op_nodes(g: nx.DiGraph) -> Iterable[Any]:
     """Nodes with role "op"."""
     return (n for n, r in g.nodes(data="role", default="op") if r == "op")
@@ -125,6 +138,7 @@ def op_nodes(g: nx.DiGraph) -> Iterable[Any]:
 
 def export(g: nx.DiGraph, path: str) -> None:
     """Write the graph as GraphML (.graphml) or Graphviz dot (.dot); list attributes become strings."""
+    import networkx as nx
     h = nx.DiGraph()
     for n, d in g.nodes(data=True):
         h.add_node(str(n), **{k: _scalar(v) for k, v in d.items() if v is not None})

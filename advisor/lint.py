@@ -5,13 +5,15 @@ Findings (code, severity), each at the line and column of its own array element 
   comments (error)          // or /* */ or # comments: GE's JSON parser rejects them
   bad-structure (error)     wrong keys or value types
   duplicate-key (error)     a key given twice ("black-list" twice): JSON keeps one, the other is lost
-  conflict (error)          one type in two to-add arrays (GE rejects the file)
+  conflict (error)          a type's edits are none of GE's 11 templates (VerifyMixlist: two to-adds, to-add and
+                            to-remove in one list, to-remove from two lists, gray-list to-remove alone): GE rejects
+                            the whole file; the message is GE's own
   unknown-op-type (warning) not an op type of the lists in use: matches nothing (did-you-mean given)
   graph-engine-op (warning) a graph-engine/control node type (Data, LabelSet, Recv, ...): no effect
   other-chip (warning)      an op type of another chip only: no effect on this one
-  no-op-add (warning)       to-add to the list the type is already in by default
+  no-op-add (warning)       to-add to the list the type is already in by default, and every gray-list to-add
+                            (GE's GetPrecisionPolicy ignores it)
   no-op-remove (warning)    to-remove from a list the type is not in
-  add-and-remove (warning)  the same type added to and removed from one list
   duplicate (info)          the same type twice in one array
 ATC --keep_dtype / --customize_dtypes files (``lint_overrides_file``): rejected (error: GE rejects the file),
   unknown-op-type, not-in-graph (with ``--profile``: op names/types not in the run's graph, did-you-mean from
@@ -32,7 +34,7 @@ from .errors import InputError
 from .fsutil import read_user_text
 from .graph import no_gc
 from .mixlist import LIST_KEYS, WHAT, JsonSyntaxError, read_text, strip_json_comments
-from .oplists import GRAPH_ENGINE_TYPES, OpLists, chip_types, suggest
+from .oplists import GRAPH_ENGINE_TYPES, GRAY, OpLists, chip_types, suggest
 
 SEVERITY_ORDER = {"error": 0, "warning": 1, "info": 2}
 
@@ -81,17 +83,18 @@ def lint_text(text: str, lists: OpLists, source: str = "<text>") -> list[Finding
         out.append(Finding(source, p.code, "error", p.message, p.line, p.column, p.op_type))
     if any(p.code == "bad-structure" for p in doc.problems):
         return out
+    rejected = {p.op_type for p in doc.problems if p.code == "conflict"}
     with no_gc():       # one finding per entry at most; no cycles
-        _lint_entries(doc.entries, lists, source, out)
+        _lint_entries(doc.entries, lists, source, out, rejected)
     return out
 
 
-def _lint_entries(entries: list, lists: OpLists, source: str, out: list[Finding]) -> None:
+def _lint_entries(entries: list, lists: OpLists, source: str, out: list[Finding], rejected: set) -> None:
+    """Per-entry findings; ``rejected``: types GE rejects the file for (their no-op findings would be moot)."""
     where = lists.label
     chips = chip_types()
     verdict: dict[str, tuple] = {}          # per distinct type: (list, known, other chips, suggestion)
     counts: dict[tuple[str, str, str], int] = {}
-    actions_of: dict[tuple[str, str], set[str]] = {}
     for e in entries:
         t, key, action = e.op_type, e.key, e.action
         at = f"{key}.{action}"
@@ -100,12 +103,6 @@ def _lint_entries(entries: list, lists: OpLists, source: str, out: list[Finding]
             out.append(Finding(source, "duplicate", "info", f"{at} lists {t!r} twice", e.line, e.column, t))
         if n >= 2:
             continue
-        seen = actions_of.setdefault((key, t), set())
-        seen.add(action)
-        if len(seen) == 2:
-            out.append(Finding(source, "add-and-remove", "warning",
-                               f"{key}: {t!r} is both in to-add and to-remove; removes apply first, so it ends in "
-                               f"the {LIST_KEYS[key]} list", e.line, e.column, t))
         v = verdict.get(t)
         if v is None:
             known = lists.is_known(t)
@@ -126,6 +123,12 @@ def _lint_entries(entries: list, lists: OpLists, source: str, out: list[Finding]
                 out.append(Finding(source, "unknown-op-type", "warning",
                                    f"{at}: {t!r} is not an op type on {where}; it matches nothing (types are "
                                    f"exact and case-sensitive)", e.line, e.column, t, sug))
+        elif t in rejected:
+            continue
+        elif action == "to-add" and LIST_KEYS[key] == GRAY:
+            out.append(Finding(source, "no-op-add", "warning",
+                               f"{at}: GE ignores gray-list to-add ({t!r} is {now} on {where}; only a to-remove "
+                               f"from its list makes a type gray)", e.line, e.column, t))
         elif action == "to-add" and LIST_KEYS[key] == now:
             out.append(Finding(source, "no-op-add", "warning",
                                f"{at}: {t!r} is already {now} on {where}; this edit changes nothing",

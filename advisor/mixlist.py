@@ -1,19 +1,21 @@
 """The ``modify_mixlist`` file: parse, validate, apply to op lists, emit, and diff.
 
-GE semantics implemented here (see docs/semantics.md for sources):
+GE semantics implemented here, read from GE's parser (``FE/utils/common/config_parser/
+modify_mixlist_config_parser.cc`` of hicann/ge; docs/semantics.md cites the lines):
 
-* keys ``black-list`` / ``white-list`` (and GE's undocumented ``gray-list``), inner keys
-  ``to-add`` / ``to-remove``, values are arrays of exact, case-sensitive op types;
-* ``to-remove`` from the list a type is in makes it gray; from a list it is not in: warning only;
-* ``to-add`` to black moves a type out of white (and vice versa); ``gray-list.to-add`` makes it gray;
-* the same type in two ``to-add`` arrays is an error;
-* removes are applied before adds, so "black to-add A + white to-remove A" ends with A black
-  (the seed document's second correct example) without a spurious warning.
+* keys ``black-list`` / ``white-list`` / ``gray-list``, inner keys ``to-add`` / ``to-remove``, values are arrays
+  of exact, case-sensitive op types;
+* each type's edits form a bitmap of (list, action) (``AddMixList``); the **whole file** is rejected unless every
+  type's bitmap is one of GE's 11 templates (``VerifyMixlist``): at most one to-add, at most one to-remove, never
+  both in one list, and a gray-list to-remove only beside a black-list or white-list to-add;
+* the effective list of a type (``GetPrecisionPolicy``): a to-remove from the list the type is in makes it gray;
+  a to-remove from another list only warns; then a black-list to-add makes it black, else a white-list to-add
+  white.  A gray-list to-add changes nothing.
 
 Reading a file written by someone else (``read_text`` / ``parse_text`` / ``load``): strict JSON, every
 op-type entry located (line, column of its array element), and what GE would silently get wrong refused
 as well as what it rejects: a key given twice (``"black-list"`` twice: a JSON reader keeps one of the two
-and the other's edits are lost without a word), wrong structure, one type in two to-add arrays.
+and the other's edits are lost without a word), wrong structure, a type whose edits are no GE template.
 ``check_op_types`` refuses op types that exist nowhere (typos such as ``MatMu1V2``).
 """
 from __future__ import annotations
@@ -22,7 +24,7 @@ import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator, Mapping, NamedTuple
+from typing import Iterable, Mapping, NamedTuple
 
 import numpy as np
 
@@ -34,6 +36,51 @@ from .oplists import BLACK, GRAPH_ENGINE_TYPES, GRAY, WHITE, OpLists, chip_types
 LIST_KEYS = {"black-list": BLACK, "white-list": WHITE, "gray-list": GRAY}
 ACTIONS = ("to-add", "to-remove")
 WHAT = "a modify_mixlist JSON file"
+
+# GE's per-type bitmap of edits (modify_mixlist_config_parser.cc:29-40) and its 11 accepted templates (:46-60)
+BIT = {(BLACK, "to-remove"): 0x20, (BLACK, "to-add"): 0x10, (WHITE, "to-remove"): 0x08, (WHITE, "to-add"): 0x04,
+       (GRAY, "to-remove"): 0x02, (GRAY, "to-add"): 0x01}
+_REMOVE_BIT = {BLACK: 0x20, WHITE: 0x08, GRAY: 0x02}
+TEMPLATES = frozenset({0x20, 0x08, 0x01, 0x01 | 0x20, 0x01 | 0x08,
+                       0x04, 0x04 | 0x02, 0x04 | 0x20,
+                       0x10, 0x10 | 0x02, 0x10 | 0x08})
+# GE's words for each bit, in GE's order (kOperListStrMap, a std::map ordered by bit: :41-44)
+_BIT_WORDS = ((0x01, "add gray list"), (0x02, "remove gray list"), (0x04, "add white list"),
+              (0x08, "remove white list"), (0x10, "add black list"), (0x20, "remove black list"))
+
+
+def describe(bitmap: int) -> str:
+    """GE's description of a bitmap (``GetMixlistDesc``, :250-264): ``"add white list, add black list"``."""
+    return ", ".join(w for b, w in _BIT_WORDS if bitmap & b)
+
+
+def why_rejected(bitmap: int) -> str:
+    """Which of the templates' conditions a bitmap breaks (advisor's words beside GE's)."""
+    adds = [lst for lst in (BLACK, WHITE, GRAY) if bitmap & BIT[(lst, "to-add")]]
+    removes = [lst for lst in (BLACK, WHITE, GRAY) if bitmap & BIT[(lst, "to-remove")]]
+    if len(adds) > 1:
+        return f"to-add in {' and '.join(x + '-list' for x in adds)}: a type can be added to one list only"
+    if len(removes) > 1:
+        return f"to-remove from {' and '.join(x + '-list' for x in removes)}: a type can be removed from one list only"
+    if set(adds) & set(removes):
+        return f"to-add and to-remove in {adds[0]}-list"
+    return "gray-list to-remove is accepted only beside a black-list or white-list to-add"
+
+
+def rejection(op_type: str, bitmap: int) -> str:
+    """The one-line reason GE rejects a file for ``op_type``'s edits (its own message, VerifyMixlist :233-249)."""
+    return (f"GE rejects the file: \"Operation {describe(bitmap)} for op {op_type} is invalid\" "
+            f"({why_rejected(bitmap)})")
+
+
+def policy(bitmap: int, current: str) -> str:
+    """GE's ``GetPrecisionPolicy`` (:265-294): the list of a type now in ``current`` after edits ``bitmap``."""
+    out = GRAY if bitmap & _REMOVE_BIT[current] else current
+    if bitmap & BIT[(BLACK, "to-add")]:
+        return BLACK
+    if bitmap & BIT[(WHITE, "to-add")]:
+        return WHITE
+    return out
 
 
 @dataclass(frozen=True)
@@ -78,21 +125,24 @@ class Mixlist:
     def to_json(self) -> str:
         return json.dumps(self.to_dict(), indent=2, ensure_ascii=False) + "\n"
 
+    def bitmaps(self) -> dict[str, int]:
+        """GE's bitmap of edits per op type (``AddMixList``), in first-seen order."""
+        out: dict[str, int] = {}
+        for lst, action, t in self.entries():
+            out[t] = out.get(t, 0) | BIT[(lst, action)]
+        return out
+
+    def rejected(self) -> list[tuple[str, int]]:
+        """(type, bitmap) of every type whose edits are no GE template, in GE's order (sorted by type)."""
+        return sorted((t, b) for t, b in self.bitmaps().items() if b not in TEMPLATES)
+
     def validate(self) -> None:
-        """Raise MixlistError for what GE rejects: one type in two to-add arrays."""
-        adds = ((lst, t) for lst in (BLACK, WHITE, GRAY) for t in self.get(lst, "to-add"))
-        for _, problem in conflicts(adds):
-            raise MixlistError(self.source or None, problem)
-
-
-def conflicts(adds: Iterable[tuple[str, str]]) -> Iterator[tuple[int, str]]:
-    """GE's rule: one op type in the to-add arrays of two lists is an error.  ``adds`` = (list, type)
-    of every to-add entry in order; yields (index of the entry that conflicts, problem)."""
-    seen: dict[str, str] = {}
-    for i, (lst, t) in enumerate(adds):
-        first = seen.setdefault(t, lst)
-        if first != lst:
-            yield i, f"op type {t!r} is in both {first}-list and {lst}-list to-add"
+        """Raise MixlistError for what GE rejects: a type whose edits are none of the 11 templates."""
+        bad = self.rejected()
+        if bad:
+            t, b = bad[0]
+            more = f"; {len(bad) - 1} other type(s) too" if len(bad) > 1 else ""
+            raise MixlistError(self.source or None, f"op type {t!r}: {rejection(t, b)}{more}")
 
 
 @dataclass
@@ -116,7 +166,7 @@ class Entry(NamedTuple):
 class Problem:
     """What GE rejects or would silently get wrong, at its place in the file."""
 
-    code: str                # "bad-structure" | "duplicate-key" | "conflict"
+    code: str                # "bad-structure" | "duplicate-key" | "conflict" (no GE template)
     message: str
     line: int | None = None
     column: int | None = None
@@ -244,10 +294,22 @@ def _walk(obj: object) -> tuple[list[_Array], list[_Raw]]:
                 return arrays, problems
             arrays.append(_Array(key, action, types, tok))
             tok += len(types)
-    adds = [(a.token + i, LIST_KEYS[a.key], t) for a in arrays if a.action == "to-add" for i, t in enumerate(a.types)]
-    for j, msg in conflicts((lst, t) for _, lst, t in adds):
-        problems.append(_Raw("conflict", msg + "; GE rejects the file", adds[j][0], op_type=adds[j][2]))
+    problems.extend(_template_problems(arrays))
     return arrays, problems
+
+
+def _template_problems(arrays: list[_Array]) -> list[_Raw]:
+    """GE's VerifyMixlist over the arrays: one problem per type whose bitmap is no template, at the entry that
+    last added a new bit to it (the element that completed the rejected combination), in GE's order."""
+    bits: dict[str, int] = {}
+    at: dict[str, int] = {}
+    for a in arrays:
+        bit = BIT[(LIST_KEYS[a.key], a.action)]
+        for i, t in enumerate(a.types):
+            b = bits.get(t, 0)
+            if not b & bit:
+                bits[t], at[t] = b | bit, a.token + i
+    return [_Raw("conflict", rejection(t, b), at[t], op_type=t) for t, b in sorted(bits.items()) if b not in TEMPLATES]
 
 
 DUPLICATE_NOTE = ("a JSON reader keeps only one of the two (Python's json and nlohmann::json keep the last), so "
@@ -293,7 +355,7 @@ def _document(obj: object, source: str, text: str | None = None) -> Document:
 
 def read_text(text: str, source: str = "") -> Document:
     """Read a mixlist's text: every entry with the line/column of its array element, and every
-    problem (bad structure stops the reading; duplicate keys and conflicts are all reported).
+    problem (bad structure stops the reading; duplicate keys and types GE rejects are all reported).
     JsonSyntaxError (with line/column) when it is not JSON; InputError for nesting too deep or
     numbers too long.  Comments must have been blanked out (``strip_json_comments``) or it is not JSON."""
     with no_gc():       # millions of small entries, no cycles
@@ -302,7 +364,7 @@ def read_text(text: str, source: str = "") -> Document:
 
 def parse_obj(obj: object, source: str = "") -> Mixlist:
     """A Mixlist from already-decoded JSON (run.json's mixlist); MixlistError on a wrong structure
-    or a conflict."""
+    or a type whose edits GE rejects."""
     return _document(obj, source).mixlist()
 
 
@@ -331,7 +393,7 @@ def strip_json_comments(text: str) -> tuple[str, bool]:
 
 def parse_text(text: str, source: str = "") -> Mixlist:
     """Strict parse, as GE reads the file: invalid JSON (comments included), duplicate keys, a wrong
-    structure and conflicting to-adds are errors naming the line."""
+    structure and edits that are no GE template are errors naming the line."""
     try:
         return read_text(text, source).mixlist()
     except JsonSyntaxError as e:
@@ -347,54 +409,52 @@ def load(path: str | Path) -> Mixlist:
     return parse_text(read_user_text(p, WHAT), str(p))
 
 
-def check_op_types(m: Mixlist, lists: OpLists, graph_types: Iterable[str] = ()) -> None:
+def check_op_types(m: Mixlist, lists: OpLists, graph_types: Iterable[str] = (),
+                   where: str = "the run's op graph") -> None:
     """Refuse a user's mixlist naming an op type that exists nowhere - not in any chip's tables nor
-    the lists in use (an ops-info file), not a graph-engine node type, not a type of the run's op
-    graph (custom ops) - with a did-you-mean: such a type matches nothing, silently.  Every command
-    that starts from a user's mixlist calls this once the run's graph is known."""
+    the lists in use (an ops-info file), not a graph-engine node type, not a type of the graph it applies to
+    (``graph_types``: the run's op graph, custom ops included; before a capture, every type a capture can give its
+    graph, ``inputs.capture_graph_types``) - with a did-you-mean: such a type matches nothing, silently.  The one
+    rule for every command that takes a user's mixlist (capture, tune, replay, recommend, diff), called before any
+    run."""
     chips = chip_types()
     extra = None
     for t in dict.fromkeys(t for _, _, t in m.entries()):
         if lists.is_known(t) or t in GRAPH_ENGINE_TYPES or any(t in ks for ks in chips.values()):
             continue
-        if extra is None:
-            extra = set(graph_types)
+        if extra is None:   # a set (or a set-like rule) is used as it is; anything else is read once
+            extra = graph_types if isinstance(graph_types, (set, frozenset)) else set(graph_types)
         if t in extra:
             continue
         sug = suggest(t, lists)
         hint = f" (did you mean {sug!r}?)" if sug else ""
-        raise MixlistError(m.source or None, f"op type {t[:80]!r} is not an op type on {lists.label} nor of the "
-                           f"run's op graph; it would match nothing{hint}")
+        raise MixlistError(m.source or None, f"op type {t[:80]!r} is not an op type on {lists.label} nor of "
+                           f"{where}; it would match nothing{hint}")
 
 
 # ---------------------------------------------------------------------- apply
 def apply(base: OpLists, mixlist: Mixlist) -> ApplyResult:
-    """Effective lists after applying ``mixlist`` to ``base`` with GE's semantics."""
+    """Effective lists after applying ``mixlist`` to ``base`` as GE does: MixlistError when GE rejects the file
+    (``validate``), else per type ``policy`` (GetPrecisionPolicy) from its list in ``base``.  Warnings: a
+    to-remove from a list the type is not in (GE warns, :274-279) and a gray-list to-add (no effect)."""
     mixlist.validate()
     white, black = set(base.white), set(base.black)
     warnings: list[str] = []
-    members = {WHITE: white, BLACK: black}
-    for lst in (BLACK, WHITE, GRAY):
-        for t in mixlist.get(lst, "to-remove"):
-            if lst == GRAY:
-                if t in white or t in black:
-                    warnings.append(f"gray-list to-remove {t!r}: not gray ({base.list_of(t)}); no effect")
-                else:
-                    warnings.append(f"gray-list to-remove {t!r}: removing from gray has no effect")
-                continue
-            if t in members[lst]:
-                members[lst].discard(t)
-            else:
-                warnings.append(f"{lst}-list to-remove {t!r}: not in the {lst} list; no effect")
-    for t in mixlist.black_add:
-        white.discard(t)
-        black.add(t)
-    for t in mixlist.white_add:
-        black.discard(t)
-        white.add(t)
-    for t in mixlist.gray_add:
-        white.discard(t)
-        black.discard(t)
+    for t, bits in mixlist.bitmaps().items():
+        now = base.list_of(t)
+        for lst in (BLACK, WHITE, GRAY):
+            if bits & _REMOVE_BIT[lst] and lst != now:
+                warnings.append(f"{lst}-list to-remove {t!r}: {t!r} is {now}, not {lst}; GE only warns (no effect)")
+        if bits & BIT[(GRAY, "to-add")]:
+            warnings.append(f"gray-list to-add {t!r}: GE ignores gray-list to-add (no effect)")
+        to = policy(bits, now)
+        if to != now:
+            white.discard(t)
+            black.discard(t)
+            if to == WHITE:
+                white.add(t)
+            elif to == BLACK:
+                black.add(t)
     return ApplyResult(base.with_lists(frozenset(white), frozenset(black)), warnings)
 
 

@@ -8,10 +8,10 @@ same dtype, shape and bytes; the latest such output wins, which is right for vie
 or a leaf (model input, parameter, constant) whose recorded value is used as it is.
 
 ``Recording.replay(precisions)`` re-executes the program under any plan (``{node: "fp16" | "bf16" |
-"fp32" | ...}``, always from ``semantics.plan``): an op runs again when the plan runs it in low
-precision or one of its inputs changed; every other op keeps its recorded FP32 outputs.  An op runs
-exactly as the emulator runs it (``emulator.engine.execute_op``: inputs rounded to the low dtype,
-fp32 accumulation, outputs rounded), so replaying a plan equals a fresh capture with that plan.
+"fp32" | ... | (input dtype, output dtype)}``, always from ``semantics.plan``): an op runs again when the plan
+gives a port of it a low dtype or one of its inputs changed; every other op keeps its recorded FP32 outputs.  An
+op runs exactly as the emulator runs it (``emulator.engine.execute_op``: inputs rounded to their dtype, fp32
+accumulation, outputs rounded to theirs), so replaying a plan equals a fresh capture with that plan.
 The result is a target dump per step (in-memory ``compare.dumps.DumpView``: every replayed entry, the
 model outputs, loss and gradients), judged by compare's ``final_metrics`` and the shared ``Tolerance``
 like a measured run.
@@ -39,12 +39,15 @@ from typing import Any, Callable, Hashable, Iterable, Mapping
 
 import networkx as nx
 
-from .compare.dumps import DumpView, as_steps, flat_tensors, is_tensor_record
+from .compare.dumps import DumpView, as_steps, flat_tensors
 from .errors import InputError
+from .replay_args import Undecodable, decode, relink, tensor_of
 
 MODEL_OUTPUT = "Model.output.0.forward"
 MODEL_LOSS = "Model.loss.0.forward"
 GRAD_PREFIX = "Grad."
+NOT_DUMPED_IN = "input tensor not dumped (statistics-only dump or file missing)"
+NOT_DUMPED_OUT = "output tensor not dumped (statistics-only dump or file missing)"
 
 # msprobe API-level entries whose GE op type is unambiguous (torchair / ATC converters: linear -> MatMulV2,
 # layer_norm -> LayerNormV4, softmax -> SoftmaxV2, sum -> ReduceSum, elementwise -> the same GE type)
@@ -99,69 +102,16 @@ def resolve(entry: str) -> tuple[Callable | None, str | None]:
     return None, f"{kind}.* entries are not replayable (no CPU implementation)"
 
 
-def ge_type(entry: str) -> str | None:
-    """GE op type of a dump entry: the aten->GE table for ``Aten.*``, API_GE_TYPES for API entries."""
+def ge_type(entry: str, args: tuple = (), kwargs: dict | None = None) -> str | None:
+    """GE op type of a dump entry: the aten->GE table for ``Aten.*`` (its call rule applied to ``args`` /
+    ``kwargs`` when given: ``emulator.opmap.resolve``), API_GE_TYPES for API entries."""
     api, _ = _entry_base(entry)
     if api.startswith("Aten."):
         from .emulator import opmap
         op, _, overload = api[5:].partition(".")
-        typ, _kernel, mapped = opmap.lookup(op, overload or "default")
+        typ, _kernel, mapped = opmap.resolve(op, overload or "default", args, kwargs)
         return typ if mapped else None
     return API_GE_TYPES.get(api)
-
-
-# ---------------------------------------------------------------------- argument decoding
-class _Undecodable(Exception):
-    pass
-
-
-@dataclass(frozen=True)
-class _Slot:
-    """Placeholder for the i-th tensor input of an op in its decoded argument structure."""
-
-    i: int
-
-
-_SCALARS = {"int": int, "float": float, "bool": bool, "str": str}
-
-
-def _decode(obj: Any, slots: list) -> Any:
-    """A dump record (msprobe layout) -> the Python value, tensors replaced by _Slot."""
-    import torch
-    if obj is None:
-        return None
-    if isinstance(obj, list):
-        return [_decode(x, slots) for x in obj]
-    if not isinstance(obj, Mapping):
-        raise _Undecodable(f"argument {obj!r}")
-    if is_tensor_record(obj):
-        slots.append(obj)
-        return _Slot(len(slots) - 1)
-    t = str(obj.get("type", ""))
-    v = obj.get("value")
-    if t in _SCALARS:
-        if t == "float" and isinstance(v, str):   # non-finite floats written as strings
-            return float(v)
-        return _SCALARS[t](v) if v is not None else None
-    if t in ("torch.dtype", "torch.device", "torch.layout", "torch.memory_format") and isinstance(v, str):
-        if t == "torch.device":
-            return torch.device(v)
-        attr = v.replace("torch.", "")
-        if hasattr(torch, attr):
-            return getattr(torch, attr)
-    if t == "slice" and isinstance(v, list) and len(v) == 3:
-        return slice(*v)
-    if t in ("ellipsis", "Ellipsis"):
-        return Ellipsis
-    raise _Undecodable(f"argument of type {t or '?'}")
-
-
-def _relink(obj: Any, values: list) -> Any:
-    if isinstance(obj, _Slot):
-        return values[obj.i]
-    if isinstance(obj, list):
-        return [_relink(x, values) for x in obj]
-    return obj
 
 
 # ---------------------------------------------------------------------- the recorded program
@@ -173,7 +123,7 @@ class ROp:
     node: Hashable | None             # graph node whose plan precision applies (None: not in the graph)
     func: Callable | None
     why_not: str | None               # why the op cannot be re-executed (None: it can)
-    args: Any = None                  # decoded input_args / input_kwargs (tensors as _Slot)
+    args: Any = None                  # decoded input_args / input_kwargs (tensors as Slot)
     kwargs: Any = None
     inputs: list = field(default_factory=list)     # per slot: (op index, output index) or None (a leaf)
     in_values: list = field(default_factory=list)  # per slot: the recorded FP32 value
@@ -186,6 +136,18 @@ class ROp:
     static: bool = False              # a view of leaves only: the same outputs in every replay (computed once)
     fused: bool = False               # a member of a fused kernel (advisor.fusion): inputs from other members
     inner: bool = False               # are not rounded; ``inner``: its outputs never leave the kernel (unrounded)
+    type: str | None = None           # the graph node's GE type (HF32 applies by type; a fused member: its own)
+    nonfinite: bool | None = None     # a recorded input or output holds inf/NaN (saturation changes it); lazy
+    base_prec: Any = "fp32"           # what the recorded outputs were computed at, a precision or an (input,
+    # output) pair (replay_scope: the measured run's); an op runs again when a plan gives it another one
+    fp32_out: list | None = None      # the FP32 outputs when ``out_values`` are the measured run's (replay_scope)
+    rounded_boundary: bool = False    # an input known only as the measured run rounded it: not re-run at another
+    # precision (replay_scope)
+
+    @property
+    def golden_outputs(self) -> list:
+        """The op's FP32 outputs (what its replayed outputs are compared with)."""
+        return self.fp32_out if self.fp32_out is not None else self.out_values
 
 
 @dataclass
@@ -245,22 +207,6 @@ def _digest(t) -> tuple:
     return (str(t.dtype), tuple(t.shape), hashlib.blake2b(a.tobytes(), digest_size=16).digest())
 
 
-def tensor_of(view: DumpView, rec: Mapping):
-    """The recorded tensor of a dump record as a torch tensor in its own dtype, or None."""
-    import numpy as np
-    import torch
-    if "_rec" in rec:       # a record read by ingest: its tensor file, dtype kept
-        r = rec["_rec"]
-        if getattr(r, "path", None) is None:
-            return None
-        from .ingest.msprobe import load_torch_tensor
-        return load_torch_tensor(r)
-    x = view.tensor(rec) if view.has_tensors(rec) else None
-    if isinstance(x, np.ndarray):
-        x = torch.from_numpy(np.ascontiguousarray(x))
-    return x.detach() if isinstance(x, torch.Tensor) else None
-
-
 class Recording:
     """The FP32 run of every step as a replayable program (see the module docstring)."""
 
@@ -270,14 +216,17 @@ class Recording:
         self._rounded: dict[tuple[int, str], Any] = {}   # (id of a static value, low dtype) -> rounded copy
         self._static: dict[tuple[int, int], list] = {}   # (step, op index) -> outputs of a static view
 
-    def _low_leaf(self, v, prec: str):
+    def _low_leaf(self, v, prec: str, overflow: str = "inf_nan"):
         """A static input (leaf or view of leaves) rounded to the low dtype once for all replays
-        (rounding parameters would otherwise dominate the cost)."""
-        key = (id(v), prec)
+        (rounding parameters would otherwise dominate the cost), by the one rule (``numerics.round_tensor``)."""
+        key = (id(v), prec, overflow)
         r = self._rounded.get(key)
         if r is None:
             from .emulator.engine import FLOAT_DTYPES, LOW_TORCH
-            r = v.to(LOW_TORCH[prec]).to(v.dtype) if v.dtype in FLOAT_DTYPES and v.dtype != LOW_TORCH[prec] else v
+            from .numerics import SATURATION, round_tensor
+            low = LOW_TORCH[prec]
+            r = round_tensor(v, low, overflow) if v.dtype in FLOAT_DTYPES and (
+                v.dtype != low or overflow == SATURATION) else v
             self._rounded[key] = r
         return r
 
@@ -293,30 +242,32 @@ class Recording:
         prefix_node: dict[str, Hashable] = {}
         kernel: dict[Hashable, bool] = {}
         onnx_nodes: dict[str, tuple] = {}
-        fused: dict[str, bool] = {}
+        fused: dict[str, bool] = {}         # a fused kernel's member entry prefix -> its outputs stay inside
+        types: dict[str, str] = {}          # entry prefix -> GE type (HF32 applies by type; a member: its own)
         if graph is not None:
             for n, a in graph.nodes(data=True):
                 prefix = str(a.get("dump") or a.get("name") or n)
                 prefix_node[prefix] = n
                 kernel[n] = bool(a.get("kernel", True))
+                types[prefix] = str(a.get("type", ""))
                 if a.get("onnx_node"):      # an ONNX run's node: re-executed by advisor.onnx.replay
                     onnx_nodes[prefix] = (a["onnx_node"], a.get("onnx_opset"))
                 if a.get("members"):        # a fused kernel: each member's entry executes the node's decision
                     inner = set(a.get("internal") or ())
-                    for m in a["members"]:
+                    for m, t in zip(a["members"], a.get("member_types") or [None] * len(a["members"])):
                         prefix_node.setdefault(str(m), n)
                         fused[str(m)] = str(m) in inner
+                        types[str(m)] = str(t or a.get("type", ""))
                     for m, blob in (a.get("member_onnx") or {}).items():
                         onnx_nodes[str(m)] = (blob, a.get("onnx_opset"))
         leaves: dict = {}
         programs = {s: cls._program(s, v, prefix_node if graph is not None else None, kernel, leaves, onnx_nodes,
-                                    fused)
-                    for s, v in sorted(views.items())}
+                                    fused, types) for s, v in sorted(views.items())}
         return cls(programs, source)
 
     @staticmethod
     def _program(step: int, view: DumpView, prefix_node: dict | None, kernel: dict, leaves: dict,
-                 onnx_nodes: dict | None = None, fused: dict | None = None) -> StepProgram:
+                 onnx_nodes: dict | None = None, fused: dict | None = None, types: dict | None = None) -> StepProgram:
         onnx_nodes, fused = onnx_nodes or {}, fused or {}
         from .emulator.engine import AUX_FP32_OUTPUTS, mutated_positions
         producers: dict[tuple, tuple[int, int]] = {}
@@ -341,6 +292,7 @@ class Recording:
             if prefix in fused:
                 op.fused, op.inner = True, fused[prefix]
             op.kernel = kernel.get(node, True) if prefix_node is not None else _aten_kernel(entry)
+            op.type = (types or {}).get(prefix) if prefix_node is not None else ge_type(entry)
             outs = view.outputs(entry)
             op.out_keys = [lbl for lbl, _ in outs]
             op.out_records = [rec for _, rec in outs]
@@ -348,9 +300,9 @@ class Recording:
             if func is not None:
                 slots: list = []
                 try:
-                    op.args = tuple(_decode(a, slots) for a in (body.get("input_args") or []))
-                    op.kwargs = {k: _decode(v, slots) for k, v in (body.get("input_kwargs") or {}).items()}
-                except _Undecodable as e:
+                    op.args = tuple(decode(a, slots) for a in (body.get("input_args") or []))
+                    op.kwargs = {k: decode(v, slots) for k, v in (body.get("input_kwargs") or {}).items()}
+                except Undecodable as e:
                     op.why_not, op.func = f"cannot decode {e}", None
                     slots = []
                 recs = [r for _, r in view.inputs(entry)] if "_inputs" in body else slots
@@ -358,9 +310,9 @@ class Recording:
                     op.why_not, op.func = f"{len(slots)} tensor arguments but {len(recs)} tensor records", None
                 op.in_values = [tensor_of(view, r) for r in recs]
                 if op.func is not None and any(v is None for v in op.in_values):
-                    op.why_not, op.func = "input tensor not dumped (statistics-only dump or file missing)", None
+                    op.why_not, op.func = NOT_DUMPED_IN, None
                 if op.func is not None and any(v is None for v in op.out_values):
-                    op.why_not, op.func = "output tensor not dumped (statistics-only dump or file missing)", None
+                    op.why_not, op.func = NOT_DUMPED_OUT, None
                 if op.func is not None and hasattr(op.func, "_schema"):
                     import torch
                     if torch.Tag.nondeterministic_seeded in op.func.tags:
@@ -401,17 +353,29 @@ class Recording:
     def nodes(self) -> set:
         return {op.node for p in self.programs.values() for op in p.ops if op.node is not None}
 
+    def partial(self) -> bool:
+        """Some forward ops were dumped with tensors and others with statistics only (msprobe's ``tensor_list``,
+        ``advisor tune``'s scoped dumps): the run is replayed from its measured values (``replay_scope``)."""
+        ops = [op for p in self.programs.values() for op in p.ops if op.entry.endswith(".forward")]
+        return (any(op.why_not in (NOT_DUMPED_IN, NOT_DUMPED_OUT) for op in ops)
+                and any(op.func is not None and op.kernel for op in ops))
+
     def replayable_share(self) -> float:
         ops = [op for p in self.programs.values() for op in p.ops if op.entry.endswith(".forward")]
         return sum(op.func is not None for op in ops) / len(ops) if ops else 0.0
 
     # ------------------------------------------------------------------ replay
-    def replay(self, precision: Mapping[Hashable, str], steps: Iterable[int] | None = None) -> ReplayResult:
+    def replay(self, precision: Mapping[Hashable, str], steps: Iterable[int] | None = None,
+               numerics: Any = None) -> ReplayResult:
         """Re-execute under ``precision`` (node -> "fp16"/"bf16"/"fp32"/"n/a"; nodes not in the map
-        run fp32) on ``steps`` (default: all).  Long because: one loop over every recorded op of every
-        step, run once per plan the search tries; its per-op state (new outputs, dirty and exact sets)
-        stays in locals instead of being passed to helpers on every op."""
-        from .emulator.engine import execute_op
+        run fp32) on ``steps`` (default: all), rounding as the run's chip does (``numerics``: a
+        ``numerics.Numerics``, default IEEE): an fp32 kernel that reads HF32 (``Numerics.hf32_on``) or, in
+        saturation mode, holds a recorded inf/NaN runs again too.  Long because: one loop over every recorded
+        op of every step, run once per plan the search tries; its per-op state (new outputs, dirty and exact
+        sets) stays in locals instead of being passed to helpers on every op."""
+        from .emulator.engine import exec_pair, execute_op
+        from .numerics import IEEE
+        nm = numerics if numerics is not None else IEEE
         t0 = time.perf_counter()
         want = self.steps if steps is None else [s for s in steps if s in self.programs]
         targets: dict[int, DumpView] = {}
@@ -425,13 +389,20 @@ class Recording:
             exact_of: dict[int, str] = {}    # op index -> low dtype its outputs are exact in
             entries: dict[str, dict] = {}
             for i, op in enumerate(prog.ops):
-                prec = precision.get(op.node, "fp32") if op.node is not None else "fp32"
-                low = op.kernel and prec in ("fp16", "bf16")
+                prec, out_prec = exec_pair(precision.get(op.node, "fp32") if op.node is not None else "fp32")
+                low = op.kernel and (prec in ("fp16", "bf16") or out_prec in ("fp16", "bf16"))
+                moved = low if op.base_prec == "fp32" else op.kernel and (prec, out_prec) != exec_pair(op.base_prec)
                 changed = any(src is not None and src[0] in dirty for src in op.inputs)
-                if low or changed:
+                hf32 = op.kernel and prec == "fp32" and nm.hf32_on(op.type)
+                if nm.saturating and op.kernel and not low:
+                    changed = changed or _nonfinite(op)
+                changed = changed or hf32
+                if moved or changed:
                     needed += 1
-                    if op.func is None:
-                        not_replayed.setdefault(op.entry, op.why_not or "not replayable")
+                    if op.func is None or (moved and op.rounded_boundary):
+                        not_replayed.setdefault(op.entry, op.why_not or (
+                            "an input known only as the measured run rounded it" if op.rounded_boundary else
+                            "not replayable"))
                         continue
                 elif op.kernel or op.func is None:
                     continue
@@ -439,8 +410,8 @@ class Recording:
                     outs = self._static.get((s, i))
                     if outs is None:
                         outs = self._static[(s, i)] = execute_op(
-                            op.func, tuple(_relink(a, op.in_values) for a in op.args),
-                            {k: _relink(v, op.in_values) for k, v in op.kwargs.items()}, "fp32", kernel=False)
+                            op.func, tuple(relink(a, op.in_values) for a in op.args),
+                            {k: relink(v, op.in_values) for k, v in op.kwargs.items()}, "fp32", kernel=False)
                     new[i] = outs
                     continue
                 # views run again even when nothing changed: their outputs keep the eager run's strides,
@@ -449,39 +420,40 @@ class Recording:
                 for src, v in zip(op.inputs, op.in_values):
                     if src is not None and src[0] in new:
                         v = new[src[0]][src[1]]
-                    if low and (src is None or prog.ops[src[0]].static):
-                        v = self._low_leaf(v, prec)
+                    if low and prec in ("fp16", "bf16") and (src is None or prog.ops[src[0]].static):
+                        v = self._low_leaf(v, prec, nm.overflow)
                     vals.append(v)
-                args = tuple(_relink(a, vals) for a in op.args)
-                kwargs = {k: _relink(v, vals) for k, v in op.kwargs.items()}
-                if low:
-                    # inside a fused kernel a member's values reach the next member unrounded
+                args = tuple(relink(a, vals) for a in op.args)
+                kwargs = {k: relink(v, vals) for k, v in op.kwargs.items()}
+                if low or op.fused:
+                    # inside a fused kernel a member's values reach the next member unrounded (nor saturated)
                     exact = {id(v) for src, v in zip(op.inputs, vals)
-                             if src is None or prog.ops[src[0]].static or exact_of.get(src[0]) == prec
-                             or (op.fused and prog.ops[src[0]].node == op.node)}
+                             if (op.fused and src is not None and prog.ops[src[0]].node == op.node)
+                             or (low and (src is None or prog.ops[src[0]].static or exact_of.get(src[0]) == prec))}
                 else:
                     exact = ()
                 try:
                     outs = execute_op(op.func, args, kwargs, prec, kernel=op.kernel, aux=op.aux, mutated=op.mutated,
-                                      exact=exact, round_outputs=not op.inner)
+                                      exact=exact, out_prec=out_prec, numerics=nm, hf32=hf32,
+                                      round_outputs=not op.inner)
                 except Exception as e:  # noqa: BLE001 - an op that does not run on the CPU as recorded
                     why = f"re-execution failed ({type(e).__name__}: {' '.join(str(e).split())[:120]})"
                     op.func, op.why_not = None, why
-                    if low or changed:
+                    if moved or changed:
                         not_replayed.setdefault(op.entry, why)
                     continue
                 executed += 1
                 if len(outs) != len(op.out_values):
-                    if low or changed:
+                    if moved or changed:
                         not_replayed.setdefault(op.entry, f"{len(outs)} outputs, {len(op.out_values)} recorded")
                     continue
                 new[i] = outs
-                if low and not op.aux and not op.inner:
-                    exact_of[i] = prec
-                if not (low or changed):
+                if low and not op.aux and not op.inner and out_prec in ("fp16", "bf16"):
+                    exact_of[i] = out_prec
+                if not (moved or changed):
                     continue
                 dirty.add(i)
-                entries[op.entry] = {"_outputs": [(k, {"tensor": t, "dtype": _dt(t, prec, j in op.aux or op.inner),
+                entries[op.entry] = {"_outputs": [(k, {"tensor": t, "dtype": _dt(t, out_prec, j in op.aux or op.inner),
                                                        "shape": list(t.shape)})
                                                   for j, (k, t) in enumerate(zip(op.out_keys, outs))]}
             # unchanged forward entries keep their recorded records (statistics / files of the golden)
@@ -498,6 +470,15 @@ class Recording:
             targets[s] = DumpView(entries, source=f"replay of {self.source or 'the FP32 run'} (step {s})")
             goldens[s] = prog.golden
         return ReplayResult(targets, goldens, executed, needed, not_replayed, time.perf_counter() - t0, want)
+
+
+def _nonfinite(op: ROp) -> bool:
+    """Whether a recorded float input or output of ``op`` holds inf/NaN (computed once, on first need)."""
+    if op.nonfinite is None:
+        import torch
+        op.nonfinite = any(v is not None and v.is_floating_point() and not bool(torch.isfinite(v).all())
+                           for v in list(op.in_values) + list(op.out_values))
+    return op.nonfinite
 
 
 def _dt(t, prec: str, aux: bool) -> str:
@@ -523,7 +504,9 @@ def graph_from_recording(rec: Recording, step: int | None = None) -> nx.DiGraph:
     for i, op in enumerate(prog.ops):
         if not op.entry.endswith(".forward") or op.node is None:
             continue
-        typ = ge_type(op.entry)
+        decoded = op.func is not None and op.args is not None
+        typ = ge_type(op.entry, tuple(relink(a, op.in_values) for a in op.args) if decoded else (),
+                      {k: relink(v, op.in_values) for k, v in op.kwargs.items()} if decoded else None)
         api, _ = _entry_base(op.entry)
         floats = [v for v in op.in_values + op.out_values if v is not None]
         is_float = any(v.is_floating_point() for v in floats) if floats else True
@@ -543,17 +526,20 @@ def graph_from_recording(rec: Recording, step: int | None = None) -> nx.DiGraph:
             if name is None:
                 r = recs[pos] if pos < len(recs) else {}
                 rg = bool(r.get("requires_grad", getattr(r.get("_rec"), "requires_grad", False)))
-                role = "variable" if rg else ("data" if pos == 0 else "const")
-                name = leaf_names[id(v)] = f"{'Model.input' if role == 'data' else role.capitalize()}.{len(leaf_names)}"
-                G.add_op(g, name, {"data": "Data", "const": "Const", "variable": "Variable"}[role], role=role,
+                # parameters are graph inputs as torchair builds the graph (ge.Data: fx2ge_converter.py:1309-1345)
+                role = "data" if rg or pos == 0 else "const"
+                kind = "Param" if rg else ("Model.input" if role == "data" else "Const")
+                name = leaf_names[id(v)] = f"{kind}.{len(leaf_names)}"
+                G.add_op(g, name, {"data": "Data", "const": "Const"}[role], role=role,
                          kernel=False, dtype=normalize_dtype(str(v.dtype)), out_shapes=[list(v.shape)])
             G.connect(g, name, op.node, 0, pos, float=fl)
     return g
 
 
-def precisions(plan: Any) -> dict[Hashable, str]:
-    """node -> precision of a ``semantics.Plan`` (the only source of precisions for a replay)."""
-    return dict(plan.items())
+def precisions(plan: Any) -> dict[Hashable, Any]:
+    """node -> what it executes under a ``semantics.Plan`` (the only source of precisions for a replay): its
+    precision, or (input dtype, output dtype) where the two differ (``Plan.exec_dtypes``)."""
+    return {n: (p if p == e else (p, e)) for n, p, e in zip(plan.compiled.order, plan.precision_list, plan.emit_list)}
 
 
 def _aten_kernel(entry: str) -> bool:

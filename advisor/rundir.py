@@ -146,13 +146,17 @@ class RunWriter:
         d.setdefault("versions", versions())
         d["emulated"] = bool(d.get("emulated", True))
         d.setdefault("created", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
-        if isinstance(d.get("ops_info"), str) and d["ops_info"]:
-            # readers resolve run.json's file names inside the run directory: keep a copy there
-            src = Path(d["ops_info"])
-            dst = self.out / "ops_info" / src.name
-            dst.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(src, dst)
-            d["ops_info"] = dst.relative_to(self.out).as_posix()
+        if d.get("ops_info"):
+            # readers resolve run.json's file names inside the run directory: keep a copy there (several files:
+            # each its own, in order, a name used twice numbered)
+            kept = []
+            for i, src in enumerate(map(Path, [d["ops_info"]] if isinstance(d["ops_info"], str) else d["ops_info"])):
+                dst = self.out / "ops_info" / (src.name if not any(Path(k).name == src.name for k in kept)
+                                               else f"{i}_{src.name}")
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(src, dst)
+                kept.append(dst.relative_to(self.out).as_posix())
+            d["ops_info"] = kept[0] if isinstance(d["ops_info"], str) else kept
         p = self.out / "run.json"
         atomic_write_json(p, d)
         return p
@@ -543,9 +547,38 @@ def check_uniform_ports(plan: Any, target: Any = None) -> None:
                                      "precision: per-port dtypes are emulated for ONNX models only")
 
 
-def capture_settings(mode: str, dump: str | None, mixlist: Any, soc: str, ops_info: Any):
+# precision_mode_v2 spellings among advisor's modes (the others are precision_mode ones): ATC words its refusal by
+# the option that was set
+_MODE_V2 = frozenset({"mixed_float16", "mixed_bfloat16", "origin", "fp16", "cube_fp16in_fp32out"})
+
+
+def check_mixlist_mode(mode: str, mixlist: Any) -> None:
+    """Refuse a mixlist in a mode that does not apply one, as ATC and the TF adapter do (one InputError line naming
+    the file and ATC's words): hicann/ge ``compiler/api/aclgrph/option_utils.cc:81-86, 1384-1410``
+    (``CheckModifyMixlistParamValid``, called by ATC ``api/atc/main_impl.cc:867`` and sessions
+    ``api/session/session/inner_session.cc:197``); hicann/tensorflow ``tf_adapter/util/npu_attrs.cc:2424-2476``."""
+    from . import semantics
+    if mixlist is None:
+        return
+    try:
+        if semantics.uses_mixlist(mode):
+            return
+    except ValueError as e:
+        raise InputError("--mode", str(e)) from None
+    where = mixlist if isinstance(mixlist, (str, os.PathLike)) else getattr(mixlist, "source", "") or "--mixlist"
+    if mode in _MODE_V2:
+        atc = ("Modify_mixlist is set. Please ensure that precision_mode_v2 is set to any of {mixed_float16, "
+               "mixed_bfloat16, mixed_hif8(if available)}.")
+    else:
+        atc = ("Modify_mixlist is set. Please ensure that precision_mode is set to any of {allow_mix_precision, "
+               "allow_mix_precision_fp16, allow_mix_precision_bf16(if available}.")
+    raise InputError(where, f"mode {mode} applies no mixlist and ATC refuses one there: \"{atc}\" (the TF adapter "
+                            "refuses it too); drop --mixlist or use mixed_float16 / mixed_bfloat16")
+
+
+def capture_settings(mode: str, dump: str | None, mixlist: Any, soc: str, ops_info: Any, cann: str | None = None):
     """What both emulators check and resolve before a capture: (low dtype or None, the Mixlist or
-    None, effective lists, notes).  A mixlist is applied only in the mixed modes, as GE does."""
+    None, effective lists, notes).  A mixlist in a mode that applies none is refused (``check_mixlist_mode``)."""
     from . import semantics
     from .mixlist import effective, load as load_mixlist
     from .oplists import load_lists
@@ -555,9 +588,7 @@ def capture_settings(mode: str, dump: str | None, mixlist: Any, soc: str, ops_in
         raise InputError(None, str(e)) from None
     if dump not in (None, "tensors", "stats"):
         raise InputError(None, f"--dump must be tensors or stats, not {dump!r}")
+    check_mixlist_mode(mode, mixlist)
     ml = load_mixlist(mixlist) if isinstance(mixlist, (str, os.PathLike)) else mixlist
-    base = load_lists(soc, ops_info)
-    notes: list[str] = []
-    if ml is not None and not semantics.uses_mixlist(mode):
-        notes.append(f"mode {mode} does not apply a mixlist (GE applies it only in the mixed modes): ignored")
-    return low, ml, (effective(base, ml) if semantics.uses_mixlist(mode) else base), notes
+    base = load_lists(soc, ops_info, cann)
+    return low, ml, effective(base, ml), []

@@ -132,6 +132,28 @@ def _normalize_batches(batches: Any, source: str) -> list[tuple]:
     return out
 
 
+def check_target(t: str) -> None:
+    """Cheap check of a TARGET string before any work: the ONNX file, the .py file or the module exists (the
+    workload itself is built by each capture -- building it here would cost a model load)."""
+    if t.lower().endswith(".onnx"):       # an ONNX model file (advisor.onnx)
+        if not Path(t).is_file():
+            raise InputError(t, "no such ONNX model file")
+        return
+    mod, sep, fn = t.rpartition(":")
+    if not sep or not mod or not fn:
+        raise InputError(t, "TARGET must be path/to/file.py:function or package.module:function")
+    if mod.endswith(".py"):
+        if not Path(mod).is_file():
+            raise InputError(mod, "no such workload file")
+        return
+    try:
+        found = importlib.util.find_spec(mod) is not None
+    except (ImportError, ValueError):
+        found = False
+    if not found:
+        raise InputError(t, f"cannot find module {mod!r}")
+
+
 def load_target(target: str) -> Workload:
     """Import ``path/file.py:function`` or ``pkg.mod:function``, call it and normalise the result."""
     if not isinstance(target, str) or ":" not in target:

@@ -27,7 +27,7 @@ PLANTED = ["mlp_exp", "transformer_hazard", "two_hazards", "layernorm_bias"]
 
 def judge(stages: Stages, run_dir: Path) -> tuple[bool, float | None]:
     run = stages.load(run_dir)
-    ok = bool(stages.judge(stages.final_metrics(run))["ok"])
+    ok = bool(stages.verdict(stages.final_metrics(run))["ok"])
     return ok, stages.low_precision_time_share(run)
 
 
@@ -36,8 +36,8 @@ def bench_one(name: str, work: Path, stages: Stages) -> dict:
     t0 = time.perf_counter()
     base = capture(wl, work / name / "base", dump="stats")
     rec = recommend(base)
-    adv_types = sorted(t for lst, act, t in rec.mixlist.entries()) if rec.mixlist else []
-    adv_dir = capture(wl, work / name / "advisor", mixlist=rec.mixlist, dump="stats", local=False)
+    adv_types = sorted(t for lst, act, t in rec.modify_mixlist.entries()) if rec.modify_mixlist else []
+    adv_dir = capture(wl, work / name / "advisor", mixlist=rec.modify_mixlist, dump="stats", local=False)
     adv_ok, adv_share = judge(stages, adv_dir)
     t_adv = time.perf_counter() - t0
     types = candidate_types(base, limit=8)      # the 8 most expensive types when more are present

@@ -50,36 +50,38 @@ def _black(m) -> list[str]:
 def eval_recommend(case, work: Path) -> dict:
     from advisor.emulator import capture
     from advisor.recommend import recommend
+    from advisor.results import to_json
     t0 = time.perf_counter()
     base = capture(case.workload(), work / "base", dump="tensors", local=False)
     t1 = time.perf_counter()
     rec = recommend(base)
     t2 = time.perf_counter()
-    m = rec.mixlist if not rec.mixlist.is_empty() else None
+    m = rec.modify_mixlist if not rec.modify_mixlist.is_empty() else None
     # the whole advice: the list, and for gradient underflow the advised static loss scale
     scale = ((rec.loss_scale or {}).get("loss_scale") or {}).get("static") if rec.status == "loss-scale" else None
     fresh = capture(case.workload(), work / "fresh", mixlist=m, dump="stats", local=False, loss_scale=scale)
     ok, share = _judge(fresh)
     out = {"status": rec.status, "black_add": _black(m), "mixlist": (m.to_dict() if m else {}), "passes": ok,
            "loss_scale": scale,
-           "share": share, "predicted": rec.predicted.get("recommended", {}), "search": rec.search,
+           "share": share, "predicted": to_json(rec.predicted.recommended), "search": to_json(rec.search),
            "capture_s": round(t1 - t0, 2), "recommend_s": round(t2 - t1, 2)}
     shutil.rmtree(work, ignore_errors=True)
     gc.collect()
     return out
 
 
-def eval_tune(name: str, set_name: str, work: Path, max_runs: int) -> dict:
+def eval_tune(name: str, set_name: str, work: Path, max_runs: int, measure_minimality: bool = False) -> dict:
     from advisor.runners import EmulatorRunner
     from advisor.tune import tune
     target = f"{ROOT / 'bench' / 'cases' / 'targets.py'}:case_{set_name}_{name}"
     runner = EmulatorRunner(target=target)
     try:
-        s = tune(runner, work / "tune", max_runs=max_runs)
+        s = tune(runner, work / "tune", max_runs=max_runs, measure_minimality=measure_minimality)
     finally:
         runner.close()
     first = next((h for h in s["history"] if h["ok"]), None)
     out = {"confirmed": s["confirmed"], "runs": s["runs"], "runs_to_pass": first["runs_after"] if first else None,
+           "runs_to_first_confirmation": s.get("runs_to_first_confirmation"),
            "edits": s["edits"], "share": s["low_precision_time_share"], "minimality": s["minimality"],
            "predictions": s["predictions"], "stop_reason": s["stop_reason"]}
     shutil.rmtree(work, ignore_errors=True)
@@ -93,6 +95,7 @@ def main(argv: list[str] | None = None) -> dict:
     ap.add_argument("--cases", nargs="*", help="case indexes (NN of case_<set>_NN) to run; default all")
     ap.add_argument("--tune", action="store_true", help="also run advisor tune on every case")
     ap.add_argument("--max-runs", type=int, default=6)
+    ap.add_argument("--measure-minimality", action="store_true", help="tune with --measure-minimality")
     ap.add_argument("--out", help="write the per-case results as JSON")
     ap.add_argument("--summary", help="only re-summarise this results JSON (with the current oracle) and exit")
     ap.add_argument("--markdown", action="store_true", help="with --summary: also print the per-case table")
@@ -117,7 +120,7 @@ def main(argv: list[str] | None = None) -> dict:
             try:
                 r["recommend"] = eval_recommend(case, Path(tmp) / "r")
                 if a.tune:
-                    r["tune"] = eval_tune(f"{i:02d}", a.set, Path(tmp) / "t", a.max_runs)
+                    r["tune"] = eval_tune(f"{i:02d}", a.set, Path(tmp) / "t", a.max_runs, a.measure_minimality)
             except Exception as e:  # noqa: BLE001 - a benchmark row, not a crash of the whole run
                 r["error"] = f"{type(e).__name__}: {e}"
         rows.append(r)
@@ -125,7 +128,8 @@ def main(argv: list[str] | None = None) -> dict:
         print(f"{case.name:42s} {case.kind:8s} rec {rr.get('status', r.get('error', '?'))[:20]:20s} "
               f"{','.join(rr.get('black_add', [])) or '-':24s} pass {rr.get('passes')} share "
               f"{rr.get('share') if rr.get('share') is None else round(rr['share'], 3)}"
-              + (f" | tune {r['tune']['confirmed']} runs {r['tune']['runs_to_pass']}" if "tune" in r else ""),
+              + (f" | tune {r['tune']['confirmed']} runs to pass {r['tune']['runs_to_pass']}, runs {r['tune']['runs']}"
+                 if "tune" in r else ""),
               flush=True)
     attach_oracle(rows, a.set)   # read only now: advisor's runs never see it (it may finish while they run)
     summary = summarize(rows)
@@ -190,6 +194,11 @@ def summarize(rows: list[dict]) -> dict:
                                  "max": max(gaps) if gaps else None},
             "tune_confirmed": f"{sum(1 for r in tuned if r['tune']['confirmed'])}/{len(tuned)}" if tuned else None,
             "tune_within_reference_plus_3": (f"{sum(1 for r in tuned if (r['tune']['runs_to_pass'] or 99) <= 4)}"
+                                             f"/{len(tuned)}") if tuned else None,
+            "tune_mean_runs_to_pass": round(sum(r["tune"]["runs_to_pass"] or 7 for r in tuned) / len(tuned), 3)
+            if tuned else None,
+            "tune_mean_runs": round(sum(r["tune"]["runs"] for r in tuned) / len(tuned), 3) if tuned else None,
+            "tune_runs_equal_runs_to_pass": (f"{sum(1 for r in tuned if r['tune']['runs'] == r['tune']['runs_to_pass'])}"
                                              f"/{len(tuned)}") if tuned else None,
             "tune_share_gap_points": {"within_1": sum(1 for g in tgaps if g <= 1.0), "of": len(tgaps),
                                       "max": max(tgaps) if tgaps else None},

@@ -92,7 +92,7 @@ class Oracle:
         if res.ok:
             run = self.stages.load(d / "run")
             per = self.stages.final_metrics(run)
-            v = self.stages.judge(per)
+            v = self.stages.verdict(per)
             r.update(ok=bool(v["ok"]), err=worst_error(per), share=low_precision_share(d / "run"))
         r["seconds"] = time.monotonic() - t0      # capture + judge (charged to every method asking for it)
         self.store[black] = r
@@ -206,11 +206,14 @@ def run_baseline(name: str, fn, target: str, out: Path, budget: int, tol: Tolera
                                       if seen else None)}
 
 
-def run_tune(name: str, target: str, out: Path, budget: int, tol: Tolerance, learn: bool) -> dict:
+def run_tune(name: str, target: str, out: Path, budget: int, tol: Tolerance, learn: bool,
+             measure_minimality: bool = False) -> dict:
+    """advisor tune as the CLI runs it (performance edits on); runs_to_pass = runs when the confirmed list was
+    first measured passing, runs = all it spent (with ``measure_minimality``: the one-smaller lists too)."""
     t0 = time.monotonic()
     runner = EmulatorRunner(target)
     try:
-        s = tune(runner, out, max_runs=budget, tolerance=tol, learn=learn, perf=False)
+        s = tune(runner, out, max_runs=budget, tolerance=tol, learn=learn, measure_minimality=measure_minimality)
     finally:
         runner.close()
     first = s["history"][s["best_iteration"]]["runs_after"] if s["confirmed"] else None
@@ -218,8 +221,9 @@ def run_tune(name: str, target: str, out: Path, budget: int, tol: Tolerance, lea
     edits = [f"{t}" for t in ed["black-list"]["to-add"]] + [f"white+{t}" for t in ed["white-list"]["to-add"]] + \
             [f"-{t}" for lst in ed.values() for t in lst["to-remove"]]
     return {"method": name, "confirmed": s["confirmed"], "runs_to_pass": first, "runs": s["runs"], "edits": edits,
+            "runs_to_first_confirmation": s.get("runs_to_first_confirmation"),
             "share": s["low_precision_time_share"], "loss_scale": s.get("loss_scale"),
-            "seconds": time.monotonic() - t0}
+            "minimality": s["minimality"].get("how"), "seconds": time.monotonic() - t0}
 
 
 METHODS = {"onnx-halving": onnx_halving, "inc-onebyone": inc_onebyone}
@@ -228,8 +232,8 @@ METHODS = {"onnx-halving": onnx_halving, "inc-onebyone": inc_onebyone}
 def run_method(m: str, target: str, out: Path, budget: int, tol: Tolerance, store: dict | None = None) -> dict:
     if out.exists():
         shutil.rmtree(out)
-    if m in ("tune", "tune-nolearn"):
-        return run_tune(m, target, out, budget, tol, m == "tune")
+    if m in ("tune", "tune-nolearn", "tune-measure-minimality"):
+        return run_tune(m, target, out, budget, tol, m != "tune-nolearn", m == "tune-measure-minimality")
     if m in METHODS:
         return run_baseline(m, METHODS[m], target, out, budget, tol, store)
     raise SystemExit(f"unknown method {m}")
@@ -238,7 +242,7 @@ def run_method(m: str, target: str, out: Path, budget: int, tol: Tolerance, stor
 def fmt_row(r: dict) -> str:
     share = "-" if r["share"] is None else f"{r['share']:.1%}"
     rtp = "-" if r["runs_to_pass"] is None else str(r["runs_to_pass"])
-    return (f"  {r['method']:<14} {'yes' if r['confirmed'] else 'NO ':<5} {rtp:>11} {r['runs']:>6}  "
+    return (f"  {r['method']:<23} {'yes' if r['confirmed'] else 'NO ':<5} {rtp:>11} {r['runs']:>6}  "
             f"{share:>10}  {r['seconds']:>6.1f}s  {', '.join(r['edits']) or '(none)'}")
 
 
@@ -250,7 +254,9 @@ def synthetic(seeds: int, budget: int, verbose: bool = False) -> None:
     sys.path.insert(0, str(ROOT / "tests"))
     from test_tune_loop import FakeRunner, World  # noqa: E402
 
-    from advisor.tune import Proposal, edits_of, mixlist_from_edits
+    from test_tune_loop import black, proposal  # noqa: E402
+
+    from advisor.tune import edits_of, mixlist_of
 
     types = ["MatMulV2", "Exp", "Sigmoid", "Add", "Mul", "RealDiv", "Tanh", "SoftmaxV2"]
 
@@ -262,8 +268,11 @@ def synthetic(seeds: int, budget: int, verbose: bool = False) -> None:
         def load(self, run_dir):
             return json.loads((Path(run_dir) / "result.json").read_text())
 
-        def final_metrics(self, run):
-            return run["steps"]
+        def steps(self, run):
+            return [x["step"] for x in run["steps"]]
+
+        def final_metrics(self, run, steps=None):
+            return [x for x in run["steps"] if steps is None or x["step"] in steps]
 
         def write_comparison(self, run, out_dir, steps=None):
             pass
@@ -274,24 +283,22 @@ def synthetic(seeds: int, budget: int, verbose: bool = False) -> None:
         def low_precision_time_share(self, run):
             return run["low_share"]
 
-        def recommend(self, run, base, exclude_types, steps=None):
+        def recommend(self, run, base, exclude_types, steps=None, avoid=(), widen=False):
             cur = edits_of(base)
-            black = {e[2] for e in cur}
+            blacked = {e.type for e in cur}
             # noisy culprit scores: hazards score higher on average, decoys often win; with some
             # chance the recommender proposes a combination of earlier decoys instead
             if self.rng.random() < 0.4:
                 pool = [t for t in types if t not in self.hazards and t not in exclude_types]
                 if len(pool) >= 2:
                     pick = set(self.rng.sample(pool, 2))
-                    return Proposal(mixlist_from_edits({("black", "to-add", t) for t in pick}),
-                                    {"rel_l2": 1e-4, "nonfinite": False}, True)
+                    return proposal(mixlist_of(black(*pick)))
             scores = {t: self.rng.random() + (0.35 if t in self.hazards else 0.0) for t in types
-                      if t not in black and t not in exclude_types}
+                      if t not in blacked and t not in exclude_types}
             if not scores:
-                return Proposal(base, {}, False)
+                return proposal(base, ok=False)
             t = max(scores, key=scores.get)
-            return Proposal(mixlist_from_edits(cur | {("black", "to-add", t)}), {"rel_l2": 1e-4, "nonfinite": False},
-                            True)
+            return proposal(mixlist_of(cur | black(t)))
 
     res = {True: [], False: []}
     for seed in range(seeds):
@@ -423,7 +430,7 @@ def main() -> None:
                   args.keep)
         return
     budget = args.budget or 8
-    methods = args.methods or ["tune", "tune-nolearn", "onnx-halving", "inc-onebyone"]
+    methods = args.methods or ["tune", "tune-measure-minimality", "tune-nolearn", "onnx-halving", "inc-onebyone"]
     root = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="bench_tune_"))
     print(f"budget {budget} runs (FP32 reference included), tolerance: {tol.describe()}")
     print(f"  {'method':<14} {'pass':<5} {'runs-to-pass':>11} {'runs':>6}  {'low-prec':>10}  {'time':>7}  edits")

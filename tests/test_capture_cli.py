@@ -148,7 +148,7 @@ def test_workload_that_never_returns_times_out(tmp_path, capfd):
     err = _one_line_error(_main(capfd, "capture", _wl(tmp_path, "time.sleep(600)"), "--out", str(out), "--timeout", "5"))
     assert "did not finish within 5 s" in err
     assert not out.exists() and not [q for q in tmp_path.iterdir() if q.name.endswith(".partial")]
-    assert "positive" in _one_line_error(_main(capfd, "capture", _wl(tmp_path), "--out", str(out), "--timeout", "0"))
+    assert "0: no limit" in _one_line_error(_main(capfd, "capture", _wl(tmp_path), "--out", str(out), "--timeout", "-1"))
 
 
 def test_capture_json_is_the_only_thing_on_stdout(tmp_path, capfd):
@@ -304,3 +304,48 @@ def test_disk_full_mid_capture_leaves_out_as_it_was(tmp_path, monkeypatch):
     assert "\n" not in str(e.value)
     assert (out / "mine.txt").read_text() == "keep me" and not (tmp_path / "run.bak").exists()
     assert not [q for q in tmp_path.iterdir() if q.name.endswith(".partial")]
+
+
+# ---------------------------------------------------------------------- default timeout, progress while waiting
+def test_capture_has_a_default_timeout_with_a_clear_message(tmp_path, capfd, monkeypatch):
+    """A workload that never returns no longer hangs capture: without --timeout the default limit reaches the
+    capture child, and running out of it is one line naming the limit and how to change it (exit 2)."""
+    from advisor.runners import worker
+    from advisor.runners.base import DEFAULT_TIMEOUT_S
+    seen = {}
+
+    def capture(self, target, out, *, timeout=None, heartbeat=None, **kw):
+        seen["timeout"] = timeout
+        heartbeat(45.0)                       # the capture has been waiting 45 s: progress says so
+        return worker.CaptureReply(worker.TIMEOUT, message=f"the workload did not finish within {timeout or 0:g} s "
+                                                           "(--timeout S sets the limit, --timeout 0 removes it)")
+    monkeypatch.setattr(worker.CaptureWorker, "capture", capture)
+    monkeypatch.setenv("ADVISOR_PROGRESS", "1")
+    p = _main(capfd, "capture", _wl(tmp_path), "--out", str(tmp_path / "run"))
+    assert seen["timeout"] == DEFAULT_TIMEOUT_S["emulator"] == 3600.0
+    assert p.returncode == 2 and "did not finish within 3600 s" in p.stderr and "--timeout 0" in p.stderr
+    assert "capture: still running after 45 s (limit 60 min: --timeout)" in p.stderr
+    p = _main(capfd, "capture", _wl(tmp_path), "--out", str(tmp_path / "run"), "--timeout", "0")
+    assert seen["timeout"] is None                       # 0: no limit
+
+
+def test_every_run_has_a_default_limit_and_zero_removes_it():
+    from advisor.runners import CommandRunner, EmulatorRunner
+    assert EmulatorRunner("wl.py:workload").limit == 3600.0 and CommandRunner("python x.py").limit == 86400.0
+    assert EmulatorRunner("wl.py:workload", timeout=0).limit is None and CommandRunner("x", timeout=5).limit == 5.0
+    assert EmulatorRunner(object()).limit is None        # a Workload object runs in this process: no child to stop
+
+
+def test_heartbeat_reports_a_long_wait_then_every_minute():
+    from advisor.runners.base import Heartbeat
+    said = []
+    beat = Heartbeat(said.append, "iter_01", 3600.0)
+    for t in (0.2, 10.0, 29.9, 30.1, 60.0, 89.0, 90.2, 200.0, 7300.0):
+        beat(t)
+    assert said == ["iter_01: still running after 30 s (limit 60 min: --timeout)",
+                    "iter_01: still running after 90 s (limit 60 min: --timeout)",
+                    "iter_01: still running after 3 min (limit 60 min: --timeout)",
+                    "iter_01: still running after 2 h 1 min (limit 60 min: --timeout)"]
+    none = []
+    Heartbeat(none.append, "capture", None)(31.0)
+    assert none == ["capture: still running after 31 s (no time limit)"]

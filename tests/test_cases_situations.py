@@ -1,5 +1,7 @@
 """The named situations of bench/cases/situations.py, checked by fresh captures (mixed_float16, ascend910b,
-default lists, default tolerance, ``dump="stats"``, no local-error pass).
+the CANN 8.1.RC1 default lists they were measured with, default tolerance, ``dump="stats"``, no local-error pass).
+(With CANN 9.2.0's tables LayerNormV4 is gray: attention_key_bias's MatMulV2 + BatchMatMul then passes at share 0 %,
+the same as adding LayerNormV4.)
 
 Measured on this project's machine (final outputs: worst step; share = search.low_precision_share):
 
@@ -18,7 +20,9 @@ d. rmsnorm_square: finite on every batch but wrong (cosine 0.66, rel L2 0.75); M
    share 28.6 %); MatMulV2 passes at share 0 %.
 e. hf_mask_control: passes with no edit (rel L2 5.3e-4, share 75.0 %).
 e. hf_mask_bce: base non-finite; Sigmoid passes (share 56.8 %); MatMulV2 passes at share 35.1 %.
-f. prefix_sum_overflow: base non-finite; CumsumD passes (share 57.1 %); CumsumD + Range passes at 42.8 %.
+f. prefix_sum_overflow: base non-finite; CumsumD passes (share 42.8 %: torch.cumsum is a CumsumD for GE,
+   ConstToAttrPass, so a Cumsum entry changes nothing; Range, no producer, runs fp32 as GE keeps its origin dtype,
+   so CumsumD + Range is CumsumD's share); CumsumD + MatMulV2 passes at 0 %.
 f. l2norm_gate: base non-finite; MatMulV2 alone passes at share 0 %; Mul + Sigmoid passes (rel L2 2.1e-3,
    share 25.0 %); Mul alone fails (rel L2 0.018), Sigmoid alone stays non-finite.
 """
@@ -45,7 +49,7 @@ def measure(name: str, edits: tuple[str, ...], tmp: Path) -> dict:
     from advisor.emulator import capture
     from advisor.mixlist import Mixlist
     d = capture(getattr(S, name)(), tmp / ("_".join(edits) or "base"), dump="stats", local=False,
-                mixlist=Mixlist(black_add=edits) if edits else None)
+                mixlist=Mixlist(black_add=edits) if edits else None, cann="8.1")
     att, _ = run_attribution(str(d), Tolerance())
     return {"ok": att.verdict.ok, "reasons": att.verdict.reasons, "share": low_precision_share(d),
             "final": [f["output"] for f in att.final]}

@@ -69,10 +69,24 @@ def test_training_signals_per_parameter():
 def test_statistics_only_gradients_flag_all_zero_and_overflow():
     def stats(norm, dtype="torch.float16"):
         return {"type": "torch.Tensor", "dtype": dtype, "shape": [4], "Max": 0.0, "Min": 0.0, "Mean": 0.0, "Norm": norm}
+    # every gradient tiny (an underflowing model): w's is of the model's own scale, so its flush to zero counts
     t = DumpView({"Grad.w": {"output": [stats(0.0)]}, "Grad.b": {"output": [stats(float("inf"))]},
-                  "Grad.c": {"output": [stats(1.0)]}})
-    g = DumpView({"Grad.w": {"output": [stats(1e-9, "torch.float32")]}, "Grad.b": {"output": [stats(1.0, "torch.float32")]},
-                  "Grad.c": {"output": [stats(1.0, "torch.float32")]}})
+                  "Grad.c": {"output": [stats(1e-9)]}})
+    g = DumpView({"Grad.w": {"output": [stats(1e-9, "torch.float32")]}, "Grad.b": {"output": [stats(2e-9, "torch.float32")]},
+                  "Grad.c": {"output": [stats(1e-9, "torch.float32")]}})
     out = training_signals({0: t}, {0: g}, [0])
     assert out["all_zero_in_target"] == ["w"] and out["underflow_exceeds"]
     assert out["overflow"] and "loss_scale" not in out
+
+
+def test_statistics_only_negligible_gradient_flushed_to_zero_is_not_underflow():
+    """A golden gradient 10^-9 of the others' (zero up to rounding) that the target gives as exactly zero: its
+    absolute error is 10^-9 of the scale -- within the tolerance, not an all-zero gradient."""
+    def stats(norm, dtype="torch.float16"):
+        return {"type": "torch.Tensor", "dtype": dtype, "shape": [4], "Max": 0.0, "Min": 0.0, "Mean": 0.0, "Norm": norm}
+    t = DumpView({"Grad.w": {"output": [stats(0.0)]}, "Grad.c": {"output": [stats(1.0)]}})
+    g = DumpView({"Grad.w": {"output": [stats(1e-9, "torch.float32")]}, "Grad.c": {"output": [stats(1.0, "torch.float32")]}})
+    out = training_signals({0: t}, {0: g}, [0])
+    assert out["all_zero_in_target"] == [] and not out["underflow_exceeds"]
+    assert out["negligible"] == ["w"] and out["grad_abs_error_per_step"][0][1] == "w"
+    assert out["grad_abs_error_per_step"][0][0] < 1e-8

@@ -43,12 +43,21 @@ def test_add_to_white_moves_black_op_to_white():
 
 
 def test_same_type_in_black_and_white_to_add_is_an_error():
-    with pytest.raises(MixlistError, match="both"):
+    with pytest.raises(MixlistError, match="Operation add white list, add black list for op Exp is invalid"):
         parse_text('{"black-list": {"to-add": ["Exp"]}, "white-list": {"to-add": ["Exp"]}}')
 
 
-def test_gray_list_key_makes_type_gray():
-    assert apply(BASE, parse_text('{"gray-list": {"to-add": ["MatMulV2"]}}')).lists.list_of("MatMulV2") == "gray"
+def test_gray_list_to_add_changes_nothing():
+    """GetPrecisionPolicy has no branch for add-gray (modify_mixlist_config_parser.cc:265-294)."""
+    res = apply(BASE, parse_text('{"gray-list": {"to-add": ["MatMulV2", "Log", "Exp"]}}'))
+    assert [res.lists.list_of(t) for t in ("MatMulV2", "Log", "Exp")] == ["white", "black", "gray"]
+    assert res.lists == BASE and all("gray-list to-add" in w for w in res.warnings)
+
+
+def test_add_overrides_a_remove_from_another_list():
+    """black to-remove + white to-add ends white from every list (GE's op_mix_list3.json)."""
+    m = parse_text('{"black-list": {"to-remove": ["Exp", "Log", "A"]}, "white-list": {"to-add": ["Exp", "Log", "A"]}}')
+    assert [apply(BASE, m).lists.list_of(t) for t in ("Exp", "Log", "A")] == ["white"] * 3
 
 
 def test_types_are_exact_and_case_sensitive():
@@ -105,9 +114,9 @@ def test_ops_info_file_flags_give_lists(tmp_path):
 def test_default_tables_match_reference_counts(real):
     ref = json.loads((real / "reference/precision_reduce_cann8.1RC1.json").read_text())
     for soc, d in ref.items():
-        lists = load_default(soc)
+        lists = load_default(soc, "8.1")
         assert lists.white == set(d["white"]) and lists.black == set(d["black"]) and lists.gray == set(d["gray"])
-    b = load_default("ascend910b")
+    b = load_default("ascend910b", "8.1.RC1")
     assert (b.list_of("MatMulV2"), b.list_of("ReduceSum"), b.list_of("Exp"), b.list_of("MatMulV3")) == \
         ("white", "black", "gray", "gray")
 
@@ -116,13 +125,29 @@ TYPES = ["A", "MatMulV2", "Log", "Exp", "Add", "Mul"]
 type_lists = st.lists(st.sampled_from(TYPES), max_size=3, unique=True)
 
 
+# every (list, action) set GE accepts for one type, spelled as in its source's template table (VerifyMixlist's
+# kPrecisionReduceUpdateTemplate, modify_mixlist_config_parser.cc:46-60) - the oracle of the tests below
+GE_TEMPLATES = [
+    {("black", "to-remove")}, {("white", "to-remove")}, {("gray", "to-add")},
+    {("gray", "to-add"), ("black", "to-remove")}, {("gray", "to-add"), ("white", "to-remove")},
+    {("white", "to-add")}, {("white", "to-add"), ("gray", "to-remove")}, {("white", "to-add"), ("black", "to-remove")},
+    {("black", "to-add")}, {("black", "to-add"), ("gray", "to-remove")}, {("black", "to-add"), ("white", "to-remove")},
+]
+EDITS = [(lst, act) for lst in ("black", "white", "gray") for act in ("to-add", "to-remove")]
+
+
+def _mixlist_of(t, edits):
+    return Mixlist(**{f"{lst}_{'add' if act == 'to-add' else 'remove'}": (t,) for lst, act in edits})
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.data())
 def test_applying_a_mixlist_then_its_inverse_diff_restores_the_lists(data):
-    black_add = data.draw(type_lists)
-    white_add = data.draw(type_lists.filter(lambda w: not set(w) & set(black_add)))
-    m = Mixlist(black_add=tuple(black_add), white_add=tuple(white_add),
-                black_remove=tuple(data.draw(type_lists)), white_remove=tuple(data.draw(type_lists)))
+    parts: dict = {}
+    for t in TYPES:       # each type: one of GE's templates, or nothing
+        for lst, act in data.draw(st.sampled_from([set()] + GE_TEMPLATES)):
+            parts.setdefault(f"{lst}_{'add' if act == 'to-add' else 'remove'}", []).append(t)
+    m = Mixlist(**{k: tuple(v) for k, v in parts.items()})
     after = apply(BASE, m).lists
     restored = apply(after, between(after, BASE)).lists
     assert (restored.white, restored.black) == (BASE.white, BASE.black)

@@ -1,30 +1,28 @@
 """The one semantics module: GE's per-op precision rules, with why, and what-if flips."""
+from pathlib import Path
+
 import pytest
 from hypothesis import given, settings, strategies as st
 
 from advisor import semantics as S
 from advisor.graph import add_op, connect, new_graph
 from advisor.mixlist import Mixlist, apply
-from advisor.oplists import OpLists, load_default
+from advisor.oplists import OpLists, load_default, load_ops_info
 from advisor.overrides import CustomDtypes, Overrides
 
 L = load_default("ascend910b")
+# the 2026 ascend910b ops-info entries (hicann/ge tests, trimmed): lists and kernel dtypes from one file
+KL = load_ops_info(Path(__file__).parent / "fixtures/real/ge_ops_info_910b/aic-ascend910b-ops-info.json")
 
 
 def is_weight(g, n) -> bool:
-    """Constants/variables, and views (no kernel) whose first ranked input is a weight."""
-    a = g.nodes[n]
-    if a["role"] in ("const", "variable"):
-        return True
-    if a["role"] == "op" and a.get("kernel") is False:
-        r = ranked_inputs(g, n)
-        return bool(r) and is_weight(g, r[0][1])
-    return False
+    """Producers GE ranks last: nodes of type Const, Constant or Variable (op_format_dtype_judge.cc:692-697)."""
+    return g.nodes[n]["type"] in ("Const", "Constant", "Variable")
 
 
 def ranked_inputs(g, node):
     """Test oracle, written from the spec independently of advisor.semantics: float inputs as
-    (input index, producer, output index), real producers first in index order, then weights."""
+    (input index, producer, output index), other producers first in index order, then Const/Constant/Variable."""
     real, weak = [], []
     for src, _, d in g.in_edges(node, data=True):
         if d.get("float", True):
@@ -78,20 +76,23 @@ def test_first_activation_input_decides_even_when_a_constant_has_a_lower_index()
     assert ranked_inputs(g, "add")[0][1] == "log"
 
 
-def test_gray_op_fed_only_by_constants_is_reduced():
+def test_gray_op_fed_only_by_constants_takes_their_dtype_and_one_without_producer_keeps_its_own():
+    # changed with GE's source: a Const is a producer (CheckHasNoFather), so MatchForGray rise-matches its fp32;
+    # with no producer allow_fp32_to_fp16 keeps the origin dtype (both were "low" before)
     g = new_graph()
     add_op(g, "w", "Const", role="const")
     add_op(g, "exp", "Exp")
     connect(g, "w", "exp")
     add_op(g, "free", "Exp")  # no producer at all
     p = S.plan(g, L)
-    assert (p["exp"], p.why("exp").rule) == ("fp16", "gray-const-inputs")
-    assert (p["free"], p.why("free").rule) == ("fp16", "gray-no-producer")
+    assert (p["exp"], p.why("exp").rule) == ("fp32", "gray-const-inputs")
+    assert (p["free"], p.why("free").rule) == ("fp32", "gray-no-producer")
 
 
 def test_gray_op_skips_a_non_black_fp16_to_fp32_cast():
+    # the Cast is skipped by its own input dtype (the model's fp16), whatever its producer was judged
     g = chain("MatMulV2")
-    add_op(g, "cast", "Cast", cast_to="fp32")
+    add_op(g, "cast", "Cast", cast_to="fp32", in_dtypes=["fp16"])
     connect(g, "MatMulV20", "cast")
     add_op(g, "exp", "Exp")
     connect(g, "cast", "exp")
@@ -111,7 +112,7 @@ def test_cast_from_fp32_is_not_skipped():
     assert S.plan(g, L)["exp"] == "fp32"
 
 
-def test_view_without_kernel_follows_and_view_of_weight_stays_a_weight():
+def test_view_without_kernel_follows_and_a_view_of_a_weight_ranks_by_its_index():
     g = new_graph()
     add_op(g, "x", "Data", role="data")
     add_op(g, "mm", "MatMulV2")
@@ -126,7 +127,8 @@ def test_view_without_kernel_follows_and_view_of_weight_stays_a_weight():
     connect(g, "view", "add", 0, 1)
     p = S.plan(g, L)
     assert p["view"] == "fp16" and p.why("view").rule == "follow"
-    assert p["add"] == "fp16" and p.why("add").via == "view"
+    # changed with GE's source: only Const/Constant/Variable producers rank last, a Transpose of one ranks first
+    assert p["add"] == "fp32" and p.why("add").via == "wt"
 
 
 def test_ops_excluded_from_decisions_pass_precision_through():
@@ -149,12 +151,16 @@ def test_int_tensors_do_not_decide_and_int_ops_are_na():
     add_op(g, "argmax", "ArgMaxV2", float=False)
     connect(g, "gather", "argmax")
     p = S.plan(g, L)
-    assert p["ids"] == "int64" and p["gather"] == "fp16" and p["argmax"] == "n/a"
+    # GatherV2(params=Variable): the Variable is the producer, fp32 (it was fp16 before GE's source was read)
+    assert p["ids"] == "int64" and p["gather"] == "fp32" and p["argmax"] == "n/a"
+    assert p.why("gather").rule == "gray-const-inputs" and p.why("gather").via == "table"
 
 
-def test_unknown_op_types_are_gray():
-    p = S.plan(chain("MatMulV2", "MyCustomOp"), L)
-    assert p["MyCustomOp1"] == "fp16" and p.why("MyCustomOp1").rule == "gray-inherit"
+def test_unknown_op_types_run_on_ai_cpu_in_their_original_dtype():
+    # changed with GE's source (IsNoNeedJudge): a type without an AI Core kernel is not judged (it was gray)
+    p = S.plan(chain("MatMulV2", "MyCustomOp", "Exp"), L)
+    assert p["MyCustomOp1"] == "fp32" and p.why("MyCustomOp1").rule == "ai-cpu" and p.on_ai_cpu("MyCustomOp1")
+    assert p["Exp2"] == "fp32" and p.why("Exp2").via == "MyCustomOp1"
 
 
 def test_bf16_mode_reduces_to_bf16():
@@ -164,7 +170,9 @@ def test_bf16_mode_reduces_to_bf16():
 
 def test_other_modes():
     g = chain("MatMulV2", "Exp", "Log")
-    assert set(S.plan(g, L, "force_fp32").precision.values()) == {"fp32"}
+    p = S.plan(g, L, "force_fp32")   # the cube op: fp16 inputs, fp32 output (force_fp32.cc:36-50)
+    assert (p["MatMulV20"], p.exec_dtypes("MatMulV20"), p["Exp1"], p["Log2"]) == ("fp16", ("fp16", "fp32"), "fp32",
+                                                                                  "fp32")
     p = S.plan(g, L, "force_fp16")
     assert (p["MatMulV20"], p["Exp1"], p["Log2"]) == ("fp16", "fp16", "fp16")
     p = S.plan(g, L, "allow_fp32_to_fp16")
@@ -233,16 +241,18 @@ def test_every_gray_op_has_the_precision_of_the_producer_the_rule_names(g, lists
         ranked = ranked_inputs(g, node)
         if w.rule == "follow" and not ranked:
             assert w.via is None
-        elif w.rule in ("gray-inherit", "follow"):
+        elif w.rule in ("gray-inherit", "follow", "gray-const-inputs"):
             assert w.via == ranked[0][1] and prec == p[w.via]
+            if w.rule != "follow":
+                assert (w.rule == "gray-const-inputs") == (g.nodes[w.via]["role"] == "const")
         elif w.rule == "gray-skip-cast":
             cast = ranked[0][1]
             assert g.nodes[cast]["type"] == "Cast" and w.via == ranked_inputs(g, cast)[0][1]
-            # the gray op takes the dtype before the Cast (fp16 from an fp16 graph input even in bf16 mode)
-            assert prec == p[w.via] and prec in S.LOW
-        elif w.rule in ("gray-const-inputs", "gray-no-producer"):
-            assert prec == low
-            assert not ranked or is_weight(g, ranked[0][1])
+            assert prec == p[w.via]
+        elif w.rule == "rise":    # the producer's dtype is the one the mode forbids: fp32
+            assert prec == "fp32" and p[w.via] == ("bf16" if low == "fp16" else "fp16")
+        elif w.rule == "gray-no-producer":
+            assert prec == "fp32" and not ranked
 
 
 @settings(max_examples=200, deadline=None)
@@ -273,7 +283,8 @@ def _rule_cases():
     cases += [(g, "mixed_float16", "in", S.Rule.GRAPH_INPUT), (g, "mixed_float16", "MatMulV20", S.Rule.WHITE),
               (g, "mixed_float16", "Log1", S.Rule.BLACK), (g, "mixed_float16", "Exp2", S.Rule.GRAY_INHERIT),
               (g, "must_keep_origin_dtype", "MatMulV20", S.Rule.ORIGIN),
-              (g, "force_fp32", "MatMulV20", S.Rule.FORCE_FP32), (g, "force_fp16", "Log1", S.Rule.FORCE_LOW),
+              (g, "force_fp32", "Log1", S.Rule.FORCE_FP32), (g, "force_fp32", "MatMulV20", S.Rule.FORCE_FP32_CUBE),
+              (g, "force_fp16", "Log1", S.Rule.FORCE_LOW),
               (g, "allow_fp32_to_fp16", "MatMulV20", S.Rule.FP32_TO_LOW_CUBE),
               (g, "allow_fp32_to_fp16", "Log1", S.Rule.FP32_TO_LOW_VECTOR)]
     g = chain("Exp", first_role="const")
@@ -293,23 +304,33 @@ def _rule_cases():
     g = new_graph()
     add_op(g, "x", "Data", role="data", dtype="fp16")
     add_op(g, "mm", "MatMulV2")
-    add_op(g, "cast", "Cast", cast_to="fp32")
+    add_op(g, "cast", "Cast", cast_to="fp32", in_dtypes=["fp16"])
     add_op(g, "exp", "Exp")
     connect(g, "x", "mm")
     connect(g, "mm", "cast")
     connect(g, "cast", "exp")
     cases.append((g, "mixed_float16", "exp", S.Rule.GRAY_SKIP_CAST))
+    g = chain("Exp", "MyCustomOp", "HcomAllReduce", first_role="data")
+    g.nodes["in"]["dtype"] = "fp16"
+    g.nodes["HcomAllReduce2"]["origin_dtype"] = "fp32"
+    add_op(g, "fft", "Mul", in_dtypes=["complex64"], out_dtypes=["complex64"])
+    cases += [(g, "mixed_bfloat16", "Exp0", S.Rule.RISE), (g, "mixed_float16", "MyCustomOp1", S.Rule.AI_CPU),
+              (g, "mixed_float16", "HcomAllReduce2", S.Rule.HCCL), (g, "mixed_float16", "fft", S.Rule.DTYPE_SENSITIVE)]
+    g = chain("AvgPool", "Exp")
+    g.nodes["Exp1"]["origin_dtype"] = "bf16"
+    cases += [(g, "mixed_float16", "AvgPool0", S.Rule.AI_CPU_DTYPE, Overrides(keep_names={"AvgPool0"}), KL),
+              (g, "allow_fp32_to_fp16", "AvgPool0", S.Rule.REDUCE, None, KL)]
     g = chain("MatMulV2", "Log", "Exp")
     cases.append((g, "force_fp16", "Log1", S.Rule.KEEP_DTYPE, Overrides(keep_names={"Log1"})))
     cases.append((g, "mixed_float16", "MatMulV20", S.Rule.CUSTOMIZE_DTYPE,
                   Overrides(customize=(("type", "MatMulV2", CustomDtypes(("fp16",), ("fp32",))),))))
-    return [c if len(c) == 5 else (*c, None) for c in cases]
+    return [(*c, *(None, L)[len(c) - 4:]) if len(c) < 6 else c for c in cases]
 
 
-@pytest.mark.parametrize("g,mode,node,rule,overrides", _rule_cases(),
+@pytest.mark.parametrize("g,mode,node,rule,overrides,lists", _rule_cases(),
                          ids=lambda x: str(x) if isinstance(x, S.Rule) else "")
-def test_each_named_rule_of_the_decision_chain(g, mode, node, rule, overrides):
-    p = S.plan(g, L, mode, overrides)
+def test_each_named_rule_of_the_decision_chain(g, mode, node, rule, overrides, lists):
+    p = S.plan(g, lists, mode, overrides)
     assert p.why(node).rule is rule
     assert p.why(node).to_dict()["rule"] == rule.value
 

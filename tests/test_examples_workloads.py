@@ -15,7 +15,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 # workloads written to the issue-4 contract (npu_script.py is a torch_npu script, not a workload)
-WORKLOADS = ["transformer_hazard", "mlp_exp", "cnn_control", "mlp_train_underflow", "two_hazards",
+WORKLOADS = ["transformer_hazard", "mlp_exp", "cnn_control", "mlp_train_underflow", "two_hazards", "convbn_train",
              "layernorm_bias", "minilm"]
 
 

@@ -105,7 +105,7 @@ def _mixlist_ok(content: bytes) -> bool:
     keys = [k for k, _ in top[1]]
     if len(set(keys)) < len(keys) or not set(keys) <= {"black-list", "white-list", "gray-list"}:
         return False
-    added: dict[str, str] = {}
+    edits: dict[str, set] = {}
     for key, val in top[1]:
         if not (isinstance(val, tuple) and val[0] == "obj"):
             return False
@@ -117,11 +117,18 @@ def _mixlist_ok(content: bytes) -> bool:
                 return False
             if not set(types) <= KNOWN:
                 return False
-            if act == "to-add":
-                for t in types:
-                    if added.setdefault(t, key) != key:
-                        return False
-    return True
+            for t in types:
+                edits.setdefault(t, set()).add((key.split("-")[0], act))
+    return all(e in GE_TEMPLATES for e in edits.values())
+
+
+# the (list, action) sets GE accepts for one type (VerifyMixlist's templates, modify_mixlist_config_parser.cc:46-60)
+GE_TEMPLATES = [
+    {("black", "to-remove")}, {("white", "to-remove")}, {("gray", "to-add")},
+    {("gray", "to-add"), ("black", "to-remove")}, {("gray", "to-add"), ("white", "to-remove")},
+    {("white", "to-add")}, {("white", "to-add"), ("gray", "to-remove")}, {("white", "to-add"), ("black", "to-remove")},
+    {("black", "to-add")}, {("black", "to-add"), ("gray", "to-remove")}, {("black", "to-add"), ("white", "to-remove")},
+]
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

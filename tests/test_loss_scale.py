@@ -123,20 +123,20 @@ class ScaleStages(FakeStages):
     def write_recommendation(self, proposal, out_dir):
         Path(out_dir).mkdir(parents=True, exist_ok=True)
 
-    def final_metrics(self, run):
-        steps = [dict(s) for s in run["steps"]]
+    def final_metrics(self, run, steps=None):
+        items = [dict(s) for s in super().final_metrics(run, steps)]
         if not run["grad_ok"]:
-            for s in steps:
+            for s in items:
                 s["grad_min_cosine"], s["grad_worst"] = 0.0, "fc1.weight"
-        return steps
+        return items
 
     def recommend(self, run, base, exclude_types, steps=None, avoid=(), widen=False):
         p = super().recommend(run, base, exclude_types, steps, avoid, widen)
         if not run["grad_ok"]:
-            from advisor.tune.stages import Proposal
-            raw = type("Rec", (), {"status": "loss-scale"})()
-            return Proposal(base, {}, False, raw, loss_scale={"static": 2.0 ** 12, "dynamic": False,
-                                                               "reason": "test"})
+            from advisor.recommend import Recommendation
+            from advisor.mixlist import Mixlist
+            return Recommendation("loss-scale", True, modify_mixlist=base or Mixlist(), loss_scale={
+                "loss_scale": {"static": 2.0 ** 12, "dynamic": False, "reason": "test"}})
         return p
 
 

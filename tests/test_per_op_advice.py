@@ -24,7 +24,8 @@ from advisor.workload import load_target
 
 def _fresh(target: str, out, advice_dir, mode: str = "mixed_float16"):
     """A fresh capture with the advice files; (compare verdict ok, measured low-precision share)."""
-    ml = load_mixlist(advice_dir / "modify_mixlist.json")
+    from advisor.semantics import uses_mixlist
+    ml = load_mixlist(advice_dir / "modify_mixlist.json") if uses_mixlist(mode) else None   # ATC refuses one there
     keep = advice_dir / "keep_dtype.cfg"
     d = capture(load_target(target), out, mode=mode, mixlist=ml, dump="stats", local=False,
                 keep_dtype=str(keep) if keep.exists() else None)
@@ -57,7 +58,7 @@ def test_pytorch_biased_linear_layernorm_per_op_passes_fresh_capture(deep_ln, tm
     assert rec.status == "recommended"
     assert rec.keep_dtype, "per-op advice expected"
     tl = rec.type_level_alternative
-    assert tl is not None and not any(e.startswith("keep_dtype") and "(" in e for e in tl["edits"])
+    assert tl is not None and not any(str(e).startswith("keep_dtype") and "(" in str(e) for e in tl.edits)
     paths = write_outputs(rec, tmp_path / "advice")
     assert (tmp_path / "advice" / "keep_dtype.cfg").read_text().splitlines() == rec.keep_dtype
     assert "keep_dtype" in paths and "type_level_mixlist" in paths
@@ -69,12 +70,11 @@ def test_pytorch_biased_linear_layernorm_per_op_passes_fresh_capture(deep_ln, tm
     assert tl_ok and tl_share < share - KEEP_MARGIN
     d = json.loads((tmp_path / "advice" / "recommendation.json").read_text())
     assert "--keep_dtype=" in d["snippets"]["atc"] and "keep_dtype" in d["snippets"]["ir_build_options"]
-    assert d["type_level_alternative"]["edits"] == tl["edits"]
+    assert d["type_level_alternative"]["edits"] == [str(e) for e in tl.edits]
 
 
 def _fresh_type_level(tmp_path, tl):
-    from advisor.mixlist import parse_obj
-    ml = parse_obj(tl["modify_mixlist"], "type-level")
+    ml = tl.modify_mixlist
     d = capture(load_target("examples/layernorm_bias.py:deep_workload"), tmp_path / "fresh_tl", mixlist=ml,
                 dump="stats", local=False)
     att, _ = run_attribution(str(d), Tolerance())
@@ -113,7 +113,7 @@ def test_onnx_biased_linear_layernorm_keeps_the_gemm(onnx_ln, tmp_path):
     write_outputs(rec, tmp_path / "advice")
     ok, share = _fresh("examples/onnx_models.py:layernorm_bias", tmp_path / "fresh", tmp_path / "advice")
     assert ok and share >= 0.80
-    assert rec.type_level_alternative["predicted"]["low_precision_share"] < share - KEEP_MARGIN
+    assert rec.type_level_alternative.predicted.low_precision_share < share - KEEP_MARGIN
 
 
 def test_force_fp16_advice_is_keep_lines_only(tmp_path):
@@ -122,7 +122,7 @@ def test_force_fp16_advice_is_keep_lines_only(tmp_path):
     run = capture(load_target("examples/onnx_models.py:layernorm_bias"), tmp_path / "run", mode="force_fp16")
     rec = recommend(run)
     assert rec.status == "recommended"
-    assert rec.mixlist.is_empty() and rec.keep_dtype
+    assert rec.modify_mixlist.is_empty() and rec.keep_dtype
     assert all(e.edit.is_keep for e in rec.edits)
     write_outputs(rec, tmp_path / "advice")
     keep = load_overrides(tmp_path / "advice" / "keep_dtype.cfg")
@@ -153,8 +153,8 @@ def test_per_op_only_where_it_beats_type_level(name, tmp_path):
         assert [str(e.edit) for e in rec.edits] == [str(e.edit) for e in typed.edits]
         return
     assert name != "cnn_control"
-    mine = rec.predicted["recommended"]["low_precision_share"]
-    assert rec.type_level_alternative["predicted"]["low_precision_share"] < mine - KEEP_MARGIN
+    mine = rec.predicted.recommended.low_precision_share
+    assert rec.type_level_alternative.predicted.low_precision_share < mine - KEEP_MARGIN
     write_outputs(rec, tmp_path / "advice")
     target = json.loads((prof / "run.json").read_text())["target"]
     ok, share = _fresh(target, tmp_path / "fresh", tmp_path / "advice")
@@ -169,23 +169,21 @@ def test_force_fp16_names_a_better_mixed_mode(tmp_path):
     from types import SimpleNamespace
 
     from advisor.recommend.core import SearchContext
-    from advisor.recommend.granularity import mixed_mode_alternative
     run = capture(load_target("examples/onnx_models.py:layernorm_bias"), tmp_path / "run", mode="force_fp16")
     a = analyze(run)
     ctx = SearchContext(a, None, set(), 4, None, notes=[], per_op=True)
-    low = mixed_mode_alternative(ctx, SimpleNamespace(share=-1.0), 200, set(), "replayed")
-    assert low is not None and low["mode"] == "mixed_float16" and low["modify_mixlist"]
+    low = ctx.mixed_mode_alternative(SimpleNamespace(share=-1.0), 200, set(), "replayed")
+    assert low is not None and low.mode == "mixed_float16" and low.modify_mixlist is not None
     assert any("switching to --precision_mode_v2=mixed_float16" in n for n in ctx.notes)
-    ml_ok, _ = _fresh_with(low["modify_mixlist"], tmp_path / "fresh")
+    ml_ok, _ = _fresh_with(low.modify_mixlist, tmp_path / "fresh")
     assert ml_ok                                                # the named mixed-mode list passes a fresh capture
     ctx.notes.clear()
-    assert mixed_mode_alternative(ctx, SimpleNamespace(share=1.0), 200, set(), "replayed") is None
+    assert ctx.mixed_mode_alternative(SimpleNamespace(share=1.0), 200, set(), "replayed") is None
     assert not ctx.notes
 
 
-def _fresh_with(mixlist_obj, out):
-    from advisor.mixlist import parse_obj
+def _fresh_with(mixlist, out):
     d = capture(load_target("examples/onnx_models.py:layernorm_bias"), out, mode="mixed_float16",
-                mixlist=parse_obj(mixlist_obj, "mixed"), dump="stats", local=False)
+                mixlist=mixlist, dump="stats", local=False)
     att, _ = run_attribution(str(d), Tolerance())
     return att.verdict.ok, analyze(d).measured_low_share

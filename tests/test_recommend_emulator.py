@@ -47,7 +47,7 @@ def test_mlp_exp_one_cheap_edit_and_recapture_meets_tolerance(runs, tmp_path):
     rec = recommend(run)
     assert rec.status == "recommended" and rec.ok
     assert [str(e.edit) for e in rec.edits] == ["black-list to-add Exp"]
-    assert rec.minimality["proved"]
+    assert rec.minimality.proved
     paths = write_outputs(rec, tmp_path / "advice")
     assert json.loads(paths["mixlist"].read_text())["black-list"]["to-add"] == ["Exp"]
     assert _recapture_ok("mlp_exp", paths["mixlist"], tmp_path / "re")
@@ -68,8 +68,8 @@ def test_two_hazards_both_edits(runs, tmp_path):
     rec = recommend(runs("two_hazards"))
     assert sorted(str(e.edit) for e in rec.edits) == ["black-list to-add Exp", "black-list to-add Sigmoid"]
     # one MatMulV2 edit would also do, with less compute in low precision: reported as the alternative
-    assert rec.alternative is not None and len(rec.alternative["edits"]) == 1
-    assert all(not c["meets_tolerance_without_it"] for c in rec.minimality["checks"])
+    assert rec.fewest_edit_alternative is not None and len(rec.fewest_edit_alternative.edits) == 1
+    assert all(not c.meets_tolerance_without_it for c in rec.minimality.checks)
     paths = write_outputs(rec, tmp_path / "advice")
     assert _recapture_ok("two_hazards", paths["mixlist"], tmp_path / "re")
 
@@ -86,8 +86,8 @@ def test_layernorm_bias_blames_the_producer(runs, tmp_path):
 def test_cnn_control_no_blacklist_edit(runs):
     rec = recommend(runs("cnn_control"))
     assert rec.status == "no-change-needed" and rec.exit_code == 0
-    assert rec.mixlist.black_add == ()
-    assert not any(e.edit.kind == "black-add" for e in rec.edits + rec.perf_edits)
+    assert rec.modify_mixlist.black_add == ()
+    assert not any(e.edit.kind == "black-add" for e in rec.edits + rec.performance_edits)
 
 
 def test_cli_recommend_outputs_json_and_no_silent_overwrite(runs, tmp_path, capsys):
@@ -135,7 +135,7 @@ def test_cli_exit_2_on_bad_input(tmp_path, capsys):
 def test_gradient_underflow_gets_loss_scale_not_list_edit(runs):
     rec = recommend(runs("mlp_train_underflow"))
     assert rec.status == "loss-scale" and rec.exit_code == 0
-    assert rec.edits == [] and rec.mixlist.is_empty()
+    assert rec.edits == [] and rec.modify_mixlist.is_empty()
     ls = rec.to_dict()["loss_scale"]
     assert ls["underflow_exceeds"] is True
     assert ls["loss_scale"]["dynamic"] or ls["loss_scale"]["static"] > 1

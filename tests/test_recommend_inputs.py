@@ -57,10 +57,10 @@ def test_profile_only_findings_report_the_measured_kernel_time(tmp_path):
     assert rs["share_of_step"] == pytest.approx(5000.0 / STEP_US, rel=1e-4)
     assert rs["time_source"] == "measured" and "fp32_time_us" not in rs["estimated"]
     assert fp32["Mul"]["fp32_time_us"] == pytest.approx(900.0)
-    assert "measured" in rec.predicted["time_model"]
+    assert "measured" in rec.predicted.time_model
     # the predicted step time of the run's own plan is the measured kernel time (plus modelled casts)
-    base = rec.predicted["base"]
-    assert STEP_US <= base["time_us"] <= STEP_US + 10 * (base["casts"] + 1)
+    base = rec.predicted.base
+    assert STEP_US <= base.time_us <= STEP_US + 10 * (base.casts + 1)
 
 
 def test_times_are_labelled_estimated_where_only_the_model_has_them():
@@ -70,12 +70,12 @@ def test_times_are_labelled_estimated_where_only_the_model_has_them():
     rec = recommend_graph(b.g, LISTS)
     (f,) = [x for x in rec.findings if x["kind"] == "fp32-time" and x["type"] == "Gelu"]
     assert f["time_source"] == "cost model" and {"fp32_time_us", "share_of_step"} <= set(f["estimated"])
-    assert "cost model" in rec.predicted["time_model"]
+    assert "cost model" in rec.predicted.time_model
 
 
 # --- 2. op types whose precision means nothing are never proposed ----------------------------------------------
 def _proposed_types(rec) -> set[str]:
-    types = {e.edit.type for e in rec.edits} | {e.edit.type for e in rec.perf_edits}
+    types = {e.edit.type for e in rec.edits} | {e.edit.type for e in rec.performance_edits}
     for f in rec.findings:
         if f.get("edit"):
             types.add(str(f["edit"]).rsplit(" ", 1)[-1])
@@ -121,12 +121,12 @@ def test_search_never_enumerates_sets_larger_than_the_candidate_types(monkeypatc
     import advisor.recommend.search as search_mod
     monkeypatch.setattr(search_mod.itertools, "combinations", counting)
     huge = recommend_graph(b.g, LISTS, local=b.local(), max_edits=1000)
-    assert sizes and max(sizes) <= huge.search["candidates"]       # not 1000
-    types = huge.search["candidate_types"]
-    assert max(sizes) == huge.search["largest_set"] == types
+    assert sizes and max(sizes) <= huge.search.candidates       # not 1000
+    types = huge.search.candidate_types
+    assert max(sizes) == huge.search.largest_set == types
     sensible = recommend_graph(b.g, LISTS, local=b.local(), max_edits=types)
     assert [str(e.edit) for e in huge.edits] == [str(e.edit) for e in sensible.edits]
-    assert huge.search["evaluations"] == sensible.search["evaluations"]
+    assert huge.search.evaluations == sensible.search.evaluations
 
 
 # --- 6, 7. the user's mixlist: a key given twice, a type that exists nowhere -------------------------------------

@@ -58,9 +58,9 @@ def test_recommendation_is_feasible_and_one_minimal(spec):
     assert full.ok and tol.predicted_ok(full.pred.final_rel_l2, full.pred.final_nonfinite)
     for e in edits:                                      # 1-minimality, re-checked independently
         assert not s.evaluate(edits - {e}).ok
-    assert rec.minimality["proved"]
+    assert rec.minimality.proved
     # the emitted mixlist realises exactly the edits
-    eff = effective(LISTS, rec.mixlist)
+    eff = effective(LISTS, rec.modify_mixlist)
     for e in edits:
         assert eff.list_of(e.type) == e.target
     # semantics plan of the emitted file: every op whose low-precision run is non-finite is fp32

@@ -33,8 +33,8 @@ def test_single_hazard_cheap_op_beats_matmul():
     rec = recommend_graph(b.g, LISTS, local=b.local())
     assert rec.status == "recommended" and rec.ok and rec.exit_code == 0
     assert [str(e.edit) for e in rec.edits] == ["black-list to-add Exp"]
-    assert rec.mixlist.black_add == ("Exp",)
-    assert rec.minimality["proved"] is True
+    assert rec.modify_mixlist.black_add == ("Exp",)
+    assert rec.minimality.proved is True
     # black-listing MatMulV2 would also fix it: the model says so, yet the cheap edit wins
     from advisor.recommend.search import Edit, Searcher  # noqa: F401
     c = compile_graph(b.g)
@@ -59,10 +59,10 @@ def test_two_cheap_edits_beat_one_matmul_and_fewest_alternative_reported():
     b.op("Add", ex, sg, shape=(512, 1024))
     rec = recommend_graph(b.g, LISTS, local=b.local())
     assert _types(rec, "black-add") == ["Exp", "Sigmoid"]
-    assert rec.alternative is not None and rec.alternative["edits"] == ["black-list to-add MatMulV2"]
-    assert rec.minimality["proved"]
-    checks = rec.minimality["checks"]
-    assert len(checks) == 2 and not any(c["meets_tolerance_without_it"] for c in checks)
+    assert rec.fewest_edit_alternative is not None and [str(e) for e in rec.fewest_edit_alternative.edits] == ["black-list to-add MatMulV2"]
+    assert rec.minimality.proved
+    checks = rec.minimality.checks
+    assert len(checks) == 2 and not any(c.meets_tolerance_without_it for c in checks)
 
 
 def test_two_independent_hazards_need_both():
@@ -90,8 +90,8 @@ def test_control_needs_no_edit_and_mixlist_still_valid():
     b.op("MatMulV2", r, weight=True)
     rec = recommend_graph(b.g, LISTS, local=b.local())
     assert rec.status == "no-change-needed" and rec.ok and rec.exit_code == 0
-    assert rec.edits == [] and rec.mixlist.is_empty()
-    assert rec.mixlist.to_dict() == {"black-list": {"to-add": [], "to-remove": []},
+    assert rec.edits == [] and rec.modify_mixlist.is_empty()
+    assert rec.modify_mixlist.to_dict() == {"black-list": {"to-add": [], "to-remove": []},
                                      "white-list": {"to-add": [], "to-remove": []}}
 
 
@@ -115,7 +115,7 @@ def test_no_solution_reports_closest_and_exit_1():
     b.op("MatMulV2", ex, weight=True)
     rec = recommend_graph(b.g, LISTS, local=b.local(), exclude=("Exp", "MatMulV2"))
     assert rec.status == "no-solution" and rec.exit_code == 1 and not rec.ok
-    assert rec.closest is not None and "closest" in rec.closest["note"]
+    assert rec.closest is not None and "closest" in rec.closest.note
     assert rec.edits == []
 
 
@@ -128,7 +128,7 @@ def test_calibration_reproduces_measured_final_error():
                         dict(node=s, out_rel_l2=2.5e-3, in_rel_l2=3e-4),
                         dict(node=out, out_rel_l2=4.2e-3, in_rel_l2=2.5e-3)])
     rec = recommend_graph(b.g, LISTS, ops=ops, local=b.local(), measured_final=4.2e-3)
-    assert rec.predicted["base"]["final_rel_l2"] == pytest.approx(4.2e-3, rel=1e-9)
+    assert rec.predicted.base.final_rel_l2 == pytest.approx(4.2e-3, rel=1e-9)
     assert rec.status == "no-change-needed"
 
 
@@ -139,8 +139,8 @@ def test_start_mixlist_is_composed_into_the_result():
     b.op("Relu", ex)
     start = Mixlist(black_add=("Gelu",))
     rec = recommend_graph(b.g, LISTS, local=b.local(), base_mixlist=start)
-    assert set(rec.mixlist.black_add) == {"Gelu", "Exp"}
-    eff = effective(LISTS, rec.mixlist)
+    assert set(rec.modify_mixlist.black_add) == {"Gelu", "Exp"}
+    eff = effective(LISTS, rec.modify_mixlist)
     assert eff.list_of("Exp") == "black" and eff.list_of("Gelu") == "black"
 
 
@@ -153,12 +153,12 @@ def test_performance_edit_for_fp32_by_inheritance():
     b.op("Mul", ge, shape=(4096, 4096), local=4e-4)
     rec = recommend_graph(b.g, LISTS, local=b.local())
     assert rec.status == "no-change-needed" and rec.edits == []
-    kinds = {str(e.edit) for e in rec.perf_edits}
+    kinds = {str(e.edit) for e in rec.performance_edits}
     assert "white-list to-add Gelu" in kinds
-    for e in rec.perf_edits:
-        assert e.time_change_us < 0
-    assert rec.perf_mixlist is not None and "Gelu" in rec.perf_mixlist.white_add
-    assert rec.predicted["with_performance_edits"]["time_us"] < rec.predicted["base"]["time_us"]
+    for e in rec.performance_edits:
+        assert e.predicted_time_change_us < 0
+    assert rec.performance_mixlist is not None and "Gelu" in rec.performance_mixlist.white_add
+    assert rec.predicted.with_performance_edits.time_us < rec.predicted.base.time_us
 
 
 def test_no_perf_edit_without_headroom():
@@ -166,7 +166,7 @@ def test_no_perf_edit_without_headroom():
     rs = b.op("ReduceSum", "x", shape=(4096, 4096))
     b.op("Gelu", rs, shape=(4096, 4096), local=0.2)   # too sensitive in fp16
     rec = recommend_graph(b.g, LISTS, local=b.local())
-    assert rec.perf_edits == []
+    assert rec.performance_edits == []
     f = [x for x in rec.findings if x.get("type") == "Gelu"]
     assert f and "headroom" in f[0]["verdict"]
 
@@ -180,10 +180,10 @@ def test_profile_only_mode_says_sensitivity_needs_dumps():
     assert any("dump" in n and "capture" in n for n in rec.notes)
     f = [x for x in rec.findings if x.get("type") == "Gelu" and x["kind"] != "fp32-time"]
     assert f and "sensitivity" in f[0]["verdict"]
-    assert rec.predicted["base"]["final_rel_l2"] is None
+    assert rec.predicted.base.final_rel_l2 is None
     t = [x for x in rec.findings if x["kind"] == "fp32-time" and x["type"] == "Gelu"]
     assert t and t[0]["rule"] == "gray-inherit" and t[0]["saving_if_low_us"] > 0
-    assert rec.mixlist.is_empty()
+    assert rec.modify_mixlist.is_empty()
 
 
 def test_flips_in_evidence_match_semantics():
@@ -195,6 +195,6 @@ def test_flips_in_evidence_match_semantics():
     rec = recommend_graph(b.g, LISTS, local=b.local())
     (e,) = rec.edits
     before = plan(b.g, LISTS)
-    after = plan(b.g, effective(LISTS, rec.mixlist))
+    after = plan(b.g, effective(LISTS, rec.modify_mixlist))
     truth = {n for n, p in before.items() if after[n] != p}
-    assert {f["node"] for f in e.flips} == truth == {"exp1", "relu2", "add3"}
+    assert {f.node for f in e.predicted_flips} == truth == {"exp1", "relu2", "add3"}

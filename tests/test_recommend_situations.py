@@ -34,20 +34,20 @@ def _check(name: str, tmp_path: Path) -> None:
     sit = S.SITUATIONS[name]
     base = capture(_target(name), tmp_path / "base", dump="tensors", local=False)
     rec = recommend(base)
-    black = tuple(sorted(rec.mixlist.black_add))
+    black = tuple(sorted(rec.modify_mixlist.black_add))
     if sit.base == "passes":
         assert rec.status == "no-change-needed" and black == (), (name, rec.status, black)
         return
     assert rec.status == "recommended", (name, rec.status, rec.notes)           # the measured failure wins
-    ok, share = _fresh(name, rec.mixlist, tmp_path / "fresh")
+    ok, share = _fresh(name, rec.modify_mixlist, tmp_path / "fresh")
     assert ok, (name, black)                                                     # the independent oracle
     if sit.over_fix is not None:
         better, worse = (tuple(sorted(x)) for x in sit.over_fix)
         assert black != worse, (name, black)
         ok_b, share_b = _fresh(name, _mixlist(better), tmp_path / "better")
         assert ok_b and share >= share_b - 0.01, (name, black, share, better, share_b)
-    assert rec.minimality["proved"], (name, rec.minimality)
-    assert rec.predicted["how"] == "replayed"
+    assert rec.minimality.proved, (name, rec.minimality)
+    assert rec.predicted.how == "replayed"
 
 
 def _mixlist(black):
@@ -70,8 +70,8 @@ def test_measured_failures_are_never_called_fine(tmp_path):
     base verdict fails, whatever a model would predict."""
     for name in ("softplus_nll", "rmsnorm_square"):
         rec = recommend(capture(_target(name), tmp_path / name, dump="tensors", local=False))
-        assert rec.predicted["measured"]["meets_tolerance"] is False
-        assert rec.status == "recommended" and rec.predicted["base_meets_tolerance"] is False
+        assert rec.predicted.measured.meets_tolerance is False
+        assert rec.status == "recommended" and rec.predicted.base_meets_tolerance is False
 
 
 @pytest.mark.slow

@@ -59,13 +59,13 @@ def test_report_self_contained_with_stable_hooks(tmp_path):
     assert sorted(t[1]["data-type"] for t in edits) == ["Exp", "Sigmoid"]
     assert all(t[1]["data-kind"] == "black-add" for t in edits)
     # the flipped-instances table has one row per predicted flip
-    n_flips = sum(len(e.flips) for e in rec.edits)
+    n_flips = sum(len(e.predicted_flips) for e in rec.edits)
     assert n_flips > 0
     rows_total = [t for t in p.by_class("flip", "tr")]
     assert len(rows_total) == 2 * n_flips        # per-edit tables + the global table
     bars = p.by_class("share-bar", "rect")
     shares = sorted(float(t[1]["data-share"]) for t in bars)
-    want = sorted([rec.predicted["base"]["low_precision_share"], rec.predicted["recommended"]["low_precision_share"]])
+    want = sorted([rec.predicted.base.low_precision_share, rec.predicted.recommended.low_precision_share])
     assert shares == [round(x, 6) for x in want] or all(abs(a - b) < 1e-6 for a, b in zip(shares, want))
     assert p.by_class("series", "polyline")
     targets = {t[1]["data-target"] for t in p.by_class("snippet", "pre")}

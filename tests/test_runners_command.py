@@ -81,7 +81,7 @@ def test_bad_configuration_is_input_error(tmp_path):
     with pytest.raises(InputError):
         make_runner("command", cmd=None)
     with pytest.raises(InputError):
-        CommandRunner("python x.py", timeout=0).prepare(tmp_path)
+        CommandRunner("python x.py", timeout=-1).prepare(tmp_path)
     with pytest.raises(InputError):
         make_runner("nope")
 

@@ -38,3 +38,55 @@ def test_capture_with_mixlist_and_crashing_workload(tmp_path):
                                                 tmp_path / "iter_02" / "run")
     assert res.status == FAILED and "device lost" in res.message
     assert (tmp_path / "iter_02" / "capture_error.txt").exists()
+
+
+# ---------------------------------------------------------------------- slots (tune --parallel)
+class _RecordingWorker:
+    """Stands in for the capture child: records what each capture request carried."""
+
+    requests: list[dict] = []
+
+    def __init__(self):
+        pass
+
+    def capture(self, target, out, **kw):
+        from advisor.runners.worker import CaptureReply
+        kw = {k: v for k, v in kw.items() if k not in ("stdout", "stderr", "heartbeat", "mixlist")}
+        _RecordingWorker.requests.append({"target": target, **kw})
+        return CaptureReply("ok", str(out))
+
+    def close(self):
+        pass
+
+
+def _setting_value(name: str, annotation: str, tmp_path: Path):
+    """A value other than the default for each constructor setting, by its annotation."""
+    if "list" in annotation:
+        return [f"{name}-value"]
+    if "int" in annotation and "float" not in annotation:
+        return 7
+    if "float" in annotation:
+        return 123.0
+    return f"{tmp_path / name}.cfg"
+
+
+def test_every_setting_reaches_every_slots_capture(tmp_path, monkeypatch):
+    """tune --parallel: each slot's capture carries every setting of the runner -- derived from the constructor's
+    own parameters, so a setting added later is checked too (slot 1+ used to drop --keep-dtype, --customize-dtypes,
+    --inputs and --input-shape)."""
+    import inspect
+    import advisor.runners.worker as worker
+    monkeypatch.setattr(worker, "CaptureWorker", _RecordingWorker)
+    _RecordingWorker.requests = []
+    params = [p for p in inspect.signature(EmulatorRunner.__init__).parameters.values()
+              if p.name not in ("self", "target")]
+    settings = {p.name: _setting_value(p.name, str(p.annotation), tmp_path) for p in params}
+    r = EmulatorRunner("wl.py:workload", **settings)
+    for i in range(3):
+        slot = r.slot(i)
+        slot.run(None, "mixed_float16", tmp_path / f"iter_{i:02d}" / "run")
+    first, *others = _RecordingWorker.requests
+    assert len(others) == 2 and all(o == first for o in others), _RecordingWorker.requests
+    carried = {**first, "input_shapes": first.get("input_shapes"), "timeout": first.get("timeout")}
+    for name, value in settings.items():
+        assert value in carried.values(), f"setting {name}={value!r} did not reach the capture: {first}"

@@ -45,3 +45,27 @@ def test_no_dead_code():
     out = subprocess.run([sys.executable, "-m", "vulture", "advisor", "--min-confidence", "80"], cwd=ROOT,
                          capture_output=True, text=True, timeout=300)
     assert out.returncode == 0 and out.stdout.strip() == "", out.stdout + out.stderr
+
+
+def _stage_order():
+    spec = importlib.util.spec_from_file_location("stage_order", ROOT / "tools" / "stage_order.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_no_stage_imports_from_a_stage_above_it():
+    r = _stage_order().check()
+    assert r["unplaced"] == [], f"give these a stage in tools/stage_order.py: {r['unplaced']}"
+    assert r["upward"] == [], r["upward"]
+
+
+def test_the_stage_order_check_catches_an_upward_import(tmp_path, monkeypatch):
+    so = _stage_order()
+    bad = so.STAGES[:]                    # pretend tune sat below recommend: tune's imports of recommend go up
+    i, j = [n for n, _ in bad].index("recommend"), [n for n, _ in bad].index("tune")
+    bad[i], bad[j] = bad[j], bad[i]
+    monkeypatch.setattr(so, "STAGES", bad)
+    r = so.check()
+    assert any(u["module"].startswith("advisor.tune") and u["imports"].startswith("advisor.recommend")
+               for u in r["upward"])

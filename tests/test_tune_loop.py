@@ -18,7 +18,9 @@ from advisor.compare.tolerance import Tolerance
 from advisor.errors import InputError
 from advisor.mixlist import Mixlist, load
 from advisor.runners.base import FAILED, OK, Runner, RunResult
-from advisor.tune import Proposal, Stages, Surrogate, edits_of, mixlist_from_edits, tune
+from advisor.recommend import Recommendation
+from advisor.recommend.result import PlanSummary, Predicted
+from advisor.tune import Edit, Stages, Surrogate, edits_of, mixlist_of, tune
 
 HERE = Path(__file__).resolve().parent
 
@@ -76,6 +78,19 @@ class FakeRunner(Runner):
         return RunResult(str(run_dir), OK, "", 0, 0.0, True, 2)
 
 
+def proposal(mixlist: Mixlist | None, ok: bool = True, rel_l2: float | None = 1e-4,
+             low_share: float | None = None) -> Recommendation:
+    """What a scripted recommender answers: a Recommendation proposing ``mixlist`` (None: the default lists)."""
+    summary = PlanSummary(final_rel_l2=rel_l2 if ok else None, final_nonfinite=False if ok else None,
+                          low_precision_share=low_share or 0.0, how="estimated" if ok else "")
+    return Recommendation("recommended" if ok else "no-solution", ok, modify_mixlist=mixlist or Mixlist(),
+                          predicted=Predicted(recommended=summary))
+
+
+def black(*types: str) -> frozenset:
+    return frozenset(Edit("black-add", t) for t in types)
+
+
 class FakeStages(Stages):
     """Scripted recommender.  additive: proposes base + the first candidate set with a type not in
     the base and none excluded (like recommend searching from the measured list); queue: returns
@@ -83,7 +98,7 @@ class FakeStages(Stages):
 
     def __init__(self, candidates, tolerance=None, queue: bool = False):
         super().__init__(tolerance or Tolerance())
-        self.candidates = [frozenset(("black", "to-add", t) for t in c) for c in candidates]
+        self.candidates = [black(*c) for c in candidates]
         self.queue = queue
         self.recommend_calls = 0
         self.steps_seen = []
@@ -91,8 +106,11 @@ class FakeStages(Stages):
     def load(self, run_dir):
         return json.loads((Path(run_dir) / "result.json").read_text())
 
-    def final_metrics(self, run):
-        return run["steps"]
+    def steps(self, run):
+        return [x["step"] for x in run["steps"]]
+
+    def final_metrics(self, run, steps=None):
+        return [x for x in run["steps"] if steps is None or x["step"] in steps]
 
     def write_comparison(self, run, out_dir, steps=None):
         Path(out_dir).mkdir(parents=True, exist_ok=True)
@@ -102,8 +120,7 @@ class FakeStages(Stages):
         return run["low_share"]
 
     def _proposal(self, edits):
-        return Proposal(mixlist_from_edits(edits), {"rel_l2": 1e-4, "nonfinite": False,
-                                                    "low_share": 0.9 - 0.1 * len(edits)}, True)
+        return proposal(mixlist_of(edits), low_share=0.9 - 0.1 * len(edits))
 
     def predicted_share(self, run, mixlist):
         return None          # the world has no cost model: trimming goes in edit order
@@ -113,12 +130,12 @@ class FakeStages(Stages):
         self.steps_seen.append(steps)
         cur = edits_of(base)
         if self.queue:
-            return self._proposal(self.candidates.pop(0)) if self.candidates else Proposal(None, {}, False)
+            return self._proposal(self.candidates.pop(0)) if self.candidates else proposal(None, ok=False)
         for c in self.candidates:
             new = c - cur
-            if new and not {e[2] for e in new} & set(exclude_types):
+            if new and not {e.type for e in new} & set(exclude_types):
                 return self._proposal(cur | c)
-        return Proposal(base, {}, False)
+        return proposal(base, ok=False)
 
 
 def run_tune(tmp_path, world, candidates, **kw):
@@ -151,7 +168,7 @@ def test_planted_hazard_confirmed_after_one_fix(tmp_path):
         assert (out / d / "run" / "result.json").exists()
         assert (out / d / "iteration.json").exists()
         assert (out / d / "comparison" / "final.json").exists()
-    assert (out / "iter_00" / "recommendation" / "proposal.json").exists()
+    assert (out / "iter_00" / "recommendation" / "recommendation.json").exists()
     assert [h["ok"] for h in s["history"]] == [False, True]
 
 
@@ -192,7 +209,7 @@ def test_budget_exhausted_reports_best_unconfirmed(tmp_path):
 
 def test_failed_run_is_recorded_and_loop_goes_on(tmp_path):
     world = World({"Exp": (math.inf, None)})
-    bad = frozenset({("black", "to-add", "Add")})
+    bad = black("Add")
     runner = FakeRunner(world, fail_on=frozenset({bad}))
     s, _, _ = run_tune(tmp_path, world, [{"Add"}, {"Exp"}], runner=runner)
     h = s["history"]
@@ -228,7 +245,7 @@ def test_learned_combination_of_measured_fixes(tmp_path):
 
 def test_surrogate_effects_and_trim_unit():
     sg = Surrogate()
-    E, S = ("black", "to-add", "Exp"), ("black", "to-add", "Sigmoid")
+    E, S = Edit("black-add", "Exp"), Edit("black-add", "Sigmoid")
     sg.add(frozenset(), 0.5, True)
     sg.add(frozenset({E}), 0.5, True)
     sg.add(frozenset({E, S}), 1e-4, True)

@@ -124,7 +124,7 @@ class ReplayedStages(FakeStages):
 
     def _proposal(self, edits):
         p = super()._proposal(edits)
-        p.predicted = {**p.predicted, "how": "replayed"}
+        p.predicted.recommended.how = "replayed"
         return p
 
 

@@ -34,7 +34,7 @@ def test_onnx_tune_confirms_a_keep_and_the_run_applied_it(tmp_path):
     assert set(s["keep_dtype"]) <= set(applied)                # the run itself applied the lines
     # the journal holds the keep edits and reads back; --resume of a finished tune runs nothing more
     st = read_journal(tmp_path / "t" / "tune_state.json")
-    assert any(e[0] == "keep_dtype" for it in st.iterations for e in it.edits)
+    assert any(e.list == "keep_dtype" for it in st.iterations for e in it.edits)
     again = _tune(tmp_path / "t", "--resume")
     assert again["runs"] == s["runs"] and again["keep_dtype"] == s["keep_dtype"]
 

@@ -7,12 +7,15 @@ from typing import List, Optional
 
 import typer
 
-from ..errors import AdvisorError, InputError
-from .common import CustomizeDtypesOption, KeepDtypeOption, OpsInfoOption, SocOption, human_report, overrides_of
+from ..errors import AdvisorError
+from ..runners.base import DEFAULT_TIMEOUT_S
+from .common import CustomizeDtypesOption, KeepDtypeOption, human_report, overrides_of
+from .options import CHIP_FIXED, NUMERICS, Chip, NumericsChoice, uses
 
 
 def register(app: typer.Typer) -> None:
     @app.command("capture")
+    @uses(CHIP_FIXED, NUMERICS)
     def capture(target: str = typer.Argument(..., help="path/to/file.py:function or package.module:function "
                                                        "returning (model, batches[, loss_fn]) or an advisor.Workload, "
                                                        "or an ONNX model file (model.onnx)"),
@@ -27,7 +30,7 @@ def register(app: typer.Typer) -> None:
                                                            "(one array per graph input name); repeat for more batches."),
                 input_shape: Optional[List[str]] = typer.Option(None, "--input-shape", help="ONNX model: generate an "
                                                                 "input of this shape, name:1,3,224,224 (repeatable)."),
-                soc: str = SocOption, ops_info: Optional[str] = OpsInfoOption,
+                chip: Chip = None, numerics: NumericsChoice = None,
                 seed: int = typer.Option(0, "--seed", help="RNG seed (step i uses seed + i in both runs)."),
                 dump: Optional[str] = typer.Option(None, "--dump", help="tensors | stats (default: tensors for "
                                                                         "models up to 2M parameters)."),
@@ -35,27 +38,41 @@ def register(app: typer.Typer) -> None:
                 loss_scale: Optional[float] = typer.Option(None, "--loss-scale", help="Static loss scale of a "
                                                            "training workload's backward (both runs; recorded "
                                                            "in run.json)."),
-                timeout: Optional[float] = typer.Option(None, "--timeout", help="Seconds before a workload that has "
-                                                                                "not finished is killed (exit 2)."),
+                timeout: float = typer.Option(DEFAULT_TIMEOUT_S["emulator"], "--timeout", help="Seconds before a "
+                                              "workload that has not finished is killed with its process tree "
+                                              "(exit 2); 0: no limit."),
                 as_json: bool = typer.Option(False, "--json", help="Print the run's summary (run.json and its "
                                                                    "run_dir) as JSON.")) -> None:
         """Run TARGET in FP32 and emulated GE mixed precision; write profile, graph, dumps, local error."""
         import sys
 
-        from ..progress import VERBOSE, note, verbosity
+        from ..inputs import check_capture_inputs, check_mode, check_timeout, load_mixlist
+        from ..progress import VERBOSE, StageLog, note, verbosity
         from ..rundir import check_run_out
+        from ..runners.base import Heartbeat
         from ..runners.worker import CaptureWorker
+        from ..workload import check_target
         try:
-            if timeout is not None and not timeout > 0:
-                raise InputError("--timeout", f"must be a positive number of seconds, not {timeout:g}")
+            # every input checked before the workload runs: one line, exit 2, nothing written
+            limit = check_timeout(timeout)
+            check_mode(mode)
+            lists = chip.lists()                           # a bad --soc / --cann / ops-info file: one line
+            load_mixlist(mixlist, lists, mode=mode)        # as ATC: none outside the mixed modes; a file GE rejects
             check_run_out(out)
-            overrides_of(keep_dtype, customize_dtypes)     # a malformed file: one line before any work
+            check_target(target)
+            overrides_of(keep_dtype, customize_dtypes)
+            check_capture_inputs(inputs, input_shape, dump, loss_scale)
             extra = {k: v for k, v in (("keep_dtype", keep_dtype), ("customize_dtypes", customize_dtypes),
                                        ("inputs", inputs), ("input_shapes", input_shape)) if v}
+            extra.update(numerics.extra())
+            log = StageLog()
+            log(f"capturing {target} (FP32 and {mode})")
             with CaptureWorker() as worker:
-                reply = worker.capture(target, out, timeout=timeout, mode=mode, mixlist=mixlist, soc=soc,
-                                       ops_info=ops_info, seed=seed, dump=dump, local=not no_local, **extra,
+                reply = worker.capture(target, out, timeout=limit, mode=mode, mixlist=mixlist, soc=chip.soc,
+                                       ops_info=chip.ops_info, cann=chip.cann, seed=seed, dump=dump, local=not no_local,
+                                       heartbeat=Heartbeat(log.note, "capture", limit), **extra,
                                        **({"loss_scale": loss_scale} if loss_scale is not None else {}))
+            log.done()
             if not reply.ok:
                 if verbosity() == VERBOSE and reply.error.get("traceback"):
                     sys.stderr.write(reply.error["traceback"])

@@ -8,11 +8,8 @@ from typing import Iterator, Optional
 
 import typer
 
-from ..oplists import DEFAULT_SOC, OpLists, load_lists
 from ..progress import QUIET, verbosity
 
-SocOption = typer.Option(DEFAULT_SOC, "--soc", help="Chip whose default lists apply (ascend910, ascend910b, ascend910_93, ascend310p).")
-OpsInfoOption = typer.Option(None, "--ops-info", help="A real CANN aic-<soc>-ops-info.json to read the lists from instead.")
 KeepDtypeOption = typer.Option(None, "--keep-dtype", help="ATC --keep_dtype file: lines OpName or OpType::TypeName "
                                                           "whose ops keep the original model's precision.")
 CustomizeDtypesOption = typer.Option(None, "--customize-dtypes", help="ATC --customize_dtypes file: lines "
@@ -27,13 +24,17 @@ def overrides_of(keep_dtype: Optional[str], customize_dtypes: Optional[str]):
     return load(keep_dtype, customize_dtypes)
 
 
+def default_out(profile: str):
+    """recommend's and diff's default ``--out``: ``<profile>/advice``, beside the file when ``--profile`` names a
+    file (a bare kernel_details.csv)."""
+    from pathlib import Path
+    p = Path(profile)
+    return (p.parent if p.is_file() else p) / "advice"
+
+
 WorkersOption = typer.Option(None, "--workers", help="Local worker processes analysing ranks in parallel (default: the cores).")
 RayOption = typer.Option(None, "--ray", help="Run the per-rank tasks on Ray: local (start one here), auto (the running "
                                              "cluster) or the cluster's address; needs advisor[cluster].")
-
-
-def chip_lists(soc: str, ops_info: Optional[str]) -> OpLists:
-    return load_lists(soc, ops_info)
 
 
 @contextmanager
@@ -45,15 +46,3 @@ def human_report(as_json: bool) -> Iterator[None]:
         return
     with redirect_stdout(io.StringIO() if verbosity() == QUIET else sys.stderr):
         yield
-
-
-def tolerance(min_cosine: float = 0.999, max_rel_l2: float = 1e-2, allow_nonfinite: bool = False,
-              max_loss_rel: float = 1e-2, min_grad_cosine: float = 0.99, msprobe_rule: bool = False):
-    """The shared Tolerance from a command's options; a bad range is one line (exit 2)."""
-    from ..compare.tolerance import tolerance_from_options
-    from ..errors import InputError
-    try:
-        return tolerance_from_options(min_cosine, max_rel_l2, allow_nonfinite, max_loss_rel, min_grad_cosine,
-                                      msprobe_rule)
-    except ValueError as e:
-        raise InputError(None, str(e)) from None

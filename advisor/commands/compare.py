@@ -5,15 +5,14 @@ from __future__ import annotations
 from typing import List, Optional
 
 import typer
-from typer.core import TyperCommand
 
-from ..compare.cli_options import (AllowNonfiniteOption, MaxLossRelOption, MaxRelL2Option, MinCosineOption,
-                                   MinGradCosineOption, MsprobeRuleOption)
 from ..errors import AdvisorError, InputError
-from .common import RayOption, WorkersOption, tolerance
+from .common import RayOption, WorkersOption
+from .helptext import AdvisorCommand
+from .options import CHIP_OF_RUN, TOLERANCE, Chip, Tolerance, uses
 
 
-class _CompareCommand(TyperCommand):
+class _CompareCommand(AdvisorCommand):
     """``--json`` is a flag (JSON on stdout) like on every command; ``--json FILE`` -- its meaning before
     ``--json-out`` -- still writes FILE, with a deprecation note.  compare takes no positional argument,
     so ``--json`` followed by a word not starting with ``-`` is that old form."""
@@ -35,6 +34,7 @@ class _CompareCommand(TyperCommand):
 
 def register(app: typer.Typer) -> None:
     @app.command("compare", cls=_CompareCommand)
+    @uses(CHIP_OF_RUN, TOLERANCE)
     def compare(
         ctx: typer.Context,
         target: Optional[str] = typer.Option(None, "--target", help="msprobe dump of the FP16/BF16 run (dump.json, rank folder or dump root)"),
@@ -49,14 +49,8 @@ def register(app: typer.Typer) -> None:
         top: int = typer.Option(15, "--top", help="rows of the worst-ops table"),
         step: Optional[List[int]] = typer.Option(None, "--step", help="only these steps (repeatable)"),
         mode: Optional[str] = typer.Option(None, "--mode", help="precision mode for the plan (default: run.json's)"),
-        soc: Optional[str] = typer.Option(None, "--soc", help="chip whose default lists apply (default: run.json's, else ascend910b)"),
-        ops_info: Optional[str] = typer.Option(None, "--ops-info", help="a real CANN aic-<soc>-ops-info.json to read the lists from"),
-        min_cosine: float = MinCosineOption,
-        max_rel_l2: float = MaxRelL2Option,
-        allow_nonfinite: bool = AllowNonfiniteOption,
-        max_loss_rel: float = MaxLossRelOption,
-        min_grad_cosine: float = MinGradCosineOption,
-        msprobe_rule: bool = MsprobeRuleOption,
+        chip: Chip = None,
+        tol: Tolerance = None,
         rank: Optional[List[str]] = typer.Option(None, "--rank", help="only these ranks (repeatable; 3, 0,4,8 or 0-63; "
                                                  "default: every rank with both dumps)"),
         workers: Optional[int] = WorkersOption,
@@ -75,11 +69,11 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"advisor: note: --json FILE is deprecated, use --json-out {ctx.meta['legacy_json']} "
                        "(--json alone prints the result on stdout)", err=True)
         try:
-            tol = tolerance(min_cosine, max_rel_l2, allow_nonfinite, max_loss_rel, min_grad_cosine, msprobe_rule)
             if run and (target or golden):
                 raise InputError(run, "give either --run or --target/--golden, not both")
             att, r, ranks_doc = compare_ranks_of(run, target, golden, tol, ranks=parse_ranks(rank), steps=step,
-                                                 soc=soc, ops_info=ops_info, mode=mode, workers=workers, ray=ray)
+                                                 soc=chip.soc, ops_info=chip.ops_info, cann=chip.cann, mode=mode,
+                                                 workers=workers, ray=ray)
             console = Console(stderr=True) if as_json else None
             print_comparison(att, top, console)
             if ranks_doc:

@@ -10,11 +10,13 @@ import typer
 from ..errors import AdvisorError
 from ..fsutil import check_out_dir
 from ..progress import note
-from .common import human_report, overrides_of
+from .common import default_out, human_report, overrides_of
+from .options import CHIP_OF_RUN, NUMERICS, TOLERANCE, Chip, NumericsChoice, Tolerance, uses
 
 
 def register(app: typer.Typer) -> None:
     @app.command("diff")
+    @uses(CHIP_OF_RUN, NUMERICS, TOLERANCE)
     def diff_cmd(
         a: str = typer.Argument(..., help="mixlist A (a file, or 'defaults' for the chip defaults)"),
         b: str = typer.Argument(..., help="mixlist B (a file, 'defaults', or 'recommended' = recommend from A)"),
@@ -28,16 +30,14 @@ def register(app: typer.Typer) -> None:
         customize_dtypes_b: Optional[str] = typer.Option(None, "--customize-dtypes-b", help="side B's ATC "
                                                          "--customize_dtypes file (default: side A's)"),
         out: Optional[str] = typer.Option(None, "--out", help="write diff.json and diff.html here "
-                                          "(default: <profile>/advice)"),
+                                          "(default: <profile>/advice; beside the file when --profile is a file)"),
         as_json: bool = typer.Option(False, "--json", help="print diff.json to stdout"),
-        soc: Optional[str] = typer.Option(None, "--soc", help="chip (default: run.json's, else ascend910b)"),
-        ops_info: Optional[str] = typer.Option(None, "--ops-info", help="a real CANN aic-<soc>-ops-info.json"),
+        chip: Chip = None,
         mode: Optional[str] = typer.Option(None, "--mode", help="precision mode (default: run.json's)"),
+        numerics: NumericsChoice = None,
         rank: Optional[int] = typer.Option(None, "--rank", help="rank of a multi-rank run"),
         step: Optional[int] = typer.Option(None, "--step", help="profile step to build the graph from"),
-        min_cosine: float = typer.Option(0.999, "--min-cosine", help="final outputs: minimum cosine vs FP32"),
-        max_rel_l2: float = typer.Option(1e-2, "--max-rel-l2", help="final outputs: maximum relative L2 vs FP32"),
-        allow_nonfinite: bool = typer.Option(False, "--allow-nonfinite", help="do not require finite outputs"),
+        tol: Tolerance = None,
     ) -> None:
         """Show what changes between two mixlists on a run's graph: list changes per type, the op instances
         that flip precision (rule, predecessor, root), predicted error (with activations) and time."""
@@ -45,11 +45,13 @@ def register(app: typer.Typer) -> None:
 
         from ..recommend.diffing import diff, write_diff_outputs
         from ..report import print_diff
-        from .common import tolerance
+        from ..inputs import check_run_dir
         try:
-            tol = tolerance(min_cosine, max_rel_l2, allow_nonfinite, 1e-2, 0.99)
-            out_dir = check_out_dir(Path(out) if out else Path(profile) / "advice")
-            res = diff(profile, a, b, tolerance=tol, soc=soc, ops_info=ops_info, mode=mode, rank=rank, step=step,
+            check_run_dir(profile)
+            out_dir = check_out_dir(Path(out) if out else default_out(profile))
+            res = diff(profile, a, b, tolerance=tol, soc=chip.soc, ops_info=chip.ops_info, cann=chip.cann, mode=mode,
+                       rank=rank, step=step,
+                       overflow_mode=numerics.overflow_mode, allow_hf32=numerics.allow_hf32,
                        overrides_a=overrides_of(keep_dtype_a, customize_dtypes_a),
                        overrides_b=overrides_of(keep_dtype_b, customize_dtypes_b))
             paths = write_diff_outputs(res, out_dir)

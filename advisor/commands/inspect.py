@@ -9,7 +9,8 @@ import typer
 from ..errors import AdvisorError, InputError
 from ..fsutil import check_out_dir, json_text
 from ..ingest.rankdiff import rank_ranges
-from .common import OpsInfoOption, RayOption, WorkersOption, human_report
+from .common import RayOption, WorkersOption, human_report
+from .options import CHIP_OF_RUN, Chip, uses
 
 
 def _export(g, path: str) -> Optional[Path]:
@@ -117,6 +118,7 @@ def _print(s: dict) -> None:
 
 def register(app: typer.Typer) -> None:
     @app.command("inspect")
+    @uses(CHIP_OF_RUN)
     def inspect_cmd(profile: str = typer.Option(..., "--profile", help="Run directory, profiler output or a single file."),
                     rank: Optional[List[str]] = typer.Option(None, "--rank", help="Only these ranks (repeatable; 3, 0,4,8 or 0-63; "
                                                              "default: all ranks; the op graph is the lowest one's)."),
@@ -124,13 +126,10 @@ def register(app: typer.Typer) -> None:
                     export: Optional[str] = typer.Option(None, "--export", help="Write the op graph to FILE.graphml or FILE.dot."),
                     as_json: bool = typer.Option(False, "--json", help="Print the findings as JSON."),
                     workers: Optional[int] = WorkersOption, ray: Optional[str] = RayOption,
-                    soc: Optional[str] = typer.Option(None, "--soc", help="Chip whose default lists apply (default: run.json's, "
-                                                      "else ascend910b)."),
-                    ops_info: Optional[str] = OpsInfoOption,
+                    chip: Chip = None,
                     mode: Optional[str] = typer.Option(None, "--mode", help="Precision mode for the semantics (default: run.json's, else mixed_float16).")) -> None:
         """Show what a run directory holds (ranks, steps, op counts, precision mix), what is missing for
         which analysis, and profile-only findings; on a multi-rank job every rank, and what differs between ranks."""
-        from ..cli import fail
         from ..progress import StageLog
         from ..report.ranks import profile_rank_lines
         try:
@@ -143,8 +142,8 @@ def register(app: typer.Typer) -> None:
             if export:
                 check_out_dir(Path(export).parent, "--export folder")
             log = StageLog()
-            run, s = inspect(p, parse_ranks(rank), workers=workers, ray=ray, progress=log, step=step, soc=soc,
-                             ops_info=ops_info, mode=mode)
+            run, s = inspect(p, parse_ranks(rank), workers=workers, ray=ray, progress=log, step=step, soc=chip.soc,
+                             ops_info=chip.ops_info, cann=chip.cann, mode=mode)
             log.done()
             kept = None
             if export:
@@ -161,4 +160,5 @@ def register(app: typer.Typer) -> None:
                 if export:
                     typer.echo(f"\nop graph written to {export}" + (f" (previous file kept as {kept})" if kept else ""))
         except AdvisorError as e:
-            raise fail(e)
+            typer.echo(f"advisor: error: {e}", err=True)
+            raise typer.Exit(e.exit_code)

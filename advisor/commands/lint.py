@@ -9,11 +9,13 @@ import typer
 
 from ..errors import InputError
 from ..lint import SEVERITY_ORDER, lint_file, lint_overrides_file
-from .common import OpsInfoOption, SocOption, chip_lists, human_report
+from .common import human_report
+from .options import CHIP_FIXED, Chip, uses
 
 
 def register(app: typer.Typer) -> None:
     @app.command("lint")
+    @uses(CHIP_FIXED)
     def lint(mixlists: Optional[List[str]] = typer.Argument(None, help="modify_mixlist JSON files"),
              keep_dtype: Optional[List[str]] = typer.Option(None, "--keep-dtype", help="ATC --keep_dtype files to "
                                                             "check (repeatable)"),
@@ -21,7 +23,7 @@ def register(app: typer.Typer) -> None:
                                                                   "--customize_dtypes files to check (repeatable)"),
              profile: Optional[str] = typer.Option(None, "--profile", help="run directory whose op graph the "
                                                    "keep_dtype / customize_dtypes names must be in"),
-             soc: str = SocOption, ops_info: Optional[str] = OpsInfoOption,
+             chip: Chip = None,
              as_json: bool = typer.Option(False, "--json", help="Print findings as JSON.")) -> None:
         """Check mixlist files (JSON errors, unknown op types with did-you-mean, edits that change nothing,
         conflicts) and ATC --keep_dtype / --customize_dtypes files (syntax GE rejects, unknown op types, op
@@ -30,15 +32,18 @@ def register(app: typer.Typer) -> None:
         if not (mixlists or keep_dtype or customize_dtypes):
             typer.echo("advisor: error: give MIXLIST files, --keep-dtype or --customize-dtypes files", err=True)
             raise typer.Exit(2)
-        lists = chip_lists(soc, ops_info)
-        graph = None
-        if profile:
-            from ..ingest import load_run
-            try:
+        graph, notes = None, []
+        try:
+            lists = chip.lists()
+            if profile:
+                from ..ingest import load_run
+                from ..oplists import table_note
                 graph = load_run(profile).graph
-            except AdvisorError as e:
-                typer.echo(f"advisor: error: {e}", err=True)
-                raise typer.Exit(2)
+                if graph is not None:
+                    notes = [n for n in [table_note(lists, (a.get("type") for _, a in graph.nodes(data=True)))] if n]
+        except AdvisorError as e:
+            typer.echo(f"advisor: error: {e}", err=True)
+            raise typer.Exit(2)
         results, unreadable = {}, []
         jobs = [(p, None) for p in mixlists or ()] + [(p, "keep_dtype") for p in keep_dtype or ()] \
             + [(p, "customize_dtypes") for p in customize_dtypes or ()]
@@ -49,12 +54,13 @@ def register(app: typer.Typer) -> None:
             except InputError as e:
                 unreadable.append(str(e))
         if as_json:
-            text = json.dumps({"soc": lists.soc, "files": {p: [f.to_dict() for f in fs] for p, fs in results.items()},
-                               "unreadable": unreadable}, indent=2, ensure_ascii=False)
+            text = json.dumps({"soc": lists.soc, "cann": lists.cann or None,
+                               "files": {p: [f.to_dict() for f in fs] for p, fs in results.items()},
+                               "unreadable": unreadable, "notes": notes}, indent=2, ensure_ascii=False)
             # a lone surrogate ("\ud800" in the file) cannot be written as UTF-8: keep it as its JSON escape
             typer.echo(text.encode("utf-8", "backslashreplace").decode("utf-8"))
         with human_report(as_json):
-            lines = []
+            lines = [f"note: {n}" for n in notes]
             for p, fs in results.items():
                 lines.extend(map(str, fs))
                 if not fs:

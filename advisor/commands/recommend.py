@@ -9,15 +9,18 @@ import typer
 
 from ..errors import AdvisorError
 from ..fsutil import check_out_dir
-from .common import RayOption, WorkersOption, human_report, overrides_of, tolerance
+from .common import RayOption, WorkersOption, default_out, human_report, overrides_of
+from .options import CHIP_OF_RUN, NUMERICS, TOLERANCE, Chip, NumericsChoice, Tolerance, uses
 
 
 def register(app: typer.Typer) -> None:
     @app.command("recommend")
+    @uses(CHIP_OF_RUN, NUMERICS, TOLERANCE)
     def recommend_cmd(
         profile: str = typer.Option(..., "--profile", help="run directory (emulator capture, tune run, or a real "
                                     "NPU run with a profile and optionally msprobe dumps)"),
-        out: Optional[str] = typer.Option(None, "--out", help="output folder (default: <profile>/advice)"),
+        out: Optional[str] = typer.Option(None, "--out", help="output folder (default: <profile>/advice; beside the "
+                                          "file when --profile is a file)"),
         as_json: bool = typer.Option(False, "--json", help="print recommendation.json to stdout"),
         mixlist: Optional[str] = typer.Option(None, "--mixlist", help="start from this mixlist instead of the run's"),
         keep_dtype: Optional[str] = typer.Option(None, "--keep-dtype", help="start from this ATC --keep_dtype file "
@@ -26,9 +29,9 @@ def register(app: typer.Typer) -> None:
                                                        "--customize_dtypes file instead of the run's"),
         exclude: Optional[List[str]] = typer.Option(None, "--exclude", help="never edit this op type (repeatable)"),
         max_edits: int = typer.Option(4, "--max-edits", min=1, help="largest edit set searched"),
-        soc: Optional[str] = typer.Option(None, "--soc", help="chip (default: run.json's, else ascend910b)"),
-        ops_info: Optional[str] = typer.Option(None, "--ops-info", help="a real CANN aic-<soc>-ops-info.json"),
+        chip: Chip = None,
         mode: Optional[str] = typer.Option(None, "--mode", help="precision mode (default: run.json's)"),
+        numerics: NumericsChoice = None,
         rank: Optional[int] = typer.Option(None, "--rank", help="only this rank of a multi-rank run (default: "
                                            "every rank's evidence)"),
         workers: Optional[int] = WorkersOption, ray: Optional[str] = RayOption,
@@ -37,11 +40,7 @@ def register(app: typer.Typer) -> None:
         granularity: str = typer.Option("auto", "--granularity", help="op: per-op keep_dtype lines where they keep "
                                         "more compute low than list edits (keep_dtype.cfg); type: list edits only; "
                                         "auto: op for ONNX models, force_fp16-like modes and runs using keep_dtype"),
-        min_cosine: float = typer.Option(0.999, "--min-cosine", help="final outputs: minimum cosine vs FP32"),
-        max_rel_l2: float = typer.Option(1e-2, "--max-rel-l2", help="final outputs: maximum relative L2 vs FP32"),
-        allow_nonfinite: bool = typer.Option(False, "--allow-nonfinite", help="do not require finite outputs"),
-        max_loss_rel: float = typer.Option(1e-2, "--max-loss-rel", help="training: maximum loss relative difference"),
-        min_grad_cosine: float = typer.Option(0.99, "--min-grad-cosine", help="training: minimum gradient cosine"),
+        tol: Tolerance = None,
     ) -> None:
         """Recommend the smallest op-type list edits (modify_mixlist.json) that keep the run within tolerance
         while keeping the most compute in low precision; writes modify_mixlist.json, recommendation.json and
@@ -55,16 +54,19 @@ def register(app: typer.Typer) -> None:
         from ..recommend.ranks import recommend_run
         from ..tasks import check_workers
         from ..report import print_recommendation
+        from ..inputs import check_run_dir
         try:
+            check_run_dir(profile)
             check_workers(workers, ray)
-            tol = tolerance(min_cosine, max_rel_l2, allow_nonfinite, max_loss_rel, min_grad_cosine)
             base = mx.load(mixlist) if mixlist else None
-            out_dir = check_out_dir(Path(out) if out else Path(profile) / "advice")
+            out_dir = check_out_dir(Path(out) if out else default_out(profile))
             log = StageLog()
             rec = recommend_run(profile, tol, base_mixlist=base, exclude=tuple(exclude or ()), max_edits=max_edits,
-                                soc=soc, ops_info=ops_info, mode=mode, rank=rank, step=step, perf=not no_perf,
+                                soc=chip.soc, ops_info=chip.ops_info, cann=chip.cann, mode=mode, rank=rank, step=step,
+                                perf=not no_perf,
                                 progress=log, overrides=overrides_of(keep_dtype, customize_dtypes),
-                                workers=workers, ray=ray, granularity=granularity)
+                                workers=workers, ray=ray, granularity=granularity, out_dir=out_dir,
+                                **numerics.extra())
             log("writing outputs")
             paths = write_outputs(rec, out_dir)
             log.done()

@@ -7,15 +7,15 @@ from typing import Optional
 
 import typer
 
-from ..compare.cli_options import (AllowNonfiniteOption, MaxLossRelOption, MaxRelL2Option, MinCosineOption,
-                                   MinGradCosineOption, MsprobeRuleOption)
 from ..errors import AdvisorError, InputError
 from ..fsutil import json_safe
 from .common import human_report, overrides_of
+from .options import CHIP_OF_RUN, NUMERICS, TOLERANCE, Chip, NumericsChoice, Tolerance, uses
 
 
 def register(app: typer.Typer) -> None:
     @app.command("replay")
+    @uses(CHIP_OF_RUN, NUMERICS, TOLERANCE)
     def replay_cmd(
         run: str = typer.Option(..., "--run", help="run directory with an FP32 tensor dump (capture, tune or msprobe)"),
         mixlist: Optional[str] = typer.Option(None, "--mixlist", help="the candidate modify_mixlist JSON "
@@ -25,28 +25,26 @@ def register(app: typer.Typer) -> None:
         customize_dtypes: Optional[str] = typer.Option(None, "--customize-dtypes", help="the candidate ATC "
                                                        "--customize_dtypes file (default: the run's own)"),
         as_json: bool = typer.Option(False, "--json", help="print the result as JSON"),
-        soc: Optional[str] = typer.Option(None, "--soc", help="chip (default: run.json's, else ascend910b)"),
-        ops_info: Optional[str] = typer.Option(None, "--ops-info", help="a real CANN aic-<soc>-ops-info.json"),
+        chip: Chip = None,
         mode: Optional[str] = typer.Option(None, "--mode", help="precision mode (default: run.json's)"),
+        numerics: NumericsChoice = None,
         step: Optional[list[int]] = typer.Option(None, "--step", help="only these steps (repeatable)"),
-        min_cosine: float = MinCosineOption, max_rel_l2: float = MaxRelL2Option,
-        allow_nonfinite: bool = AllowNonfiniteOption, max_loss_rel: float = MaxLossRelOption,
-        min_grad_cosine: float = MinGradCosineOption, msprobe_rule: bool = MsprobeRuleOption,
+        tol: Tolerance = None,
     ) -> None:
         """Predict a candidate list's verdict by replaying the run's FP32 ops under its plan."""
         from .. import mixlist as mx
         from ..analysis import analyze
-        from ..compare.tolerance import tolerance_from_options
         from ..report.terminal import print_replay
+        from ..inputs import check_run_dir
         try:
-            try:
-                tol = tolerance_from_options(min_cosine, max_rel_l2, allow_nonfinite, max_loss_rel,
-                                             min_grad_cosine, msprobe_rule)
-            except ValueError as e:
-                raise InputError(None, str(e)) from None
-            a = analyze(run, tolerance=tol, soc=soc, ops_info=ops_info, mode=mode)
-            cand = mx.load(mixlist) if mixlist else a.run_mixlist
-            ov = overrides_of(keep_dtype, customize_dtypes)
+            check_run_dir(run, "--run")
+            ov = overrides_of(keep_dtype, customize_dtypes)      # the user's files read before the run is
+            cand = mx.load(mixlist) if mixlist else None            # (malformed: one line, nothing read)
+            a = analyze(run, tolerance=tol, soc=chip.soc, ops_info=chip.ops_info, cann=chip.cann, mode=mode,
+                        overflow_mode=numerics.overflow_mode, allow_hf32=numerics.allow_hf32)
+            if cand is not None:      # the one rule of recommend and diff: a type that exists nowhere is refused
+                mx.check_op_types(cand, a.defaults, set(a.compiled.types))
+            cand = cand if cand is not None else a.run_mixlist
             plan = a.plan_of(a.lists_with(cand)) if ov is None else a.compiled.what_if(a.plan, a.lists_with(cand), ov)
             steps = a.recording.steps if a.recording is not None else []
             if step:
@@ -61,6 +59,7 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"advisor: error: {e}", err=True)
             raise typer.Exit(e.exit_code)
         out = {"run": str(a.path), "mixlist": (cand or mx.Mixlist()).to_dict(), "mode": a.mode,
+               **a.numerics.to_meta(),
                "overrides": plan.overrides.to_dict(),
                "how": "replayed" if res.complete else "replayed, incomplete (see coverage)",
                "verdict": verdict.to_dict(), "steps": per_step, "coverage": res.coverage_dict(),

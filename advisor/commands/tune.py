@@ -1,15 +1,14 @@
 """advisor tune TARGET --out DIR: capture -> compare -> recommend -> re-capture until confirmed."""
 from __future__ import annotations
 
-from typing import List, Optional
+from pathlib import Path
+from typing import List, Optional, Sequence
 
 import typer
 
-from ..compare.cli_options import (AllowNonfiniteOption, MaxLossRelOption, MaxRelL2Option, MinCosineOption,
-                                   MinGradCosineOption, MsprobeRuleOption)
 from ..errors import AdvisorError, InputError
-from .common import (CustomizeDtypesOption, KeepDtypeOption, OpsInfoOption, SocOption, human_report, overrides_of,
-                     tolerance)
+from .common import CustomizeDtypesOption, KeepDtypeOption, human_report, overrides_of
+from .options import CHIP_FIXED, NUMERICS, TOLERANCE, Chip, NumericsChoice, Tolerance, uses
 
 
 _Out = typer.Option(..., "--out", help="Directory for the iterations, journal and final outputs (an existing "
@@ -22,7 +21,8 @@ _Holdout = typer.Option(None, "--holdout", help="Judge the last K batches as hel
 _Cmd = typer.Option(None, "--cmd", help="Command for --runner command, e.g. \"python train.py\" (gets "
                                         "ADVISOR_MIXLIST, ADVISOR_MODE, ADVISOR_RUN_DIR).")
 _Timeout = typer.Option(None, "--timeout", help="Seconds before a run (emulator capture or command) is killed with "
-                                                "its whole process tree and recorded as timed out.")
+                                                "its whole process tree and recorded as timed out (default: 3600 "
+                                                "for an emulator capture, 86400 for a command; 0: no limit).")
 _Mixlist = typer.Option(None, "--mixlist", help="Start from this modify_mixlist instead of the default lists.")
 _Dump = typer.Option(None, "--dump", help="Emulator runs: tensors | stats (default as capture: tensors up to 2M "
                                          "parameters). Tensor dumps let recommend replay candidates on larger models.")
@@ -40,13 +40,16 @@ _Ray = typer.Option(None, "--ray", help="Run every candidate as a Ray task askin
                                         "whichever node has them free: local, auto or the cluster's address (--out "
                                         "and the current folder on storage every node shares).")
 _NpusPerRun = typer.Option(None, "--npus-per-run", help="NPUs each run asks Ray for (with --ray; default 1).")
+_MeasureMinimality = typer.Option(False, "--measure-minimality", help="Run the confirmed list without each of its "
+                                  "edits even when replay already showed every one failing on the same data "
+                                  "(default: stop at the first confirmation, 1-minimal by replay).")
 _LossScale = typer.Option(None, "--loss-scale", help="Static loss scale of the first run (training); tune raises it "
                                                      "when only the gradients fail by underflow.")
 
 
 def _runner(runner: str, target: str | None, cmd: str | None, timeout: float | None, devices: str | None,
-            soc: str, ops_info: str | None, seed: int, fixed: dict, ray: str | None = None,
-            npus_per_run: int | None = None):
+            soc: str, ops_info: Sequence[str] | None, seed: int, fixed: dict, ray: str | None = None,
+            npus_per_run: int | None = None, cann: str | None = None):
     """The runner the options describe (one-line errors for combinations that cannot work)."""
     from ..runners import make_runner
     if ray is not None and not ray.strip():
@@ -61,14 +64,13 @@ def _runner(runner: str, target: str | None, cmd: str | None, timeout: float | N
     if devs is not None and runner != "command":
         raise InputError("--devices", "applies to --runner command (the emulator runs on the CPU)")
     overrides_of(fixed.get("keep_dtype"), fixed.get("customize_dtypes"))   # a malformed file: one line first
-    if fixed.get("dump") not in (None, "tensors", "stats"):
-        raise InputError("--dump", f"expected tensors or stats, not {fixed['dump']!r}")
     fixed = {k: v for k, v in fixed.items() if v}
     if fixed and runner != "emulator":
-        raise InputError("--runner", "--keep-dtype/--customize-dtypes/--inputs/--input-shape/--dump are applied by "
-                                     "the emulator runner; a command applies its own (ATC options)")
+        raise InputError("--runner", "--keep-dtype/--customize-dtypes/--inputs/--input-shape/--dump/--overflow-mode/"
+                                     "--allow-hf32 are applied by the emulator runner; a command applies its own "
+                                     "(ATC options, INF_NAN_MODE_FORCE_DISABLE)")
     r = make_runner(runner, target=target, cmd=cmd, timeout=timeout, devices=devs, soc=soc, ops_info=ops_info,
-                    seed=seed, **fixed)
+                    seed=seed, cann=cann, **fixed)
     if ray:
         from ..runners.ray_runner import RayRunner
         return RayRunner(r, ray, 1 if npus_per_run is None else npus_per_run)
@@ -86,47 +88,62 @@ def _granularity(value: str, runner: str) -> str:
 
 def register(app: typer.Typer) -> None:
     @app.command("tune")
+    @uses(CHIP_FIXED, NUMERICS, TOLERANCE)
     def tune(target: Optional[str] = typer.Argument(None, help="Workload path/to/file.py:function (emulator runner); "
                                                                "optional with --runner command."),
              out: str = _Out, mode: str = _Mode, max_runs: int = _MaxRuns, holdout: Optional[int] = _Holdout,
              resume: bool = typer.Option(False, "--resume", help="Continue an interrupted tune in --out."),
              runner: str = typer.Option("emulator", "--runner", help="emulator | command"),
              cmd: Optional[str] = _Cmd, timeout: Optional[float] = _Timeout,
-             soc: str = SocOption, ops_info: Optional[str] = OpsInfoOption, mixlist: Optional[str] = _Mixlist,
+             chip: Chip = None, mixlist: Optional[str] = _Mixlist,
              keep_dtype: Optional[str] = KeepDtypeOption, customize_dtypes: Optional[str] = CustomizeDtypesOption,
              inputs: Optional[List[str]] = _Inputs, input_shape: Optional[List[str]] = _InputShape,
-             dump: Optional[str] = _Dump, granularity: str = _Granularity, seed: int = typer.Option(0, "--seed", help="Emulator seed."),
+             dump: Optional[str] = _Dump, numerics: NumericsChoice = None,
+             granularity: str = _Granularity, seed: int = typer.Option(0, "--seed", help="Emulator seed."),
              no_learn: bool = typer.Option(False, "--no-learn", help="Do not use the learned edit-effect model."),
              no_perf: bool = typer.Option(False, "--no-perf", help="Do not try performance edits after a pass."),
              parallel: int = _Parallel, devices: Optional[str] = _Devices, ray: Optional[str] = _Ray,
              npus_per_run: Optional[int] = _NpusPerRun, loss_scale: Optional[float] = _LossScale,
-             min_cosine: float = MinCosineOption, max_rel_l2: float = MaxRelL2Option,
-             allow_nonfinite: bool = AllowNonfiniteOption, max_loss_rel: float = MaxLossRelOption,
-             min_grad_cosine: float = MinGradCosineOption, msprobe_rule: bool = MsprobeRuleOption,
+             measure_minimality: bool = _MeasureMinimality,
+             tol: Tolerance = None,
              as_json: bool = typer.Option(False, "--json", help="Print summary.json to stdout.")) -> None:
         """Tune the mixlist with re-run confirmation on calibration and held-out batches."""
-        from ..fsutil import json_text
-        from ..mixlist import load
+        from ..inputs import check_capture_inputs, check_holdout, check_timeout, check_tune_options, load_mixlist
         from ..progress import StageLog, note
         from ..rundir import check_run_out, keep_previous_out
-        from ..report.terminal import print_tune_summary
-        from ..tune import tune as do_tune
         r = None
         try:
-            r = _runner(runner, target, cmd, timeout, devices, soc, ops_info, seed,
-                        {"keep_dtype": keep_dtype, "customize_dtypes": customize_dtypes, "inputs": inputs,
-                         "input_shapes": input_shape, "dump": dump}, ray, npus_per_run)
-            tol = tolerance(min_cosine, max_rel_l2, allow_nonfinite, max_loss_rel, min_grad_cosine, msprobe_rule)
-            base = load(mixlist) if mixlist else None
+            # every input checked before the first run: one line, exit 2, no --out written or moved aside
+            check_timeout(timeout)
+            # as ATC: no mixlist outside the mixed modes (its words, before tune's own mode check); a file GE rejects
+            base = load_mixlist(mixlist, chip.lists(), mode=mode)
+            check_tune_options(mode, max_runs, holdout, parallel, loss_scale)
             check_run_out(out)
+            r = _runner(runner, target, cmd, timeout, devices, chip.soc, chip.ops_info, seed,
+                        {"keep_dtype": keep_dtype, "customize_dtypes": customize_dtypes, "inputs": inputs,
+                         "input_shapes": input_shape, "dump": dump, **numerics.extra()}, ray, npus_per_run, chip.cann)
+            log = StageLog()
+            inner = getattr(r, "inner", r)          # a Ray runner's local runner knows the workload
+            inner.progress = log.note
+            batches = None
+            if holdout is not None and not resume and hasattr(inner, "count_batches"):
+                inner.prepare(Path(out))            # a missing target: one line before the workload is loaded
+                batches = inner.count_batches()     # the capture child loads the workload meanwhile
+            if runner == "emulator":
+                check_capture_inputs(inputs, input_shape, dump, loss_scale)
+            if batches is not None:
+                check_holdout(holdout, batches())
+                if inner is not r:
+                    inner.close()                   # with Ray the runs start their own capture child on their node
+            gran = _granularity(granularity, runner)
             kept = None if resume else keep_previous_out(out)   # a fresh tune: the previous contents are kept
             if kept is not None:
                 note(f"kept the previous contents of {out} as {kept}")
-            log = StageLog()
+            from ..tune import tune as do_tune
             s = do_tune(r, out, mode=mode, max_runs=max_runs, holdout=holdout, resume=resume, tolerance=tol,
-                        learn=not no_learn, perf=not no_perf, base_mixlist=base, soc=soc, ops_info=ops_info,
-                        progress=log, parallel=parallel, loss_scale=loss_scale,
-                        granularity=_granularity(granularity, runner))
+                        learn=not no_learn, perf=not no_perf, base_mixlist=base, soc=chip.soc, ops_info=chip.ops_info,
+                        cann=chip.cann, progress=log, parallel=parallel, loss_scale=loss_scale, granularity=gran,
+                        measure_minimality=measure_minimality)
             log.done()
         except AdvisorError as e:
             typer.echo(f"advisor: error: {e}", err=True)
@@ -134,6 +151,8 @@ def register(app: typer.Typer) -> None:
         finally:
             if r is not None:
                 r.close()
+        from ..fsutil import json_text
+        from ..report.terminal import print_tune_summary
         if as_json:
             typer.echo(json_text(s))
         with human_report(as_json):

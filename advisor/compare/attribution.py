@@ -60,12 +60,13 @@ def _records(df: pd.DataFrame, index_name: str) -> list[dict]:
 
 # ---------------------------------------------------------------------- attribution
 def attribute(run: Any, tolerance: Tolerance | None = None, steps: Iterable[int] | None = None,
-              plan: Any = None) -> Attribution:
+              plan: Any = None, judged: tuple | None = None) -> Attribution:
     """Attribute the error of an ``ingest.Run``: with ``plan`` (the measured ``semantics.Plan`` of its graph:
     ``Analysis.attribution`` passes it) the plan says who decided each precision; without (a target and a golden
     dump alone) the dataflow is inferred from identical tensor statistics and precision is the dumped dtype.
-    ``steps``: only these (default: every step in both dumps)."""
-    return _Attributor(run, plan, tolerance or Tolerance(), steps).result()
+    ``steps``: only these (default: every step in both dumps).  ``judged``: the run's ``judged_steps`` on these
+    steps when the caller already has it (``Analysis.judged``), so the run is judged once."""
+    return _Attributor(run, plan, tolerance or Tolerance(), steps).result(judged)
 
 
 class _Attributor:
@@ -250,7 +251,7 @@ class _Attributor:
             "blamed_precision": self.precision(blamed), "basis": b.basis,
             "exceeds": bool(self.tol.tensor_reasons({**om, **h}))}
 
-    def result(self) -> Attribution:
+    def result(self, judged: tuple | None = None) -> Attribution:
         rows = [self.row(n) for n in self.order if n in self.present and n in self.out_best]
         ops = pd.DataFrame(rows)
         if not ops.empty:
@@ -260,8 +261,8 @@ class _Attributor:
             self.notes.append(f"{len(self.mismatched)} op tensor pair(s) not compared, shapes or dtypes differ "
                               f"(first: {self.mismatched[0]})")
         low = _low_dtype(self.plan.mode) if self.plan is not None else None
-        final, train, judged_notes = judged_steps(self.ts, self.gs, self.steps, self.tol, low,
-                                                  order_fallback=[self.entry_of[n] for n in self.order])
+        final, train, judged_notes = judged if judged is not None else judged_steps(
+            self.ts, self.gs, self.steps, self.tol, low, order_fallback=[self.entry_of[n] for n in self.order])
         t0, g0 = self.ts[self.steps[0]], self.gs[self.steps[0]]
         unmatched = {"target_only": [e for e in t0.entries if e not in g0.entries],
                      "golden_only": [e for e in g0.entries if e not in t0.entries]}

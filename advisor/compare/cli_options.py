@@ -1,11 +1,6 @@
-"""typer options for the shared Tolerance, for every command that judges a run (compare, recommend,
-tune).  Usage::
-
-    from advisor.compare.cli_options import MinCosineOption, MaxRelL2Option, ...
-    def cmd(min_cosine: float = MinCosineOption, max_rel_l2: float = MaxRelL2Option, ...):
-        tol = tolerance_from_options(min_cosine, max_rel_l2, allow_nonfinite, max_loss_rel,
-                                     min_grad_cosine, msprobe_rule)   # ValueError on bad ranges
-"""
+"""typer options for the shared Tolerance, for every command that judges a run.  Commands take them as one
+group (``advisor.commands.options.TOLERANCE``: ``@uses(TOLERANCE)`` hands the command the built Tolerance);
+``TOLERANCE_OPTIONS`` maps each option to its ``tolerance_from_options`` parameter."""
 from __future__ import annotations
 
 import typer
@@ -20,8 +15,15 @@ AllowNonfiniteOption = typer.Option(False, "--allow-nonfinite", help="do not req
 MaxLossRelOption = typer.Option(_D.max_loss_rel, "--max-loss-rel", help="training: maximum loss relative difference")
 MinGradCosineOption = typer.Option(_D.min_grad_cosine, "--min-grad-cosine", help="training: minimum cosine of every parameter gradient")
 MsprobeRuleOption = typer.Option(False, "--msprobe-rule", help="also apply msprobe's pass rule to final outputs")
+GradNegligibleOption = typer.Option(_D.grad_negligible, "--grad-negligible", help="training: a gradient whose FP32 "
+                                    "RMS is at most this fraction of the model's gradient scale (RMS of every "
+                                    "gradient element) is zero up to rounding and judged by absolute error, not "
+                                    "cosine (0: every gradient by cosine)")
+MaxGradAbsOption = typer.Option(_D.max_grad_abs, "--max-grad-abs", help="training: such a gradient's maximum RMS "
+                                "error, as a fraction of the model's gradient scale")
 
-# every tolerance option by its parameter name
+# every tolerance option by its parameter name (the tolerance option group, commands/options.py)
 TOLERANCE_OPTIONS = {"min_cosine": MinCosineOption, "max_rel_l2": MaxRelL2Option,
                      "allow_nonfinite": AllowNonfiniteOption, "max_loss_rel": MaxLossRelOption,
-                     "min_grad_cosine": MinGradCosineOption, "msprobe_rule": MsprobeRuleOption}
+                     "min_grad_cosine": MinGradCosineOption, "msprobe_rule": MsprobeRuleOption,
+                     "grad_negligible": GradNegligibleOption, "max_grad_abs": MaxGradAbsOption}

@@ -164,8 +164,9 @@ def judged_steps(ts: Any, gs: Any, steps: list[int], tolerance: Tolerance | None
                  low_dtype: str | None = None, order_fallback: list[str] | None = None
                  ) -> tuple[list[dict], dict | None, list[str]]:
     """What the verdict of a run is judged on, per step: ``final_metrics`` (model outputs, loss)
-    with the step's worst gradient cosine (``grad_min_cosine``, ``grad_worst``) from the training
-    signals -- the items ``Tolerance.judge`` takes.  Compare, recommend (through ``attribute``) and
+    with the step's worst gradient cosine (``grad_min_cosine``, ``grad_worst``) and, for gradients negligible
+    against the model's gradient scale, the worst absolute error against it (``grad_abs_error``,
+    ``grad_abs_worst``) from the training signals -- the items ``Tolerance.judge`` takes.  Compare, recommend (through ``attribute``) and
     tune all judge these.  Returns (items, training signals or None, notes).  Every gradient pair
     must be comparable (else InputError); tensor files named but missing are compared by their
     statistics and said so in the notes."""
@@ -184,12 +185,31 @@ def judged_steps(ts: Any, gs: Any, steps: list[int], tolerance: Tolerance | None
                 judged_metrics(ts[s], gs[s], e, s)
     train = training_signals(ts, gs, steps, tol, low_dtype=low_dtype)
     gcos = (train or {}).get("grad_min_cosine_per_step") or {}
+    gabs = (train or {}).get("grad_abs_error_per_step") or {}
     for f in final:
         if f["step"] in gcos:
             f["grad_min_cosine"], f["grad_worst"] = gcos[f["step"]]
+        if f["step"] in gabs:
+            f["grad_abs_error"], f["grad_abs_worst"] = gabs[f["step"]]
+    if train and train.get("negligible"):
+        notes.append(negligible_note(train))
     if final and final[0].get("source") != MODEL_OUTPUT:
         notes.append(f"no {MODEL_OUTPUT} entry: judged on the last forward entry {final[0].get('source')}")
     return final, train, notes
+
+
+def negligible_note(train: Mapping) -> str:
+    """What the report says about the gradients judged by absolute error: which, and the scale."""
+    names = list(train["negligible"])
+    scales = [v for v in (train.get("grad_scale_per_step") or {}).values() if v]
+    worst = max((p.get("max_abs_error_over_scale", 0.0) for p in train["params"] if p.get("negligible_steps")),
+                default=0.0)
+    more = f" (+{len(names) - 8} more)" if len(names) > 8 else ""
+    return (f"{len(names)} parameter gradient(s) judged by absolute error, not cosine: {', '.join(names[:8])}{more} -- "
+            f"their FP32 gradient is at most {train['grad_negligible']:g} of the model's gradient scale (the RMS "
+            f"of every FP32 gradient element: {min(scales):.3g}-{max(scales):.3g} over the steps), zero up to "
+            f"rounding, so a cosine would be noise; their RMS error is at most {worst:.3g} of the scale (tolerance "
+            f"{train['max_grad_abs']:g}); they are left out of the underflow ratio and the loss scale")
 
 
 def final_metrics(ts: Mapping[int, DumpView], gs: Mapping[int, DumpView], steps: list[int],

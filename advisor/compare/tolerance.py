@@ -2,7 +2,9 @@
 
 Default (docs/compare.md): on every step (batch), the model's final outputs are finite, their cosine
 similarity to the FP32 run is >= 0.999 and their relative L2 error <= 1e-2; for training, in
-addition, the loss relative difference is <= 1e-2 and every gradient's cosine is >= 0.99.
+addition, the loss relative difference is <= 1e-2 and every gradient's cosine is >= 0.99 -- except a
+gradient that is negligible against the model's gradient scale (``grad_is_negligible``: zero up to
+rounding, where a cosine is noise), whose RMS error must instead be <= 0.1 of that scale.
 ``use_msprobe_rule`` additionally applies msprobe's pass rule to the final outputs.
 """
 from __future__ import annotations
@@ -11,7 +13,6 @@ import math
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Iterable, Mapping
 
-from .metrics import msprobe_pass
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,8 @@ class Tolerance:
     min_grad_cosine: float = 0.99
     use_msprobe_rule: bool = False
     max_grad_underflow: float = 0.01     # the seed's 1 % rule (training signals)
+    grad_negligible: float = 1e-3        # a gradient whose FP32 RMS is <= this x the step's gradient scale ...
+    max_grad_abs: float = 0.1            # ... passes when its RMS error is <= this x that scale (not by cosine)
 
     @property
     def finite(self) -> bool:
@@ -51,6 +54,13 @@ class Tolerance:
         if not math.isfinite(rel_l2):
             return False
         return rel_l2 <= self.max_rel_l2 and (1.0 - 0.5 * rel_l2 ** 2) >= self.min_cosine
+
+    def grad_is_negligible(self, golden_rms: float, scale: float) -> bool:
+        """The one rule of which gradients cosine cannot judge: a parameter whose FP32 gradient RMS is at most
+        ``grad_negligible`` times the model's gradient scale (the RMS of every FP32 gradient element of the step)
+        is zero up to rounding -- its direction is noise -- and is judged by its RMS error against the scale
+        (``max_grad_abs``) instead.  Every judge reaches it through ``compare.training``."""
+        return scale > 0.0 and self.grad_negligible > 0.0 and golden_rms <= self.grad_negligible * scale
 
     # ------------------------------------------------------------------ per-tensor test
     def tensor_reasons(self, m: Mapping, label: str = "") -> list[str]:
@@ -67,6 +77,7 @@ class Tolerance:
         if rel is not None and not _isnan(rel) and rel > self.max_rel_l2:
             out.append(f"{pre}relative L2 {rel:.3g} > {self.max_rel_l2:g}")
         if self.use_msprobe_rule and m.get("kind", "tensor") == "tensor" and "max_abs" in m:
+            from .metrics import msprobe_pass   # not at import: option parsing needs Tolerance, not numpy/networkx
             if not msprobe_pass(m.get("cosine", math.nan), m.get("max_abs", math.nan)):
                 out.append(f"{pre}fails msprobe's pass rule")
         return out
@@ -98,12 +109,16 @@ class Tolerance:
                 lr = loss.get("rel_diff")
                 if lr is not None and not _isnan(lr) and lr > self.max_loss_rel:
                     step_reasons.append(f"step {step} loss relative difference {lr:.3g} > {self.max_loss_rel:g}")
-            gc = item.get("grad_min_cosine")
-            if out is None and loss is None and gc is None:
+            gc, ga = item.get("grad_min_cosine"), item.get("grad_abs_error")
+            if out is None and loss is None and gc is None and ga is None:
                 step_reasons.append(f"step {step}: nothing to judge (no float final output in both runs)")
             if gc is not None and not _isnan(gc) and gc < self.min_grad_cosine:
                 who = item.get("grad_worst") or "a gradient"
                 step_reasons.append(f"step {step} gradient {who} cosine {gc:.6g} < {self.min_grad_cosine:g}")
+            if ga is not None and not _isnan(ga) and ga > self.max_grad_abs:
+                who = item.get("grad_abs_worst") or "a gradient"
+                step_reasons.append(f"step {step} gradient {who} (FP32 gradient negligible: judged by absolute "
+                                    f"error) RMS error {ga:.3g} of the model's gradient scale > {self.max_grad_abs:g}")
             reasons += step_reasons
             o = out or {}
             key = (len(step_reasons), not o.get("finite", True), _nan_low(o.get("rel_l2")))
@@ -114,6 +129,8 @@ class Tolerance:
                     worst["loss_rel_diff"] = loss.get("rel_diff")
                 if gc is not None:
                     worst["grad_min_cosine"] = gc
+                if ga is not None:
+                    worst["grad_abs_error"] = ga
         if n == 0:
             return Verdict(False, ("no final outputs to judge (Model.output entries missing)",), None)
         return Verdict(not reasons, tuple(reasons), worst)
@@ -135,7 +152,8 @@ class Tolerance:
     def describe(self) -> str:
         s = (f"finite={'required' if self.require_finite else 'not required'}, cosine >= {self.min_cosine:g}, "
              f"relative L2 <= {self.max_rel_l2:g}; training: loss rel diff <= {self.max_loss_rel:g}, "
-             f"gradient cosine >= {self.min_grad_cosine:g}")
+             f"gradient cosine >= {self.min_grad_cosine:g} (a gradient negligible against the model's gradient "
+             f"scale, <= {self.grad_negligible:g} of it: RMS error <= {self.max_grad_abs:g} of the scale)")
         return s + (", msprobe pass rule" if self.use_msprobe_rule else "")
 
 
@@ -149,12 +167,21 @@ def _nan_low(x: Any) -> float:
 
 def tolerance_from_options(min_cosine: float = 0.999, max_rel_l2: float = 1e-2, allow_nonfinite: bool = False,
                            max_loss_rel: float = 1e-2, min_grad_cosine: float = 0.99,
-                           msprobe_rule: bool = False) -> Tolerance:
+                           msprobe_rule: bool = False, grad_negligible: float = 1e-3,
+                           max_grad_abs: float = 0.1) -> Tolerance:
     """Build a Tolerance from the CLI option values (``compare.cli_options``); validates ranges."""
-    if not (-1.0 <= min_cosine <= 1.0):
-        raise ValueError("--min-cosine must be within [-1, 1]")
-    for name, v in (("--max-rel-l2", max_rel_l2), ("--max-loss-rel", max_loss_rel)):
+    for name, v in (("--min-cosine", min_cosine), ("--min-grad-cosine", min_grad_cosine)):
+        if not (-1.0 <= v <= 1.0):
+            raise ValueError(f"{name} must be within [-1, 1]")
+    for name, v in (("--max-rel-l2", max_rel_l2), ("--max-loss-rel", max_loss_rel), ("--max-grad-abs", max_grad_abs)):
         if not (v >= 0):
             raise ValueError(f"{name} must be >= 0")
+    if not (0 <= grad_negligible < 1):
+        raise ValueError("--grad-negligible must be within [0, 1) (0: judge every gradient by cosine)")
     return Tolerance(min_cosine=min_cosine, max_rel_l2=max_rel_l2, require_finite=not allow_nonfinite,
-                     max_loss_rel=max_loss_rel, min_grad_cosine=min_grad_cosine, use_msprobe_rule=msprobe_rule)
+                     max_loss_rel=max_loss_rel, min_grad_cosine=min_grad_cosine, use_msprobe_rule=msprobe_rule,
+                     grad_negligible=grad_negligible, max_grad_abs=max_grad_abs)
+
+
+# the per-step items' gradient figures (``judge.judged_steps``): a verdict of the forward outputs alone drops them
+GRADIENT_KEYS = ("grad_min_cosine", "grad_worst", "grad_abs_error", "grad_abs_worst")

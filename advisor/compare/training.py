@@ -3,8 +3,10 @@ entries (``Module.fc1.Linear.parameters_grad`` -> ``{"weight": [record], "bias":
 ``fc1.weight``) and the emulator's ``Grad.<param>`` entries (``{"output": [record]}``).
 
 Per parameter: the underflow ratio (share of elements that are zero in the target but non-zero in
-the golden) against the seed's 1 % rule, overflow (non-finite target gradients), cosine and relative
-L2.  A loss-scale recommendation from the golden gradients' magnitudes:
+the golden) against the seed's 1 % rule, overflow (non-finite target gradients, and in saturation mode
+-- Atlas training/inference chips, docs/semantics.md "Overflow mode" -- elements at exactly ±max of a
+low-dtype target where the golden is not: ``target_saturated``), cosine and relative L2.  A loss-scale
+recommendation from the golden gradients' magnitudes:
 
 * the static scale is the smallest power of two S for which fewer than 1 % of all gradient elements
   have a non-zero golden value with |g|·S below the low dtype's smallest normal (6.1e-5 for fp16),
@@ -15,6 +17,7 @@ L2.  A loss-scale recommendation from the golden gradients' magnitudes:
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 import numpy as np
@@ -89,29 +92,51 @@ def recommend_loss_scale(golden_abs: np.ndarray, low_dtype: str = "fp16", max_un
 def training_signals(ts: Mapping[int, DumpView], gs: Mapping[int, DumpView], steps: list[int],
                      tol: Any = None, low_dtype: str | None = None) -> dict | None:
     """Gradient signals of all steps, or None when no gradients were dumped."""
-    max_uf = tol.max_grad_underflow if tol is not None else 0.01
-    tally = _GradTally()
+    from .tolerance import Tolerance
+    tol = tol if tol is not None else Tolerance()
+    tally = _GradTally(tol)
     for s in steps:
         tally.add_step(s, ts[s], gs[s])
     if not tally.params:
         return None
-    return tally.summary(max_uf, low_dtype)
+    return tally.summary(tol.max_grad_underflow, low_dtype)
+
+
+@dataclass
+class _Pair:
+    """One parameter's gradient pair at one step, reduced to the sums the rules need."""
+
+    name: str
+    numel: int                  # elements (0: unknown, statistics without a shape)
+    golden_sq: float            # sum of the golden's squares (its Norm squared)
+    err_sq: float               # sum of squared differences (inf: the target is non-finite where the golden is not);
+                                # statistics only: the lower bound (|Norm_t| - |Norm_g|)^2
+    cosine: float | None = None
+    golden_abs: np.ndarray | None = None
+    underflow: int = 0
 
 
 class _GradTally:
-    """Per-parameter gradient signals accumulated over the steps (``training_signals``)."""
+    """Per-parameter gradient signals accumulated over the steps (``training_signals``).  Each step's pairs are
+    reduced first; then the step's gradient scale decides, per parameter, whether its gradient is judged by cosine
+    or -- negligible against the scale (``Tolerance.grad_is_negligible``) -- by absolute error against it."""
 
-    def __init__(self) -> None:
+    def __init__(self, tol: Any) -> None:
+        self.tol = tol
         self.params: dict[str, dict] = {}
         self.golden_abs: list[np.ndarray] = []
         self.per_step_cos: dict[int, tuple[float, str]] = {}
+        self.per_step_abs: dict[int, tuple[float, str]] = {}
+        self.scale: dict[int, float] = {}
         self.seen_low: str | None = None
         self.total = 0
+        self.underflow = 0
 
     def add_step(self, s: int, t: DumpView, g: DumpView) -> None:
         """Every parameter gradient dumped in both runs of step ``s``: tensors where both sides
         have them, else what the statistics show."""
         golden = grad_records(g)
+        pairs: list[_Pair] = []
         for name, rt in grad_records(t).items():
             rg = golden.get(name)
             if rg is None:
@@ -119,78 +144,132 @@ class _GradTally:
             xt = t.tensor(rt) if t.has_tensors(rt) else None
             xg = g.tensor(rg) if g.has_tensors(rg) else None
             p = self.params.setdefault(name, {"param": name, "numel": 0, "underflow_elems": 0, "target_nonfinite": 0,
-                                              "min_cosine": 1.0, "max_rel_l2": 0.0, "tensors": False})
-            self._note_dtype(rt)
-            if xt is None or xg is None:
-                self._add_stats(p, s, name, rt, rg)
-            else:
-                self._add_tensors(p, s, name, to_numpy(xt).reshape(-1), to_numpy(xg).reshape(-1))
+                                              "target_saturated": 0, "min_cosine": 1.0, "max_rel_l2": 0.0,
+                                              "tensors": False})
+            lim = LOW_MAX.get(self._note_dtype(rt) or "")
+            pair = self._stats_pair(p, name, rt, rg, lim) if xt is None or xg is None else \
+                self._tensor_pair(p, name, to_numpy(xt).reshape(-1), to_numpy(xg).reshape(-1), lim)
+            if pair is not None:
+                pairs.append(pair)
+        self._judge_step(s, pairs)
 
-    def _note_dtype(self, rt: Mapping) -> None:
-        """The low dtype the target's gradients show (bf16 wins over fp16)."""
+    def _note_dtype(self, rt: Mapping) -> str | None:
+        """The low dtype the target's gradients show (bf16 wins over fp16); returns this record's (or None)."""
         d = str(rt.get("dtype", "")).lower()
         if "bfloat16" in d or "bf16" in d:
             self.seen_low = "bf16"
-        elif ("float16" in d or "fp16" in d) and self.seen_low is None:
-            self.seen_low = "fp16"
+            return "bf16"
+        if "float16" in d or "fp16" in d:
+            if self.seen_low is None:
+                self.seen_low = "fp16"
+            return "fp16"
+        return None
 
-    def _add_stats(self, p: dict, s: int, name: str, rt: Mapping, rg: Mapping) -> None:
-        """Statistics only: a gradient whose Norm is 0 in the target but not in the golden flushed to
-        zero entirely (its element share cannot be known from statistics)."""
-        nt, ng = rt.get("Norm"), rg.get("Norm")
+    def _stats_pair(self, p: dict, name: str, rt: Mapping, rg: Mapping, lim: float | None = None) -> _Pair | None:
+        """Statistics only: the Norms give the golden's size exactly and a lower bound of the error; a gradient
+        whose Norm is 0 in the target but not in the golden flushed to zero entirely (its element share cannot be
+        known from statistics) -- unless the golden is negligible (decided with the step's scale).  In saturation
+        mode an overflow reads as ±max of the low dtype (``lim``) in the target's Max/Min."""
         p["stats_only"] = True
         try:
-            if nt is not None and ng is not None and float(nt) == 0.0 and float(ng) > 0.0:
-                p["all_zero_in_target"] = True
-                p["min_cosine"] = 0.0          # a zero vector against a non-zero one
-                self.per_step_cos[s] = (0.0, name)
-            if nt is not None and not math.isfinite(float(nt)):
-                p["target_nonfinite"] += 1
+            nt, ng = float(rt.get("Norm")), float(rg.get("Norm"))
+            if math.isfinite(nt) and lim is not None and any(
+                    rt.get(k) is not None and abs(float(rt[k])) == lim and (
+                        rg.get(k) is None or abs(float(rg[k])) != lim) for k in ("Max", "Min")):
+                p["target_saturated"] += 1
         except (TypeError, ValueError):
-            pass
+            return None
+        if not math.isfinite(nt):
+            p["target_nonfinite"] += 1
+        shape = rg.get("shape")
+        numel = int(np.prod(shape)) if isinstance(shape, (list, tuple)) else 0
+        err = (nt - ng) ** 2 if math.isfinite(nt) else math.inf
+        return _Pair(name, numel, ng * ng if math.isfinite(ng) else 0.0, err,
+                     cosine=0.0 if nt == 0.0 and ng > 0.0 else None)
 
-    def _add_tensors(self, p: dict, s: int, name: str, at: np.ndarray, ag: np.ndarray) -> None:
+    def _tensor_pair(self, p: dict, name: str, at: np.ndarray, ag: np.ndarray, lim: float | None = None
+                     ) -> _Pair | None:
         """Tensors on both sides: underflowed and non-finite elements, cosine and relative L2."""
         if at.size != ag.size:
-            return
+            return None
         p["tensors"] = True
         p["numel"] += int(at.size)
-        self.total += int(at.size)
-        p["underflow_elems"] += int(np.count_nonzero((at == 0) & (ag != 0) & np.isfinite(ag)))
+        under = int(np.count_nonzero((at == 0) & (ag != 0) & np.isfinite(ag)))
+        p["underflow_elems"] += under
         p["target_nonfinite"] += int(np.count_nonzero(~np.isfinite(at) & np.isfinite(ag)))
+        if lim is not None:         # saturation mode: an overflow reads as ±max of the low dtype
+            p["target_saturated"] += int(np.count_nonzero((np.abs(at) == lim) & (np.abs(ag) != lim)))
         m = tensor_metrics(at, ag, "fp32")
-        p["min_cosine"] = min(p["min_cosine"], m["cosine"])
         p["max_rel_l2"] = max(p["max_rel_l2"], m["rel_l2"])
-        self.golden_abs.append(np.abs(ag))
-        c = self.per_step_cos.get(s)
-        if c is None or m["cosine"] < c[0]:
-            self.per_step_cos[s] = (m["cosine"], name)
+        gf = np.isfinite(ag)
+        gsq = float(np.vdot(ag[gf], ag[gf]))
+        err = math.inf if not m["finite"] else float(m["euc_dist"]) ** 2
+        return _Pair(name, int(at.size), gsq, err, m["cosine"], np.abs(ag), under)
+
+    def _judge_step(self, s: int, pairs: list[_Pair]) -> None:
+        """The step's gradient scale (RMS of every FP32 gradient element), then each parameter by the rule it falls
+        under: cosine (its worst is the step's ``grad_min_cosine``) or absolute error against the scale
+        (``grad_abs_error``: RMS error over the scale)."""
+        sized = [q for q in pairs if q.numel]
+        n = sum(q.numel for q in sized)
+        scale = math.sqrt(sum(q.golden_sq for q in sized) / n) if n else 0.0
+        self.scale[s] = scale
+        for q in pairs:
+            p = self.params[q.name]
+            rms = math.sqrt(q.golden_sq / q.numel) if q.numel else math.nan
+            if q.numel and self.tol.grad_is_negligible(rms, scale):
+                err = math.sqrt(q.err_sq / q.numel) / scale if math.isfinite(q.err_sq) else math.inf
+                p["negligible_steps"] = p.get("negligible_steps", 0) + 1
+                p["golden_rms_over_scale"] = max(p.get("golden_rms_over_scale", 0.0), rms / scale)
+                p["max_abs_error_over_scale"] = max(p.get("max_abs_error_over_scale", 0.0), err)
+                c = self.per_step_abs.get(s)
+                if c is None or not err <= c[0]:
+                    self.per_step_abs[s] = (err, q.name)
+                continue
+            if q.golden_abs is not None:          # judged by cosine: its elements count for underflow and scaling
+                self.golden_abs.append(q.golden_abs)
+                self.total += q.numel
+                self.underflow += q.underflow
+            if q.cosine is None:
+                continue
+            if q.cosine == 0.0 and q.golden_abs is None:
+                p["all_zero_in_target"] = True      # statistics: a zero vector against a non-zero one
+            p["min_cosine"] = min(p["min_cosine"], q.cosine)
+            c = self.per_step_cos.get(s)
+            if c is None or q.cosine < c[0]:
+                self.per_step_cos[s] = (q.cosine, q.name)
 
     def summary(self, max_uf: float, low_dtype: str | None) -> dict:
-        """The parameters worst underflow first, the overall ratios and verdicts, the loss-scale advice."""
+        """The parameters worst underflow first, the overall ratios and verdicts, the loss-scale advice.  Gradients
+        judged by absolute error (negligible against the scale: zero up to rounding) are left out of the overall
+        underflow ratio and of the loss scale (their underflow is rounding noise flushed to zero)."""
         total = self.total
         low = low_dtype or self.seen_low or "fp16"
         rows = []
-        uf_total = 0
         for p in self.params.values():
             p["underflow_ratio"] = p["underflow_elems"] / p["numel"] if p["numel"] else math.nan
             p["underflow_exceeds"] = bool(p["numel"] and p["underflow_ratio"] > max_uf)
-            uf_total += p["underflow_elems"]
+            p["judged_by"] = "absolute error" if p.get("negligible_steps") else "cosine"
             rows.append(p)
         rows.sort(key=lambda r: -(r["underflow_ratio"] if r["numel"] else -1))
-        overall = uf_total / total if total else math.nan
-        overflow = sum(p["target_nonfinite"] for p in rows)
+        overall = self.underflow / total if total else math.nan
+        overflow = sum(p["target_nonfinite"] + p.get("target_saturated", 0) for p in rows)
         all_zero = [p["param"] for p in rows if p.get("all_zero_in_target")]
+        negligible = [p["param"] for p in rows if p.get("negligible_steps")]
         out: dict[str, Any] = {"params": rows, "underflow_ratio": overall, "overflow_elems": overflow,
                                "max_underflow": max_uf, "low_dtype": low,
                                "grad_min_cosine_per_step": self.per_step_cos,
+                               "grad_abs_error_per_step": self.per_step_abs,
+                               "grad_scale_per_step": self.scale,
+                               "negligible": negligible,
+                               "grad_negligible": self.tol.grad_negligible, "max_grad_abs": self.tol.max_grad_abs,
                                "underflow_exceeds": bool(total and overall > max_uf) or bool(all_zero),
                                "all_zero_in_target": all_zero, "overflow": overflow > 0}
         if self.golden_abs:
             rec = recommend_loss_scale(np.concatenate(self.golden_abs), low, max_uf, total)
             if overflow > 0 and not out["underflow_exceeds"]:
                 rec = {**rec, "dynamic": True,
-                       "reason": "target gradients overflow (inf/nan): use dynamic loss scaling (it halves the scale "
-                                 "and skips the step) or a smaller static scale"}
+                       "reason": "target gradients overflow (inf/nan, or ±max in saturation mode): use dynamic loss "
+                                 "scaling (it halves the scale and skips the step) or a smaller static scale"}
             out["loss_scale"] = rec
         return out

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable, Mapping
 
 import torch
 from torch.utils._pytree import tree_flatten
@@ -13,14 +13,15 @@ from .. import costmodel, fusion, semantics
 from .. import graph as G
 from ..errors import AdvisorError, InputError
 from ..mixlist import Mixlist
-from ..oplists import DEFAULT_SOC
+from ..numerics import IEEE, Numerics, resolve as resolve_numerics
+from ..oplists import DEFAULT_SOC, ops_info_meta
 from ..progress import Progress
 from ..rundir import (RunWriter, StagedRunDir, capture_settings, check_run_out, check_uniform_ports,
                       override_settings, scalar_record, tensor_record, worst_local)
 from ..workload import (Workload, describe_user_error, is_onnx_model, is_onnx_target, is_tf_model, load_target,
                         normalize, tf_install_hint)
 from ..oplists import AUX_FP32_OUTPUTS
-from .engine import FLOAT_DTYPES, ArgRef, EmuMode, StepRecord, dtype_name, eager_math_attention
+from .engine import FLOAT_DTYPES, ArgRef, EmuMode, StepRecord, dtype_name, eager_math_attention, exec_pair
 from .local import local_error
 from .stats import batched_stats
 
@@ -31,21 +32,23 @@ SMALL_MODEL_PARAMS = 2_000_000   # default --dump tensors at or below this many 
 def run_step(model, batch: tuple, loss_fn=None, *, graph=None, params: dict | None = None,
              plan: list[str] | None = None, reference=None, keep_entries: bool = True,
              keep_local: bool = False, seed: int = 0, step: int = 0, cache: dict | None = None,
-             loss_scale: float | None = None, groups: dict | None = None) -> StepRecord:
+             loss_scale: float | None = None, numerics: Numerics = IEEE, groups: dict | None = None) -> StepRecord:
     """Run one step (forward, + loss and backward when ``loss_fn``) under the emulation mode.
 
     ``loss_scale`` S: backward starts from S (what ``(loss * S).backward()`` computes, without an extra
     op in the graph), so every backward op sees gradients S times larger and in the low dtype fewer of
     them underflow.  The recorded loss is unscaled; the parameter gradients are the scaled ones, as
-    msprobe's gradient hooks see them on an NPU before the optimizer unscales them.  ``groups``: the members of
-    fused kernels (``EmuMode``).  Recording a graph also marks the ops whose outputs leave the step (model
-    outputs, loss, gradients: ``net_outputs``, what GE's NetOutput reads)."""
+    msprobe's gradient hooks see them on an NPU before the optimizer unscales them.  ``numerics``: the
+    chip's overflow mode and HF32, applied by the mixed run (``plan`` given).  ``groups``: the members of fused
+    kernels (``EmuMode``).  Recording a graph also marks the ops whose outputs leave the step (model outputs, loss,
+    gradients: ``net_outputs``, what GE's NetOutput reads)."""
     torch.manual_seed(seed + step)
     if loss_fn is not None and isinstance(model, torch.nn.Module):
         for p in model.parameters():
             p.grad = None
     inputs = {id(t): i for i, t in enumerate(batch) if isinstance(t, torch.Tensor)}
-    mode = EmuMode(graph, params, inputs, plan, reference, keep_entries, keep_local, cache=cache, groups=groups)
+    mode = EmuMode(graph, params, inputs, plan, reference, keep_entries, keep_local, cache=cache, numerics=numerics,
+                   groups=groups)
     with eager_math_attention():
         if loss_fn is not None:
             with torch.enable_grad(), mode:
@@ -192,14 +195,21 @@ def _exec_dtype(t: torch.Tensor, prec: str, low_ok: bool) -> str:
     return dtype_name(t.dtype)
 
 
+def _exec_dtype_name(d: str, prec: str, low_ok: bool) -> str:
+    """``_exec_dtype`` of a tensor recorded by its dtype name."""
+    return prec if d in ("fp32", "fp64", "fp16", "bf16") and prec in ("fp16", "bf16", "fp32") and low_ok else d
+
+
 # ---------------------------------------------------------------------- dumps
 class _DumpBuilder:
     """Builds dump.json data for one run of one step; statistics for all tensors in one batched pass."""
 
     def __init__(self, rec: StepRecord, precs: list[str], ops, files: bool, framework: str = "pytorch",
-                 stats_cache: dict | None = None, static_ptrs: set | None = None, inner: frozenset = frozenset()):
+                 stats_cache: dict | None = None, static_ptrs: set | None = None, tensor_names: frozenset = frozenset(),
+                 members: Mapping | None = None):
         self.rec, self.precs, self.ops, self.files = rec, precs, ops, files
-        self.inner = inner     # ops whose outputs stay inside a fused kernel (executed unrounded)
+        self.tensor_names = tensor_names      # ops dumped with tensors in a statistics dump (msprobe tensor_list)
+        self.members = members or {}          # members of fused kernels (fusion.Member): values between them unrounded
         self.stats_cache, self.static_ptrs = stats_cache, static_ptrs
         self.framework = framework
 
@@ -241,24 +251,28 @@ class _DumpBuilder:
 
         for i, (struct, tin, tout, rgs) in enumerate(rec.entries):
             op = self.ops[i]
-            prec = self.precs[i] if op.name not in self.inner else "fp32"
+            prec, out_prec = exec_pair(self.precs[i])
+            m = self.members.get(op.name)
+            inner_in = m.internal_in if m is not None else ()   # fed by another member: not rounded between them
+            out_low = m is None or m.round_out                   # an output that never leaves the fused kernel
             name = f"{op.name}.forward"
             in_sl, out_sl = plan_rows[i]
             aux = AUX_FP32_OUTPUTS.get(op.packet, ())
+            listed = op.name in self.tensor_names
 
-            def conv(x, _tin=tin, _in_sl=in_sl, _name=name, _prec=prec, _rgs=rgs):
+            def conv(x, _tin=tin, _in_sl=in_sl, _name=name, _prec=prec, _rgs=rgs, _listed=listed, _inner=inner_in):
                 if isinstance(x, ArgRef):
                     t = _tin[x.i]
-                    return trec(t, _in_sl[x.i], _exec_dtype(t, _prec, True), f"{_name}.input.{x.i}.pt",
-                                _rgs[x.i] if x.i < len(_rgs) else None)
+                    return trec(t, _in_sl[x.i], _exec_dtype(t, _prec, x.i not in _inner), f"{_name}.input.{x.i}.pt",
+                                _rgs[x.i] if x.i < len(_rgs) else None, always=_listed)
                 if isinstance(x, list):
                     return [conv(y) for y in x]
                 return scalar_record(x)
             args, kwargs = struct
             entry = {"input_args": [conv(a) for a in args],
                      "input_kwargs": {k: conv(v) for k, v in kwargs.items()},
-                     "output": [trec(t, out_sl[j], _exec_dtype(t, prec, j not in aux), f"{name}.output.{j}.pt")
-                                for j, t in enumerate(tout)]}
+                     "output": [trec(t, out_sl[j], _exec_dtype(t, out_prec, out_low and j not in aux),
+                                     f"{name}.output.{j}.pt", always=listed) for j, t in enumerate(tout)]}
             data[name] = entry
 
         def low_of(t):
@@ -282,24 +296,25 @@ def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semanti
             ops_info: str | os.PathLike | None = None, seed: int = 0, dump: str | None = None,
             batches: int | list | None = None, local: bool = True, progress: Progress = None,
             keep_dtype: Any = None, customize_dtypes: Any = None, inputs: list[str] | None = None,
-            input_shapes: list[str] | None = None, loss_scale: float | None = None) -> Path:
-    """Capture a workload (TARGET string, Workload, or (model, batches[, loss_fn]) tuple) into ``out``:
-    FP32 reference run + mixed run applying ``semantics.plan`` exactly.  Returns the run directory.
-    ``batches``: an int keeps the first N batches, a list replaces them.  ``dump``: "tensors" | "stats"
-    (default: tensors for models with at most 2M parameters).  ``loss_scale``: the static loss scale of a
-    training workload's backward in both runs (``run_step``), recorded in run.json.
-
-    ``out`` is built in a hidden folder beside it and renamed into place when complete (an interrupted
-    capture leaves ``out`` as it was); an existing non-empty ``out`` is kept as ``out.bak`` and
-    ``progress`` (its ``note``) hears it (``rundir.StagedRunDir``).  In-process: a workload that hangs
-    or ends the process is not guarded here (``advisor capture`` runs it in a child process).
-    ``keep_dtype`` / ``customize_dtypes``: ATC's per-op override files (docs/semantics.md).  An ONNX model
-    (a ``model.onnx`` TARGET, or a workload whose model is one) goes to ``advisor.onnx``; ``inputs`` (.npz
-    files) / ``input_shapes`` (``name:1,3,224,224``) give its batches."""
+            input_shapes: list[str] | None = None, loss_scale: float | None = None, cann: str | None = None,
+            overflow_mode: str | None = None, allow_hf32: str | None = None, dump_tensors: Iterable[str] = ()) -> Path:
+    """Capture a workload (TARGET string, Workload, or (model, batches[, loss_fn]) tuple) into ``out``: FP32
+    reference run + mixed run applying ``semantics.plan`` exactly.  Returns the run directory.  ``batches``: an int
+    keeps the first N batches, a list replaces them.  ``dump``: "tensors" | "stats" (default: tensors for models
+    with at most 2M parameters).  ``loss_scale``: the static loss scale of a training workload's backward in both
+    runs (``run_step``), recorded in run.json.  ``out`` is built in a hidden folder beside it and renamed into
+    place when complete (an interrupted capture leaves ``out`` as it was); an existing non-empty ``out`` is kept
+    as ``out.bak`` and ``progress`` (its ``note``) hears it (``rundir.StagedRunDir``).  In-process: a workload
+    that hangs or ends the process is not guarded here (``advisor capture`` runs it in a child process).
+    ``keep_dtype`` / ``customize_dtypes``: ATC's per-op override files (docs/semantics.md).  An ONNX model (a
+    ``model.onnx`` TARGET, or a workload whose model is one) goes to ``advisor.onnx``; ``inputs`` (.npz files) /
+    ``input_shapes`` (``name:1,3,224,224``) give its batches.  ``cann``: the tables' version (None: the current),
+    ``overflow_mode`` / ``allow_hf32`` override the chip's numerics (``advisor.numerics.resolve``); run.json
+    records all.  ``dump_tensors``: ``_Steps``."""
     check_run_out(out)
-    onnx_kw = dict(mode=mode, mixlist=mixlist, soc=soc, ops_info=ops_info, seed=seed, dump=dump, local=local,
-                   progress=progress, keep_dtype=keep_dtype, customize_dtypes=customize_dtypes, inputs=inputs,
-                   input_shapes=input_shapes)
+    onnx_kw = dict(mode=mode, mixlist=mixlist, soc=soc, ops_info=ops_info, cann=cann, seed=seed, dump=dump,
+                   local=local, progress=progress, keep_dtype=keep_dtype, customize_dtypes=customize_dtypes,
+                   inputs=inputs, input_shapes=input_shapes, overflow_mode=overflow_mode, allow_hf32=allow_hf32)
     if is_onnx_target(target_or_workload) or is_onnx_model(target_or_workload):   # model.onnx or a ModelProto
         if loss_scale is not None:
             raise InputError(str(target_or_workload), "--loss-scale needs a training workload; an ONNX model is "
@@ -316,34 +331,31 @@ def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semanti
     if not isinstance(wl.model, torch.nn.Module) and not callable(wl.model) or is_tf_model(wl.model):
         if loss_scale:
             raise InputError(target, "a loss scale is emulated for PyTorch training workloads only")
-        return _delegate_tf(wl, out, mode=mode, mixlist=mixlist, soc=soc, ops_info=ops_info, seed=seed,
-                            dump=dump, target=target, local=local, progress=progress, keep_dtype=keep_dtype,
-                            customize_dtypes=customize_dtypes)
-    low, ml, lists, notes = capture_settings(mode, dump, mixlist, soc, ops_info)
+        return _delegate_tf(wl, out, target=target, **{k: v for k, v in onnx_kw.items() if k[:5] != "input"})
+    low, ml, lists, notes = capture_settings(mode, dump, mixlist, soc, ops_info, cann)
+    numerics, nnotes = resolve_numerics(soc, overflow_mode, allow_hf32)
     model, unwrap_notes = _unwrap(wl.model)
-    notes += unwrap_notes
+    notes += nnotes + unwrap_notes
     n_params = sum(p.numel() for p in model.parameters()) if isinstance(model, torch.nn.Module) else 0
     dump = dump or ("tensors" if n_params <= SMALL_MODEL_PARAMS else "stats")
     with StagedRunDir(out, progress) as stage:
         out_dir = stage.path
         writer = RunWriter(out_dir, {"name": wl.name, "target": target, "mode": mode, "soc": soc,
-                                     "ops_info": str(ops_info) if ops_info else None,
+                                     "ops_info": ops_info_meta(ops_info), **lists.table_meta(),
                                      "mixlist": ml.to_dict() if ml is not None else None, "seed": seed,
-                                     "framework": "pytorch", "emulated": True}, final_dir=stage.out)
+                                     "framework": "pytorch", "emulated": True, **numerics.to_meta()}, stage.out)
         if ml is not None:
             writer.write_mixlist(ml.to_json())
         steps = _Steps(model, wl, target, lists, mode, seed, notes, writer, files=dump == "tensors", local=local,
-                       low_for_local=low or "fp16", loss_scale=loss_scale, overrides=overrides)
+                       low_for_local=low or "fp16", loss_scale=loss_scale, overrides=overrides, numerics=numerics,
+                       tensor_names=dump_tensors)
         try:
             for step, batch in enumerate(wl.batches):
                 steps.run(step, batch)
         finally:
             _restore(model, steps.state0)
         writer.write_profile(steps.kernels)
-        graph_path = None
-        if steps.g0 is not None:
-            semantics.annotate(steps.g0, steps.plan0)
-            graph_path = writer.write_graph(steps.g0, steps.plan0, notes)
+        graph_path = steps.write_graph(notes)
         if local:
             writer.write_local_error(steps.local_error_rows())
         files = writer.write_overrides(overrides, keep_dtype if isinstance(keep_dtype, (str, os.PathLike)) else None,
@@ -355,27 +367,30 @@ def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semanti
                               unmapped_ops=sorted(steps.unmapped), notes=notes,
                               graph=str(graph_path.relative_to(out_dir)) if graph_path else None,
                               n_ops=len(steps.g0) if steps.g0 is not None else 0, options=wl.options or {},
-                              loss_scale=loss_scale)
+                              loss_scale=loss_scale, dump_tensor_list=sorted(steps.tensor_names) or None)
     return stage.out
 
 
 class _Steps:
     """The steps of one capture: per batch the FP32 run, the plan, the mixed run, then its kernel
     rows, dumps and local errors; what the run directory's profile, graph and run.json need is kept
-    (``kernels``, ``g0``/``plan0`` of step 0, ``unmapped``, ``local_rows``)."""
+    (``kernels``, ``g0``/``plan0`` of step 0, ``unmapped``, ``local_rows``).  ``tensor_names``: ops a
+    statistics dump writes with their tensors too (msprobe's ``statistics.tensor_list``; run.json
+    ``dump_tensor_list``)."""
 
     def __init__(self, model, wl: Workload, target: Any, lists, mode: str, seed: int, notes: list[str],
                  writer: RunWriter, *, files: bool, local: bool, low_for_local: str, loss_scale: float | None = None,
-                 overrides: Any = None):
+                 overrides: Any = None, numerics: Numerics = IEEE, tensor_names: Iterable[str] = ()):
         self.model, self.wl, self.target, self.lists, self.mode, self.seed = model, wl, target, lists, mode, seed
-        self.loss_scale, self.overrides = loss_scale, overrides
+        self.loss_scale, self.overrides, self.numerics = loss_scale, overrides, numerics
+        self.tensor_names = frozenset(() if files else tensor_names)
         self.notes, self.writer, self.files, self.local, self.low_for_local = notes, writer, files, local, low_for_local
         self.params = param_names(model)
         self.state0 = _snapshot(model)
         self.kernels: list[dict] = []
         self.unmapped: dict[str, str] = {}
         self.ref_sig = None
-        self.ref_plan: list[str] | None = None
+        self.ref_plan: tuple[list, list[bool]] | None = None
         self.ref_fz: fusion.FusionResult | None = None
         self.g0 = self.plan0 = None
         self.fz0: fusion.FusionResult | None = None
@@ -392,17 +407,17 @@ class _Steps:
         if step == 0:
             _check_traced(fp, self.target)
         _restore(self.model, self.state0)
-        precs, fz = self._plan(step, g, fp)
+        precs, cpu, fz = self._plan(step, g, fp)
         for r in fp.ops:
             if not r.mapped:
                 self.unmapped[f"aten.{r.packet}.{r.overload}"] = r.type
         groups = {m: (i.node, i.round_out) for m, i in fz.members.items()}
         mx = self._user_run("mixed", step, lambda: run_step(
             self.model, batch, self.wl.loss_fn, params=self.params, plan=precs, reference=fp.ops, seed=self.seed,
-            step=step, cache=self.round_cache, loss_scale=self.loss_scale, groups=groups))
+            step=step, cache=self.round_cache, loss_scale=self.loss_scale, numerics=self.numerics, groups=groups))
         _restore(self.model, self.state0)
-        self.kernels.extend(_kernel_rows(step, fp, precs, fz))
-        self._write_dumps(step, fp, mx, precs, frozenset(m for m, i in fz.members.items() if not i.round_out))
+        self.kernels.extend(_kernel_rows(step, fp, precs, cpu, fz))
+        self._write_dumps(step, fp, mx, precs, fz.members)
         if self.local:  # every step: a hazard may show only in some batches; rows keep the worst
             self._local_errors(fp)
 
@@ -417,35 +432,48 @@ class _Steps:
             raise InputError(self.target, f"the model failed in the {which} run (step {step}): "
                                           f"{describe_user_error(e)}") from None
 
-    def _plan(self, step: int, g, fp: StepRecord) -> tuple[list[str], fusion.FusionResult]:
-        """The planned precision of every op of the step and the step's graph fusion: step 0's when the op
+    def _plan(self, step: int, g, fp: StepRecord) -> tuple[list, list[bool], fusion.FusionResult]:
+        """The planned dtypes of every op of the step (``Plan.exec_dtypes``: a precision, or an (input, output)
+        pair where they differ), whether it runs on AI CPU, and the step's graph fusion: step 0's when the op
         sequence is the same, else fused and planned separately (with a note).  GE's graph fusion runs before its
-        precision judge (advisor.fusion): the plan is the fused graph's, and every op executes the decision of
-        the (possibly fused) node it belongs to."""
+        precision judge (advisor.fusion): the plan is the fused graph's, and every op executes the decision (its
+        dtypes, its placement) of the (possibly fused) node it belongs to."""
         sig = [r.func for r in fp.ops]
         if self.ref_sig is not None and sig == self.ref_sig:
-            return self.ref_plan, self.ref_fz
+            return (*self.ref_plan, self.ref_fz)
         fz = fusion.fuse(g, self.lists.soc, self.lists)
         p = semantics.plan(fz.graph, self.lists, self.mode, self.overrides)
         check_uniform_ports(p, self.target)
-        precs = [p[fz.node_of(r.name)] for r in fp.ops]
+        nodes = [fz.node_of(r.name) for r in fp.ops]
+        pairs = [p.exec_dtypes(n) for n in nodes]
+        precs = [a if a == b else (a, b) for a, b in pairs]
+        cpu = [p.on_ai_cpu(n) for n in nodes]
         if step == 0:
             self.g0, self.plan0, self.fz0 = fz.graph, p, fz
-            self.ref_sig, self.ref_plan, self.ref_fz = sig, precs, fz
+            self.ref_sig, self.ref_plan, self.ref_fz = sig, (precs, cpu), fz
         else:
             self.notes.append(f"step {step} has a different op sequence than step 0: planned separately")
-        return precs, fz
+        return precs, cpu, fz
 
-    def _write_dumps(self, step: int, fp: StepRecord, mx: StepRecord, precs: list[str],
-                     inner: frozenset = frozenset()) -> None:
+    def _write_dumps(self, step: int, fp: StepRecord, mx: StepRecord, precs: list,
+                     members: Mapping | None = None) -> None:
         """The FP32 (golden) and mixed (target) msprobe dumps of the step (one entry per executed op, fused or
-        not; ``inner``: ops whose outputs stay inside a fused kernel, dumped as executed, unrounded)."""
+        not; ``members``: the members of fused kernels, whose values between members are dumped as executed,
+        unrounded)."""
         for which, rec, pr in (("fp32", fp, ["fp32" if r.is_float else "n/a" for r in fp.ops]),
                                ("mixed", mx, precs)):
             static = _static_ptrs(self.params, self.round_cache)
             data, fl = _DumpBuilder(rec, pr, fp.ops, self.files, stats_cache=self.stats_cache,
-                                    static_ptrs=static, inner=inner if which == "mixed" else frozenset()).build()
+                                    static_ptrs=static, tensor_names=self.tensor_names,
+                                    members=members if which == "mixed" else None).build()
             self.writer.write_dump(which, step, data, fl or None, task="tensor" if self.files else "statistics")
+
+    def write_graph(self, notes: list[str]):
+        """The GE-style graph dump of step 0's fused graph, annotated with its plan (None: no graph)."""
+        if self.g0 is None:
+            return None
+        semantics.annotate(self.g0, self.plan0)
+        return self.writer.write_graph(self.g0, self.plan0, notes)
 
     def local_error_rows(self):
         """local_error.csv rows: one per float kernel op, plus one per fused node named after none of its ops."""
@@ -457,20 +485,29 @@ class _Steps:
             if not (r.kernel and r.is_float) or r.nondeterministic:
                 continue
             try:
-                row = local_error(r, inp, self.low_for_local)
+                row = local_error(r, inp, self.low_for_local, numerics=self.numerics)
             except Exception:  # an op that cannot be re-run in isolation: no row
                 continue
             self.local_rows[row["name"]] = worst_local(self.local_rows.get(row["name"]), row)
 
 
-def _kernel_rows(step: int, fp: StepRecord, precs: list[str], fz: fusion.FusionResult) -> list[dict]:
+def _port(r, i: int, kind: str, prec: str) -> tuple:
+    """(shape, executed dtype) of input or output ``i`` of the recorded op ``r`` in a kernel row (``n/a`` when the
+    op was not recorded): float ports in ``prec``, statistics outputs (``AUX_FP32_OUTPUTS``) keep theirs."""
+    if r is None or i >= len(getattr(r, f"{kind}_dtypes")):
+        return None, "n/a"
+    aux = kind == "out" and i in AUX_FP32_OUTPUTS.get(r.packet, ())
+    return getattr(r, f"{kind}_shapes")[i], _exec_dtype_name(getattr(r, f"{kind}_dtypes")[i], prec, not aux)
+
+
+def _kernel_rows(step: int, fp: StepRecord, precs: list, cpu: list[bool], fz: fusion.FusionResult) -> list[dict]:
     """kernel_details rows of the mixed (profiled) run: one per kernel of the fused graph, typed as GE judges it (a
-    fused kernel's row comes at its last member, with its external inputs and outputs), dtypes as executed and
-    cost-model durations."""
+    fused kernel's row comes at its last member, with its external inputs and outputs), dtypes as executed (the
+    (possibly fused) node's input / output dtypes, ``exec_pair``), the core it ran on and cost-model durations."""
     gf = fz.graph
     by_name = {r.name: r for r in fp.ops} if fz.members else {}
     rows = []
-    for r, prec in zip(fp.ops, precs):
+    for r, prec, on_cpu in zip(fp.ops, precs, cpu):
         node = fz.node_of(r.name)
         a = gf.nodes[node] if node in gf else {}
         m = fz.members.get(r.name)
@@ -485,24 +522,17 @@ def _kernel_rows(step: int, fp: StepRecord, precs: list[str], fz: fusion.FusionR
             skip = set(a.get("attr_inputs") or ())     # constants a ConstToAttr pass made attributes
             ins = [(r, i) for i in range(len(r.in_dtypes)) if i not in skip]
             outs = [(r, j) for j in range(len(r.out_dtypes))]
-        low_ok = prec in ("fp16", "bf16", "fp32")
-
-        def port(rr, i, kind):
-            if rr is None or i >= len(getattr(rr, f"{kind}_dtypes")):
-                return None, "n/a"
-            d = getattr(rr, f"{kind}_dtypes")[i]
-            aux = kind == "out" and i in AUX_FP32_OUTPUTS.get(rr.packet, ())
-            return getattr(rr, f"{kind}_shapes")[i], (prec if d in ("fp32", "fp64", "fp16", "bf16") and low_ok
-                                                      and not aux else d)
-        pin = [port(rr, i, "in") for rr, i in ins]
-        pout = [port(rr, j, "out") for rr, j in outs]
-        in_shapes, ind = [x for x, _ in pin], [d for _, d in pin]
-        out_shapes, outd = [x for x, _ in pout], [d for _, d in pout]
+        pin, pout = exec_pair(prec)
+        pi = [_port(rr, i, "in", pin) for rr, i in ins]
+        po = [_port(rr, j, "out", pout) for rr, j in outs]
+        in_shapes, ind = [x for x, _ in pi], [d for _, d in pi]
+        out_shapes, outd = [x for x, _ in po], [d for _, d in po]
         typ = str(a.get("type", r.type))
         flops = costmodel.estimate_flops(typ, in_shapes, out_shapes)
         nbytes = costmodel.estimate_bytes(in_shapes, out_shapes, ind, outd)
         rows.append({"step": step, "name": str(a.get("name", node)) if a else r.name, "type": typ,
-                     "core": costmodel.core_type(typ), "duration_us": costmodel.op_time_us(typ, flops, nbytes, prec),
+                     "core": costmodel.core_type(typ, on_cpu),
+                     "duration_us": costmodel.op_time_us(typ, flops, nbytes, pin, ai_cpu=on_cpu),
                      "in_shapes": in_shapes, "in_dtypes": ind, "out_shapes": out_shapes,
                      "out_dtypes": outd, "framework_op": f"aten::{r.packet}",
                      "phase": "bwd" if 0 <= fp.bwd_start <= r.index else "fwd"})

@@ -5,15 +5,20 @@ training capture).  Every aten call with a tensor output becomes one op record /
 ``Aten.<op>.<overload>.<k>`` (k counts calls of that overload, restarting every step).
 
 * **FP32 run** (``EmuMode(plan=None)``): executes unchanged and records the op graph with true
-  dataflow (producer tensor -> consumer input index; parameters -> role ``variable``, batch tensors
-  -> role ``data``, other leaf tensors -> ``const``; int/bool tensors -> ``float=False`` edges).
+  dataflow (producer tensor -> consumer input index; parameters and batch tensors -> ``Data`` nodes (role
+  ``data``: torchair makes every graph input, parameters included, a ``ge.Data``,
+  ``fx2ge_converter.py:1309-1345``), other leaf tensors -> ``Const``; int/bool tensors -> ``float=False`` edges).
 * **Mixed run** (``EmuMode(plan=...)``): replays the same op sequence; op k gets exactly the
-  precision ``semantics.plan`` gave node k.  Low ops: float inputs rounded to fp16/bf16, computed in
-  fp32 (= fp32 accumulation of the cube unit), float outputs rounded to fp16/bf16.  FP32 ops: inputs
-  used as they are (values already exact in fp32).  int/bool tensors are never touched.  Storage stays
+  dtypes ``semantics.plan`` gave node k (``Plan.exec_dtypes``: its float inputs' dtype, its float outputs'
+  dtype).  Float inputs in fp16/bf16 are rounded to it, the op computes in fp32 (= fp32 accumulation of the
+  cube unit), float outputs in fp16/bf16 are rounded to it (an fp16-in / fp32-out cube op: inputs rounded,
+  output not).  FP32 ports: values used as they are (already exact in fp32).  int/bool tensors are never touched.  Storage stays
   in the original dtype, so the model's Python code sees the same dtypes and the aten sequence is
   identical to the FP32 run (rounding is value emulation); dumps and kernel_details report the
-  executed dtype.  fp16 overflow gives inf (INF_NAN mode, the 910B default).
+  executed dtype.  Every rounding goes through ``advisor.numerics`` under the run's ``Numerics``: an fp16
+  overflow gives inf in INF_NAN mode (the 910B default) and ±65504 in saturation mode (ascend910/310P), where
+  fp32 kernels also saturate their inputs and outputs (±fp32 max, NaN -> 0); fp32 Conv (and MatMul when
+  allowed) reads its operands as HF32 on A2/A3.  The FP32 run is the IEEE fp32 reference (``numerics.IEEE``).
 """
 from __future__ import annotations
 
@@ -27,13 +32,13 @@ from torch.utils._pytree import tree_flatten
 
 from .. import graph as G
 from ..errors import AdvisorError
+from ..numerics import IEEE, Numerics, hf32_tensor, round_tensor, round_tensor_
 from ..oplists import AUX_FP32_OUTPUTS
 from . import opmap
 
 LOW_TORCH = {"fp16": torch.float16, "bf16": torch.bfloat16}
 FLOAT_DTYPES = (torch.float32, torch.float64, torch.float16, torch.bfloat16)
 _DT_NAME = {torch.float32: "fp32", torch.float64: "fp64", torch.float16: "fp16", torch.bfloat16: "bf16"}
-_BN_TRAINING_ARG = ("native_batch_norm", "_native_batch_norm_legit")
 _ALLOC = frozenset({"empty", "empty_like", "new_empty", "new_empty_strided", "empty_strided"})
 # ops without tensor data semantics: not graph nodes
 _SKIP = {"_local_scalar_dense", "sym_size", "sym_numel", "sym_stride", "sym_storage_offset", "is_same_size",
@@ -47,33 +52,48 @@ def mutated_positions(func) -> tuple:
     return _mutated_arg_positions(func) if func._schema.is_mutable else ()
 
 
+def exec_pair(prec) -> tuple[str, str]:
+    """(input dtype, output dtype) of a plan entry: a precision name (both ports) or such a pair."""
+    return (prec, prec) if isinstance(prec, str) else (prec[0], prec[1])
+
+
 def execute_op(func, args: tuple, kwargs: dict, prec: str, *, kernel: bool = True, aux: tuple = (),
-               mutated: tuple = (), exact: Collection[int] = (), round_outputs: bool = True) -> list:
-    """Run one op the way the engine runs it at precision ``prec`` and return its output tensors
-    (flattened).  A kernel in fp16/bf16 takes its float inputs rounded to the low dtype, computes in
-    fp32 (= the cube unit's fp32 accumulation) and rounds its float outputs to the low dtype, except
-    the statistics outputs ``aux`` (e.g. LayerNorm's mean/rstd), which stay fp32.  fp32 ops and ops
-    without a kernel (views) run on their inputs unchanged.  Inputs are never modified: arguments
-    the op writes in place (``mutated`` positions) are cloned first.  ``exact``: ids of input tensors
-    already exactly representable in the low dtype (rounding them again would change nothing).
-    ``round_outputs=False``: the op in fp32 on inputs rounded to low (local error's ``inrnd``)."""
+               mutated: tuple = (), exact: Collection[int] = (), round_outputs: bool = True,
+               out_prec: str | None = None, numerics: Numerics = IEEE, hf32: bool = False) -> list:
+    """Run one op the way the engine runs it with float inputs in ``prec`` and float outputs in ``out_prec``
+    (default ``prec``) and return its output tensors (flattened).  A kernel takes its float inputs rounded to
+    an fp16/bf16 ``prec``, computes in fp32 (= the cube unit's fp32 accumulation) and rounds its float outputs
+    to an fp16/bf16 ``out_prec``, except the statistics outputs ``aux`` (e.g. LayerNorm's mean/rstd), which
+    stay fp32.  fp32 ports and ops without a kernel (views) use the values unchanged.  Inputs are never
+    modified: arguments the op writes in place (``mutated`` positions) are cloned first.  ``exact``: ids of
+    input tensors already exactly representable in the low dtype (rounding them again would change nothing).
+    ``round_outputs=False``: the op in fp32 on inputs rounded to low (local error's ``inrnd``).
+    ``numerics``: the chip's overflow mode (``numerics.round_tensor``: in saturation mode an fp32 kernel
+    also saturates what it reads and writes); ``hf32``: an fp32 kernel reading its operands as HF32."""
     low_t = LOW_TORCH.get(prec) if kernel else None
+    out_t = LOW_TORCH.get(prec if out_prec is None else out_prec) if kernel else None
+    sat = kernel and numerics.saturating and prec in ("fp16", "bf16", "fp32")
+    hf32 = hf32 and kernel and prec == "fp32"
+    ov = numerics.overflow
     if mutated:
         args = tuple(a.detach().clone() if i in mutated and isinstance(a, torch.Tensor) else a
                      for i, a in enumerate(args))
 
     def rnd(x):
-        if isinstance(x, torch.Tensor) and x.dtype in FLOAT_DTYPES and x.dtype != low_t and id(x) not in exact:
-            return x.to(low_t).to(x.dtype)
-        return x
-    if low_t is not None:
+        if not isinstance(x, torch.Tensor) or x.dtype not in FLOAT_DTYPES or id(x) in exact:
+            return x
+        if low_t is not None:
+            return round_tensor(x, low_t, ov) if (x.dtype != low_t or sat) else x
+        y = round_tensor(x, None, ov) if sat else x
+        return hf32_tensor(y) if hf32 else y
+    if low_t is not None or sat or hf32:
         args = tuple(a if i in mutated else map_tree(rnd, a) for i, a in enumerate(args))
         kwargs = {k: map_tree(rnd, v) for k, v in kwargs.items()}
     with torch.no_grad():
         out = func(*args, **kwargs)
     tout = [x for x in tree_flatten(out)[0] if isinstance(x, torch.Tensor)]
-    if low_t is not None and round_outputs:
-        tout = [t.to(low_t).to(t.dtype) if t.dtype in FLOAT_DTYPES and t.dtype != low_t and j not in aux else t
+    if round_outputs and (out_t is not None or sat):
+        tout = [round_tensor(t, out_t if j not in aux else None, ov) if t.dtype in FLOAT_DTYPES else t
                 for j, t in enumerate(tout)]
     return tout
 
@@ -138,15 +158,17 @@ def _mutated_arg_positions(func) -> tuple:
 
 
 class EmuMode(TorchDispatchMode):
-    """Records (plan=None) or replays with a precision plan (list of precisions by op index)."""
+    """Records (plan=None) or replays with a precision plan (by op index: a precision, or its (input dtype,
+    output dtype) pair, ``exec_pair``)."""
 
     def __init__(self, graph=None, params: dict | None = None, inputs: dict | None = None,
                  plan: list[str] | None = None, reference: list[OpRecord] | None = None,
                  keep_entries: bool = True, keep_local_inputs: bool = False, low: str | None = None,
-                 cache: dict | None = None, groups: dict | None = None):
+                 cache: dict | None = None, numerics: Numerics = IEEE, groups: dict | None = None):
         super().__init__()
+        self.numerics = numerics          # the chip's overflow mode and HF32 (mixed run; the FP32 run is IEEE)
         # members of fused kernels (mixed run): op name -> (fused node, its outputs leave the kernel); a value one
-        # member hands another inside the kernel is not rounded to the low dtype (advisor.fusion)
+        # member hands another inside the kernel is neither rounded nor saturated (advisor.fusion)
         self.groups = groups or {}
         # rounded copies of parameters (and their views), reused across ops and steps: keyed by
         # storage, geometry and version counter, so an updated parameter is rounded again
@@ -169,8 +191,8 @@ class EmuMode(TorchDispatchMode):
     # ------------------------------------------------------------------ graph helpers
     def _leaf_node(self, t: torch.Tensor) -> str:
         tid = id(t)
-        if tid in self.params:
-            name, role, typ = self.params[tid], "variable", "Variable"
+        if tid in self.params:  # torchair: parameters are graph inputs (ge.Data), fx2ge_converter.py:1309-1345
+            name, role, typ = self.params[tid], "data", "Data"
         elif tid in self.inputs:
             name, role, typ = f"Model.input.{self.inputs[tid]}", "data", "Data"
         else:
@@ -204,40 +226,50 @@ class EmuMode(TorchDispatchMode):
                                      f"({packet}.{overload}, expected {want}); data-dependent control flow "
                                      "cannot be emulated")
             rec = self.reference[idx]
-            prec = self.plan[idx]
+            prec, out_prec = exec_pair(self.plan[idx])
             grp = self.groups.get(rec.name) if self.groups else None
         else:
             rec = grp = None
-            prec = "fp32"
+            prec = out_prec = "fp32"
         mutates = _mutated_arg_positions(func) if func._schema.is_mutable else ()
         # ---- execute
         low_t = LOW_TORCH.get(prec)
         run_args, run_kwargs = args, kwargs
         rounded_inputs: dict[int, torch.Tensor] = {}
         kernel = rec.kernel if rec is not None else (opmap.lookup(packet, overload)[1] and packet not in _ALLOC)
-        if replay and low_t is not None and kernel:
+        nm = self.numerics
+        sat = replay and kernel and nm.saturating and prec in ("fp16", "bf16", "fp32")
+        hf32 = replay and kernel and prec == "fp32" and nm.hf32_on(rec.type)
+        if replay and kernel and (low_t is not None or sat or hf32):
             mut_ids = {id(args[i]) for i in mutates if i < len(args) and isinstance(args[i], torch.Tensor)}
+            ov = nm.overflow
+            how = prec if low_t is not None else ("hf32" if hf32 else "sat")
 
             def rnd(x):
-                if isinstance(x, torch.Tensor) and x.dtype in FLOAT_DTYPES and x.dtype != low_t and id(x) not in mut_ids:
+                if isinstance(x, torch.Tensor) and x.dtype in FLOAT_DTYPES and (x.dtype != low_t or sat) \
+                        and id(x) not in mut_ids:
                     if grp is not None:
                         src = self.producer.get(id(x))
                         if src is not None and src[0] is x and self.groups.get(src[1], _NO_GROUP)[0] == grp[0]:
-                            return x       # inside one fused kernel: not rounded between its members
+                            return x       # inside one fused kernel: neither rounded nor saturated between members
                     r = self.rounded.get(id(x))
-                    if r is not None and r[1] == prec and r[0] is x:
-                        return x
+                    if r is not None and r[0] is x and ((low_t is not None and r[1] == prec)
+                                                        or (low_t is None and not hf32)):
+                        return x          # already exact in this dtype (and saturated in saturation mode)
                     key = None
                     if self.param_ptrs:
                         ptr = x.untyped_storage().data_ptr()
                         if ptr in self.param_ptrs:
-                            key = (ptr, tuple(x.shape), x.stride(), x.storage_offset(), x._version, prec)
+                            key = (ptr, tuple(x.shape), x.stride(), x.storage_offset(), x._version, how)
                     y = self.cache.get(key) if key is not None else None
                     if y is None:
-                        y = x.to(low_t).to(x.dtype)
+                        y = round_tensor(x, low_t, ov) if (low_t is not None or sat) else x
+                        if hf32:
+                            y = hf32_tensor(y)
                         if key is not None:
                             self.cache[key] = y
-                    rounded_inputs[id(x)] = y
+                    if low_t is not None:   # a Cast GE inserts: the op's dumped input is the rounded value
+                        rounded_inputs[id(x)] = y
                     return y
                 return x
             run_args = tuple(map_tree(rnd, a) for a in args)
@@ -257,13 +289,15 @@ class EmuMode(TorchDispatchMode):
         out = func(*run_args, **run_kwargs)
         flat_out, _ = tree_flatten(out)
         tout = [x for x in flat_out if isinstance(x, torch.Tensor)]
-        if replay and low_t is not None and kernel and (grp is None or grp[1]):
+        out_t = LOW_TORCH.get(out_prec)
+        if replay and kernel and (out_t is not None or sat) and (grp is None or grp[1]):
             aux = AUX_FP32_OUTPUTS.get(packet, ())
             for j, t in enumerate(tout):
-                if t.dtype in FLOAT_DTYPES and t.dtype != low_t and j not in aux:
-                    with torch.no_grad():
-                        t.copy_(t.to(low_t))
-                    self.rounded[id(t)] = (t, prec)
+                if t.dtype in FLOAT_DTYPES and (t.dtype != out_t or sat):
+                    to = out_t if j not in aux else None
+                    if to is not None or sat:
+                        round_tensor_(t, to, nm.overflow)
+                        self.rounded[id(t)] = (t, out_prec if to is not None else dtype_name(t.dtype))
         elif replay and not kernel:
             # views follow their input: exact in low if the input was
             src = tin[0] if tin else None
@@ -275,11 +309,9 @@ class EmuMode(TorchDispatchMode):
             return out
         # ---- record
         if rec is None:
-            typ, kernel, mapped = opmap.lookup(packet, overload)
+            typ, kernel, mapped = opmap.resolve(packet, overload, args, kwargs)   # the call's GE type
             if packet in _ALLOC:
                 kernel = False  # memory allocation: no kernel in GE
-            if packet in _BN_TRAINING_ARG and len(args) > 5 and args[5] is False:
-                typ = "BNInfer"  # batch norm in eval mode (running statistics): GE's BNInfer
             k = self.counters.get(f"{packet}.{overload}", 0)
             self.counters[f"{packet}.{overload}"] = k + 1
             name = f"Aten.{packet}.{overload}.{k}"
@@ -308,7 +340,7 @@ class EmuMode(TorchDispatchMode):
                 for pos, (t, (src, src_out)) in enumerate(zip(tin, srcs)):
                     G.connect(self.g, src, name, src_out, pos, float=t.dtype in FLOAT_DTYPES)
         self.rec.ops.append(rec)
-        self.rec.exec_prec.append(prec)
+        self.rec.exec_prec.append(prec if prec == out_prec else (prec, out_prec))
         for j, t in enumerate(tout):
             self.producer[id(t)] = (t, rec.name, j)
         if self.keep_entries:

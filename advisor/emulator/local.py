@@ -12,6 +12,7 @@ from typing import Any
 
 import torch
 
+from ..numerics import IEEE, Numerics
 from .engine import FLOAT_DTYPES, LOW_TORCH, execute_op, mutated_positions
 
 _TDT = {"fp16": torch.float16, "bf16": torch.bfloat16, "float16": torch.float16, "bfloat16": torch.bfloat16}
@@ -48,18 +49,21 @@ def _metrics(a: torch.Tensor, b: torch.Tensor) -> tuple[float, float, float, int
     return rel, cos, mx, nonfinite
 
 
-def _run(op_record: Any, args: tuple, kwargs: dict, low: str | None, round_out: bool) -> torch.Tensor | None:
+def _run(op_record: Any, args: tuple, kwargs: dict, low: str | None, round_out: bool,
+         numerics: Numerics = IEEE) -> torch.Tensor | None:
     """The op's first float output, run by the one executor (engine.execute_op) in ``low`` (None: fp32)."""
     func = op_record.func
     mutated = mutated_positions(func) if hasattr(func, "_schema") else ()
-    outs = execute_op(func, args, kwargs, low or "fp32", kernel=True, mutated=mutated, round_outputs=round_out)
+    outs = execute_op(func, args, kwargs, low or "fp32", kernel=True, mutated=mutated, round_outputs=round_out,
+                      numerics=numerics)
     return _first_float(outs)
 
 
 def local_error(op_record: Any, fp32_inputs: tuple, low_dtype: str | torch.dtype,
-                fp32_output: torch.Tensor | None = None) -> dict:
+                fp32_output: torch.Tensor | None = None, numerics: Numerics = IEEE) -> dict:
     """Local error of one recorded op (``op_record.func`` = the aten overload; ``fp32_inputs`` =
-    ``(args, kwargs)`` exactly as the FP32 run called it).  Returns a local_error.csv row."""
+    ``(args, kwargs)`` exactly as the FP32 run called it).  Returns a local_error.csv row.  ``numerics``:
+    the chip's overflow mode, applied to the low-precision runs (the reference is the IEEE fp32 op)."""
     low = low_dtype if isinstance(low_dtype, torch.dtype) else _TDT[str(low_dtype)]
     low_name = "bf16" if low == torch.bfloat16 else "fp16"
     args, kwargs = fp32_inputs
@@ -68,8 +72,8 @@ def local_error(op_record: Any, fp32_inputs: tuple, low_dtype: str | torch.dtype
            "low_dtype": low_name}
     if ref is None:
         return row
-    lo = _run(op_record, args, kwargs, low_name, True)
-    rn = _run(op_record, args, kwargs, low_name, False)
+    lo = _run(op_record, args, kwargs, low_name, True, numerics)
+    rn = _run(op_record, args, kwargs, low_name, False, numerics)
     r = _metrics(lo, ref)
     row.update(local_rel_l2=r[0], local_cosine=r[1], local_max_abs=r[2], local_nonfinite=r[3])
     r = _metrics(rn, ref)

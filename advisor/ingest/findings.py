@@ -117,14 +117,14 @@ def behaved_as(t: pd.DataFrame, lists: OpLists) -> list[dict]:
 
 def gray_fp32_ops(run: Run, plan: semantics.Plan, lists: OpLists) -> list[dict]:
     """Gray op types kept in fp32 because their first activation input is fp32 (rules
-    gray-inherit / gray-skip-cast), confirmed by the profile where it ran (observed fp32)."""
+    gray-inherit / gray-skip-cast / gray-const-inputs), confirmed by the profile where it ran (observed fp32)."""
     g = run.graph
     rows: dict[str, dict] = {}
     nodes = g._node
     gray: dict[str, bool] = {}
     for i, (n, prec, rule) in enumerate(zip(plan.compiled.order, plan.precision_list, plan.rules)):
         # cheap filters first (plan arrays), node attributes only for the few that pass
-        if prec != "fp32" or rule not in ("gray-inherit", "gray-skip-cast"):
+        if prec != "fp32" or rule not in ("gray-inherit", "gray-skip-cast", "gray-const-inputs"):
             continue
         a = nodes[n]
         if a.get("role", "op") != "op":

@@ -472,6 +472,9 @@ def _op_facts(a: dict[str, Any], at: dict, typ: str, n_out: int) -> None:
         if known:
             a["float"] = any(is_float_dtype(d) for d in known)
     if typ == "Cast":
+        src = from_ge_dtype(at.get("input_desc_origin_dtype:0", "DT_UNDEFINED"))
+        if is_float_dtype(src):
+            a["cast_from"] = src     # the model's input dtype: what GE's Cast look-through reads
         if "dst_type" in at and isinstance(at["dst_type"], int):
             a["cast_to"] = from_ge_dtype(at["dst_type"])
         elif out_dt and out_dt[0] != "n/a":

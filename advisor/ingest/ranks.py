@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import InputError
-from ..oplists import DEFAULT_SOC, OpLists, load_lists
+from ..oplists import DEFAULT_SOC, OpLists, load_lists, run_cann
 from .common import is_bookkeeping
 from .discover import Found, discover, source_rank
 from .msprobe import dump_files
@@ -98,12 +98,12 @@ def rank_dumps(path: str | Path) -> dict[int, dict[str, dict[int, Path]]]:
     return dict(sorted(out.items()))
 
 
-def run_lists(run: Run, soc: str | None = None, ops_info: str | None = None) -> OpLists:
-    """The lists a run's kernels are judged against: the chip's (``soc``/``ops_info``, else run.json's) with the
-    run's mixlist applied."""
+def run_lists(run: Run, soc: str | None = None, ops_info: Any = None, cann: str | None = None) -> OpLists:
+    """The lists a run's kernels are judged against: the chip's (``soc``/``ops_info``/``cann``, else run.json's)
+    with the run's mixlist applied."""
     from ..mixlist import effective
-    return effective(load_lists(soc or run.meta.get("soc") or DEFAULT_SOC, ops_info or run.meta.get("ops_info")),
-                     run.mixlist)
+    return effective(load_lists(soc or run.meta.get("soc") or DEFAULT_SOC, ops_info or run.meta.get("ops_info"),
+                                run_cann(cann, run.meta)), run.mixlist)
 
 
 # ---------------------------------------------------------------------- one rank's summary
@@ -242,22 +242,23 @@ class RankJob:
     found: Found
     several: bool              # the run has several ranks (else the one group is read as a single-rank run)
     soc: str | None = None     # lists: these chip tables (else run.json's) with the run's mixlist (``run_lists``)
-    ops_info: str | None = None
+    ops_info: Any = None       # one ops-info file or several
     mode: str | None = None    # else run.json's (``findings.run_mode``)
     step: int | None = None
+    cann: str | None = None    # the default table's version (else run.json's, else 8.1.RC1: ``oplists.run_cann``)
 
 
 def summarize_rank(job: RankJob) -> RankSummary:
     """A rank's summary from its own files (run in a worker; only the summary travels back)."""
     from .findings import run_mode
     run = read_rank(job.path, job.rank, job.found, job.several, step=job.step, trace=False)
-    return rank_summary(run, run_lists(run, job.soc, job.ops_info), run_mode(run, job.mode), job.rank)
+    return rank_summary(run, run_lists(run, job.soc, job.ops_info, job.cann), run_mode(run, job.mode), job.rank)
 
 
 def rank_jobs(path: str | Path, ranks: Iterable[int] | None = None, *, found: Found | None = None,
               **how: Any) -> list[RankJob]:
     """One job per rank (``ranks``: a subset; a rank that is not there is an InputError); ``how``: the
-    ``RankJob`` fields soc, ops_info, mode, step."""
+    ``RankJob`` fields soc, ops_info, mode, step, cann."""
     groups = rank_groups(found if found is not None else discover(path))
     return [RankJob(str(path), r, f, len(groups) > 1, **how) for r, f in select(groups, ranks, path).items()]
 
@@ -295,7 +296,7 @@ def inspect(path: str | Path, ranks: Iterable[int] | None = None, *, workers: in
 
     def detail():
         run = read_rank(p, main, chosen[main], several, step=how.get("step"), progress=progress)
-        lists = run_lists(run, how.get("soc"), how.get("ops_info"))
+        lists = run_lists(run, how.get("soc"), how.get("ops_info"), how.get("cann"))
         mode = findings.run_mode(run, how.get("mode"))
         say("semantics and profile-only findings")
         report = findings.summarize(run, lists, mode)

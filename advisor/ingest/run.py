@@ -116,9 +116,10 @@ def annotate_flops(g: nx.DiGraph) -> None:
 
 # run.json fields advisor reads, with the JSON types they may have (None = null)
 _META_TYPES: dict[str, tuple[type, ...]] = {
-    "target": (str,), "mode": (str,), "precision_mode": (str,), "soc": (str,), "ops_info": (str,),
+    "target": (str,), "mode": (str,), "precision_mode": (str,), "soc": (str,), "ops_info": (str, list),
     "mixlist": (str, dict), "emulated": (bool,), "name": (str,), "framework": (str,),
-    "keep_dtype": (str,), "customize_dtypes": (str,),
+    "keep_dtype": (str,), "customize_dtypes": (str,), "cann": (str,), "lists_source": (str,),
+    "overflow_mode": (str,), "allow_hf32": (str,),
 }
 _META_PATHS = ("ops_info", "mixlist", "keep_dtype", "customize_dtypes")   # file names, resolved inside the run dir
 
@@ -133,16 +134,26 @@ def read_run_json(p: Path) -> dict:
     for k, types in _META_TYPES.items():
         v = d.get(k)
         if v is not None and (not isinstance(v, types) or (bool not in types and isinstance(v, bool))):
-            want = " or ".join({str: "a string", dict: "an object", bool: "true/false"}[t] for t in types)
+            want = " or ".join({str: "a string", dict: "an object", bool: "true/false", list: "an array of file "
+                                "names"}[t] for t in types)
             raise InputError(p, f"field {k!r} is {type(v).__name__} {str(v)[:40]}; expected {want} or null")
     for k in _META_PATHS:
         v = d.get(k)
-        if isinstance(v, str) and v:
-            try:
-                d[k] = str(resolve_inside(p.parent, v, what=f"field {k!r}"))
-            except InputError as e:
-                raise InputError(p, e.problem.replace("the folder", "the run directory")) from None
+        if isinstance(v, list):      # ops_info: several files
+            if not all(isinstance(x, str) and x for x in v):
+                raise InputError(p, f"field {k!r} must be an array of file names")
+            d[k] = [_inside(p, x, k) for x in v]
+        elif isinstance(v, str) and v:
+            d[k] = _inside(p, v, k)
     return d
+
+
+def _inside(p: Path, name: str, key: str) -> str:
+    """A run.json file name resolved inside the run directory (InputError naming run.json if it points outside)."""
+    try:
+        return str(resolve_inside(p.parent, name, what=f"field {key!r}"))
+    except InputError as e:
+        raise InputError(p, e.problem.replace("the folder", "the run directory")) from None
 
 
 LOCAL_ERROR_TEXT = ("name", "type", "low_dtype")   # every other local_error.csv column is a number

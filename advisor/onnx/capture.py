@@ -3,12 +3,15 @@ per-op overrides, and write the same run directory as the PyTorch capture.
 
 Execution: ``onnx.reference.ReferenceEvaluator`` (the ONNX project's own numpy reference implementation of
 every standard op), driven node by node over its ``rt_nodes_`` so each node can run under its own
-precision: a node the plan runs in fp16/bf16 gets its float inputs rounded to the low dtype, computes in
-fp32 (= fp32 accumulation of the cube unit) and has its float outputs rounded (the rule of
-``advisor.emulator.engine.execute_op``); customized ports (--customize_dtypes) are rounded to their own
-dtype (``semantics.Plan.port_dtypes``); fp32 nodes use their inputs as they are; int/bool values are never
-touched; nodes without a kernel (views) pass values through.  Storage stays in the model's dtypes (value
-emulation), so every node sees the arrays it expects.
+precision: every port of a node is rounded to the dtype the plan gives it (``semantics.Plan.port_dtypes``: float
+inputs in the node's compute dtype, float outputs in its output dtype, customized ports (--customize_dtypes) in
+their own dtype), the node computing in fp32 in between (= fp32 accumulation of the cube unit; the rule of
+``advisor.emulator.engine.execute_op``), so an fp16-in / fp32-out MatMul has its inputs rounded and its output
+not; fp32 ports use their values as they are; AI CPU nodes run in their original dtype; int/bool values are never
+touched; nodes without a kernel (views) pass values through.  Every rounding is ``advisor.numerics``' rule
+under the run's overflow mode (saturation: ±max, NaN -> 0, also for fp32 kernels), and an fp32 Conv (MatMul
+when allowed) reads its inputs as HF32 on A2/A3.  Storage stays in the model's dtypes (value emulation), so
+every node sees the arrays it expects.
 
 Pipeline: model + batches (``model``) -> FP32 run of step 0 -> op graph with GE types -> the semantics
 module's plan (``semantics.plan``, never decided here) -> per step an FP32 and a mixed run -> ``RunWriter``:
@@ -20,7 +23,7 @@ from __future__ import annotations
 import base64
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -28,7 +31,9 @@ from .. import costmodel, fusion, semantics
 from .. import graph as G
 from ..errors import AdvisorError, InputError
 from ..mixlist import Mixlist
-from ..oplists import DEFAULT_SOC
+from ..numerics import IEEE, INF_NAN, Numerics, hf32_array, np_float, round_array, to_dtype_array
+from ..numerics import resolve as resolve_numerics
+from ..oplists import DEFAULT_SOC, ops_info_meta
 from ..rundir import (RunWriter, StagedRunDir, capture_settings, check_run_out, override_settings, tensor_record,
                       versions, worst_local)
 from . import require_onnx
@@ -40,21 +45,18 @@ MAX_REPLAY_NODE_BYTES = 1 << 16  # nodes serialized into the graph dump for repl
 
 
 # ---------------------------------------------------------------------- numerics
-def np_dtype(dt: str):
-    """numpy dtype of a canonical float dtype name."""
-    if dt == "bf16":
-        import ml_dtypes  # a dependency of onnx  # noqa: PLC0415
-        return ml_dtypes.bfloat16
-    return {"fp16": np.float16, "fp32": np.float32, "fp64": np.float64}[dt]
+np_dtype = np_float   # numpy dtype of a canonical float dtype name
 
 
-def round_to(a: Any, dt: str) -> Any:
-    """``a`` with its values rounded to the float dtype ``dt`` (round to nearest even; overflow gives inf,
-    INF_NAN mode), stored in its own dtype.  Non-float values and non-float ``dt`` pass through."""
-    if dt not in _FLOAT or not isinstance(a, np.ndarray) or not is_float_array(a) or dtype_name(a) == dt:
+def round_to(a: Any, dt: str, overflow: str = INF_NAN) -> Any:
+    """``a`` with its values rounded to the float dtype ``dt`` under the overflow mode (``numerics.round_array``:
+    inf_nan: round to nearest even, overflow gives inf; saturation: ±max, NaN -> 0, also when ``dt`` is
+    ``a``'s own dtype), stored in its own dtype.  Non-float values and non-float ``dt`` pass through."""
+    if dt not in _FLOAT or not isinstance(a, np.ndarray) or not is_float_array(a):
         return a
-    with np.errstate(over="ignore"):
-        return a.astype(np_dtype(dt)).astype(a.dtype)
+    if dtype_name(a) == dt and overflow == INF_NAN:
+        return a
+    return round_array(a, dt, overflow)
 
 
 def as_executed(a: np.ndarray, dt: str) -> np.ndarray:
@@ -64,8 +66,7 @@ def as_executed(a: np.ndarray, dt: str) -> np.ndarray:
         return a
     if dt == "bf16":
         return np.asarray(a, dtype=np.float32)
-    with np.errstate(over="ignore"):
-        return a.astype(np_dtype(dt))
+    return to_dtype_array(a, dt)
 
 
 class Executor:
@@ -89,20 +90,27 @@ class Executor:
             outs = rt.run(*args, context=context) if rt.need_context() else rt.run(*args)
         return [np.asarray(o) if isinstance(o, (np.ndarray, np.generic)) else o for o in outs]
 
-    def run(self, feed: dict, ports: dict | None = None, seed: int = 0) -> dict:
-        """Every value of one run by ONNX value name.  ``ports``: node index -> (input dtypes, output dtypes)
-        of the nodes with a float kernel to run under the plan; None = the FP32 run."""
+    def run(self, feed: dict, ports: dict | None = None, seed: int = 0, numerics: Numerics = IEEE) -> dict:
+        """Every value of one run by ONNX value name.  ``ports``: node index -> ``Ports`` of the nodes with a
+        float kernel to run under the plan; None = the FP32 run.  ``numerics``: the chip's overflow mode and HF32
+        (``advisor.numerics``) the planned nodes run under."""
         np.random.seed(seed)   # the reference runtime's random ops draw from numpy's global generator
         vals: dict[str, Any] = dict(self.model.initializers)
         vals.update(feed)
+        ov = numerics.overflow
         for nd in self.model.nodes:
             args = [vals.get(i) if i else None for i in nd.inputs]
             pr = ports.get(nd.index) if ports is not None else None
             if pr is not None:
-                args = [round_to(a, pr[0][j]) if j < len(pr[0]) else a for j, a in enumerate(args)]
+                raw = pr.raw_in          # fed by another member of its fused kernel: neither rounded nor saturated
+                args = [round_to(a, pr.ins[j], ov) if j < len(pr.ins) and j not in raw else a
+                        for j, a in enumerate(args)]
+                if numerics.hf32_on(pr.ge_type or nd.ge.type):      # fp32 operands read as HF32 inside the cube
+                    args = [hf32_array(a) if j < len(pr.ins) and pr.ins[j] == "fp32" and j not in raw
+                            and isinstance(a, np.ndarray) else a for j, a in enumerate(args)]
             outs = self.node(nd.index, args, vals)
-            if pr is not None:
-                outs = [round_to(o, pr[1][j]) if j < len(pr[1]) else o for j, o in enumerate(outs)]
+            if pr is not None and not pr.raw_out:
+                outs = [round_to(o, pr.outs[j], ov) if j < len(pr.outs) else o for j, o in enumerate(outs)]
             for o, v in zip(nd.outputs, outs):
                 if o:
                     vals[o] = v
@@ -117,23 +125,25 @@ def _first(e: BaseException) -> str:
 # ---------------------------------------------------------------------- capture
 def capture_onnx(model: Any, out: str | os.PathLike, mode: str = semantics.DEFAULT_MODE,
                  mixlist: str | os.PathLike | Mixlist | None = None, soc: str = DEFAULT_SOC,
-                 ops_info: str | os.PathLike | None = None, seed: int = 0, dump: str | None = None,
+                 ops_info: Any = None, seed: int = 0, dump: str | None = None, cann: str | None = None,
                  batches: int | list | None = None, inputs: list[str] | None = None,
                  input_shapes: list[str] | None = None, keep_dtype: Any = None, customize_dtypes: Any = None,
-                 target: str | None = None, name: str | None = None, local: bool = True, progress=None) -> Path:
+                 target: str | None = None, name: str | None = None, local: bool = True, progress=None,
+                 overflow_mode: str | None = None, allow_hf32: str | None = None) -> Path:
     """Capture an ONNX model (a path or an ``onnx.ModelProto``) into ``out``: FP32 reference run + a run
     executing ``semantics.plan`` exactly.  Batches: ``batches`` as a list (a Python workload's: dicts
     name -> array or tuples in input order), else one per ``inputs`` .npz file, else one generated from
     ``input_shapes`` (``name:1,3,224,224``) or the model's static shapes; an int ``batches`` keeps the
     first N.  ``keep_dtype`` / ``customize_dtypes``: ATC's per-op override files (or an ``Overrides`` as
-    ``keep_dtype``).  Returns the run directory (built beside ``out``, renamed into place)."""
+    ``keep_dtype``); ``overflow_mode`` / ``allow_hf32``: the chip's (``numerics.resolve``).  Returns the run dir."""
     require_onnx(target or model)
     check_run_out(out)
     target = target or (str(model) if isinstance(model, (str, os.PathLike)) else "onnx model")
-    low, ml, lists, notes = capture_settings(mode, dump, mixlist, soc, ops_info)
+    low, ml, lists, notes = capture_settings(mode, dump, mixlist, soc, ops_info, cann)
+    numerics, nnotes = resolve_numerics(soc, overflow_mode, allow_hf32)
     overrides = override_settings(keep_dtype, customize_dtypes)
     m = read_model(model, target)
-    notes += m.notes
+    notes += nnotes + m.notes
     data = batches_for(m, inputs, parse_input_shapes(input_shapes), batches if isinstance(batches, list) else None,
                        seed, target)
     if isinstance(batches, int):
@@ -149,9 +159,9 @@ def capture_onnx(model: Any, out: str | os.PathLike, mode: str = semantics.DEFAU
     with StagedRunDir(out, progress) as stage:
         out_dir = stage.path
         writer = RunWriter(out_dir, {"name": run_name, "target": target, "mode": mode, "soc": soc,
-                                     "ops_info": str(ops_info) if ops_info else None,
+                                     "ops_info": ops_info_meta(ops_info), **lists.table_meta(),
                                      "mixlist": ml.to_dict() if ml is not None else None, "seed": seed,
-                                     "framework": "onnx", "emulated": True,
+                                     "framework": "onnx", "emulated": True, **numerics.to_meta(),
                                      "versions": {**versions(), "onnx": require_onnx().__version__}},
                            final_dir=stage.out)
         if ml is not None:
@@ -162,21 +172,17 @@ def capture_onnx(model: Any, out: str | os.PathLike, mode: str = semantics.DEFAU
         for step, feed in enumerate(data):
             v32 = _run(ex, feed, None, seed + step, target, f"the FP32 run (step {step})")
             if g is None:
-                # GE's graph fusion runs before its precision judge: the plan is the fused graph's
-                pre = _graph(m, v32, run_name)
-                fz = fusion.fuse(pre, lists.soc, lists)
+                pre, fz, p, ports = _fused_plan(m, v32, run_name, lists, mode, overrides)
                 g = fz.graph
-                p = semantics.plan(g, lists, mode, overrides)
-                ports = _ports(m, pre, fz, p)
                 notes += _override_notes(overrides, g)
             vmx = _run(ex, feed, {k: v for k, v in ports.items() if v[2]}, seed + step, target,
-                       f"the mixed run (step {step})")
+                       f"the mixed run (step {step})", numerics)
             kernels.extend(_kernels(m, fz, p, ports, vmx, step))
             for which, vals, pr in (("fp32", v32, None), ("mixed", vmx, ports)):
-                d, fl = _dump_data(m, vals, pr, files_on)
+                d, fl = _dump_data(m, vals, pr, files_on, numerics.overflow)
                 writer.write_dump(which, step, d, fl or None, task="tensor" if files_on else "statistics")
             if local:   # every step: a hazard may show only in some batches; rows keep the worst
-                for row in _local_errors(ex, m, pre, v32, low_for_local):
+                for row in _local_errors(ex, m, pre, v32, low_for_local, numerics.overflow):
                     local_rows[row["name"]] = worst_local(local_rows.get(row["name"]), row)
         writer.write_profile(kernels)
         _executed_dtypes(m, fz, ports)        # the graph dump shows the dtypes as executed
@@ -210,13 +216,23 @@ def capture_workload(model: Any, wl: Any, out: str | os.PathLike, target: str | 
                         name=wl.name if wl is not None and wl.name != "model" else None, **kw)
 
 
-def _run(ex: Executor, feed: dict, ports: dict | None, seed: int, target: Any, what: str) -> dict:
+def _run(ex: Executor, feed: dict, ports: dict | None, seed: int, target: Any, what: str,
+         numerics: Numerics = IEEE) -> dict:
     try:
-        return ex.run(feed, ports, seed)
+        return ex.run(feed, ports, seed, numerics)
     except AdvisorError:
         raise
     except Exception as e:  # noqa: BLE001 - the model fails on its input
         raise InputError(target, f"the model failed in {what}: {type(e).__name__}: {_first(e)}") from None
+
+
+def _fused_plan(m: Model, v32: dict, run_name: str, lists, mode: str, overrides) -> tuple:
+    """(pre-fusion graph, ``fusion.FusionResult``, plan, ``_ports``) from step 0's FP32 run: GE's graph fusion runs
+    before its precision judge, so the plan is the fused graph's."""
+    pre = _graph(m, v32, run_name)
+    fz = fusion.fuse(pre, lists.soc, lists)
+    p = semantics.plan(fz.graph, lists, mode, overrides)
+    return pre, fz, p, _ports(m, pre, fz, p)
 
 
 def _graph(m: Model, v32: dict, run_name: str):
@@ -235,10 +251,23 @@ def _ge_source() -> str:
     return source()
 
 
-def _ports(m: Model, pre, fz: fusion.FusionResult, p) -> dict[int, tuple[list[str], list[str], bool]]:
-    """node index -> (input dtypes, output dtypes as executed, runs under the plan): the plan's port dtypes
-    (``semantics.Plan.port_dtypes``) of the (fused) node each ONNX node belongs to; inside a fused kernel the
-    values one member hands another keep their dtype (not rounded).  Constants are not op nodes."""
+class Ports(NamedTuple):
+    """How one ONNX node executes in the mixed run: its input and output dtypes as executed, whether it runs under
+    the plan, the inputs and outputs that stay inside a fused kernel (never rounded nor saturated: ``raw_in``,
+    ``raw_out``) and the GE type whose HF32 rule applies (the post-fusion type; a fused kernel's member: its own)."""
+
+    ins: list
+    outs: list
+    planned: bool
+    raw_in: frozenset = frozenset()
+    raw_out: bool = False
+    ge_type: str | None = None
+
+
+def _ports(m: Model, pre, fz: fusion.FusionResult, p) -> dict[int, Ports]:
+    """node index -> ``Ports``: the plan's port dtypes (``semantics.Plan.port_dtypes``: float inputs in the compute
+    dtype, float outputs in the output dtype) of the (fused) node each ONNX node belongs to; inside a fused kernel
+    the values one member hands another keep their dtype (not rounded).  Constants are not op nodes."""
     out = {}
     for nd in m.nodes:
         if nd.const or nd.name not in pre:
@@ -246,13 +275,16 @@ def _ports(m: Model, pre, fz: fusion.FusionResult, p) -> dict[int, tuple[list[st
         a, node = pre.nodes[nd.name], fz.node_of(nd.name)
         ins, outs = p.port_dtypes(node, list(a["in_dtypes"]), list(a["out_dtypes"]), nd.aux)
         mem = fz.members.get(nd.name)
+        raw_in, raw_out = frozenset(), False
         if mem is not None:
-            ins = [a["in_dtypes"][j] if j in mem.internal_in else d for j, d in enumerate(ins)]
-            if not mem.round_out:
+            raw_in, raw_out = mem.internal_in, not mem.round_out
+            ins = [a["in_dtypes"][j] if j in raw_in else d for j, d in enumerate(ins)]
+            if raw_out:
                 outs = list(a["out_dtypes"])
         planned = (bool(a.get("kernel", True)) and bool(a.get("float", True))
                    and bool(fz.graph.nodes[node].get("kernel", True)))
-        out[nd.index] = (ins, outs, planned)
+        typ = nd.ge.type if mem is not None else str(fz.graph.nodes[node].get("type", nd.ge.type))
+        out[nd.index] = Ports(ins, outs, planned, raw_in, raw_out, typ)
     return out
 
 
@@ -330,8 +362,9 @@ def _kernels(m: Model, fz: fusion.FusionResult, p, ports, vals, step: int) -> li
         typ = str(a.get("type", nd.ge.type))
         flops = costmodel.estimate_flops(typ, in_shapes, out_shapes)
         nbytes = costmodel.estimate_bytes(in_shapes, out_shapes, ind, outd)
-        rows.append({"step": step, "name": str(a.get("name", node)), "type": typ, "core": costmodel.core_type(typ),
-                     "duration_us": costmodel.op_time_us(typ, flops, nbytes, p[node]),
+        cpu = p.on_ai_cpu(node)
+        rows.append({"step": step, "name": str(a.get("name", node)), "type": typ, "core": costmodel.core_type(typ, cpu),
+                     "duration_us": costmodel.op_time_us(typ, flops, nbytes, p[node], ai_cpu=cpu),
                      "in_shapes": in_shapes, "in_dtypes": ind, "out_shapes": out_shapes, "out_dtypes": outd})
     return rows
 
@@ -347,8 +380,10 @@ def _file_name(entry: str, role: str, j: int, taken: set) -> str:
     return out
 
 
-def _dump_data(m: Model, vals: dict, ports: dict | None, files_on: bool) -> tuple[dict, dict]:
-    """dump.json data of one run of one step (``ports`` None: the FP32 run) and its tensor files."""
+def _dump_data(m: Model, vals: dict, ports: dict | None, files_on: bool, overflow: str = INF_NAN) -> tuple[dict, dict]:
+    """dump.json data of one run of one step (``ports`` None: the FP32 run) and its tensor files.  An input
+    consumed in another dtype is recorded as the Cast GE inserts gives it (``overflow``); one consumed in its own
+    dtype as it is (HF32 and saturation inside a kernel do not change the tensor a dump shows)."""
     pending: list[tuple] = []       # (container, key, array, executed dtype, file name or None)
     files: dict[str, np.ndarray] = {}
     taken: set[str] = set()
@@ -374,7 +409,8 @@ def _dump_data(m: Model, vals: dict, ports: dict | None, files_on: bool) -> tupl
         for j, i in enumerate(nd.inputs):
             a = vals.get(i) if i else None
             dt = pr[0][j] if pr is not None and j < len(pr[0]) else (dtype_name(a) if a is not None else "n/a")
-            rec(args, j, round_to(a, dt) if pr is not None else a, dt, entry, "input", j)
+            cast = pr is not None and a is not None and dt != dtype_name(a)
+            rec(args, j, round_to(a, dt, overflow) if cast else a, dt, entry, "input", j)
         for j, o in enumerate(nd.outputs):
             a = vals.get(o)
             dt = pr[1][j] if pr is not None and j < len(pr[1]) else (dtype_name(a) if a is not None else "n/a")
@@ -402,9 +438,10 @@ def _stats(a: np.ndarray) -> tuple[float, float, float, float]:
         return float(x.max()), float(x.min()), float(x.mean(dtype=np.float64)), float(np.linalg.norm(x))
 
 
-def _local_errors(ex: Executor, m: Model, g, v32: dict, low: str) -> list[dict]:
+def _local_errors(ex: Executor, m: Model, g, v32: dict, low: str, overflow: str = INF_NAN) -> list[dict]:
     """local_error.csv rows: every float kernel node re-executed in the low dtype (inputs and outputs
-    rounded, statistics outputs kept) and in fp32 on rounded inputs, on the FP32 run's exact inputs."""
+    rounded under the overflow mode, statistics outputs kept) and in fp32 on rounded inputs, on the FP32 run's
+    exact inputs."""
     from ..tf.capture import metrics
     rows = []
     for nd in m.nodes:
@@ -415,12 +452,12 @@ def _local_errors(ex: Executor, m: Model, g, v32: dict, low: str) -> list[dict]:
         j0 = next((j for j, r in enumerate(refs) if is_float_array(r)), None)
         if j0 is None:
             continue
-        rnd = [round_to(a, low) for a in args]
+        rnd = [round_to(a, low, overflow) for a in args]
         try:
             ir = ex.node(nd.index, rnd, v32)[j0]       # fp32 compute on rounded inputs
         except Exception:  # noqa: BLE001 - a node that does not run on rounded inputs: no row
             continue
-        lo = round_to(ir, low) if j0 not in nd.aux else ir
+        lo = round_to(ir, low, overflow) if j0 not in nd.aux else round_to(ir, dtype_name(ir), overflow)
         r1, c1, m1, nf1 = metrics(lo, refs[j0])
         r2, _, _, nf2 = metrics(ir, refs[j0])
         rows.append({"name": nd.name, "type": nd.ge.type, "low_dtype": low, "local_rel_l2": r1, "local_cosine": c1,

@@ -6,15 +6,16 @@ Public API::
         -> Recommendation
     recommend_graph(g, defaults, mode=..., local=..., ...) -> Recommendation
     write_outputs(rec, out_dir) -> dict[str, Path]
+    Recommendation.from_dict(json.load(recommendation.json)) -> Recommendation
     diff(run, a, b, ...) -> DiffResult
 """
 from __future__ import annotations
 
-from .core import Recommendation, recommend, recommend_graph
+from .core import recommend, recommend_graph
 from .diffing import DiffResult, diff, write_diff_outputs
 from .edits import Edit
-from .explain import EditReport
 from .outputs import write_outputs
+from .result import EditReport, Recommendation
 
 __all__ = ["recommend", "recommend_graph", "write_outputs", "Recommendation", "EditReport", "Edit",
            "diff", "DiffResult", "write_diff_outputs"]

@@ -15,7 +15,7 @@ from .. import mixlist as mx
 from ..analysis import Analysis, analyze
 from ..errors import InputError
 from ..fsutil import atomic_write_text, json_safe, json_text
-from ..semantics import Plan, flips_between, low_mask, uses_mixlist
+from ..semantics import Plan, cpu_mask, flips_between, low_mask, uses_mixlist
 from .edits import mixed_mode_of
 from .explain import curve
 
@@ -63,7 +63,7 @@ def _load_side(x: Any, what: str) -> mx.Mixlist | None:
 def _side(an: Analysis, plan: Plan) -> dict:
     """Time, casts and share of a plan, and its final error (replayed or estimated) when activations exist."""
     low = low_mask(plan)
-    t, casts, share, lost = an.times.plan_time(low)
+    t, casts, share, lost = an.times.plan_time(low, cpu_mask(plan))
     d = {"final_rel_l2": None, "final_nonfinite": None, "final_cosine": None, "time_us": round(t, 3),
          "casts": casts, "low_precision_share": round(share, 6), "fp32_forfeited_us": round(lost, 3),
          "how": "not predicted (no activations)"}
@@ -105,12 +105,14 @@ def _estimated_sides(an: Analysis, pa: Plan, pb: Plan, da: dict, db: dict) -> tu
 
 def diff(run: Any, a: Any, b: Any, *, tolerance: Any = None, soc: str | None = None, ops_info: str | None = None,
          mode: str | None = None, rank: int | None = None, step: int | None = None, overrides_a: Any = None,
-         overrides_b: Any = None, **rec_kw: Any) -> DiffResult:
+         overrides_b: Any = None, cann: str | None = None, overflow_mode: str | None = None,
+         allow_hf32: str | None = None, **rec_kw: Any) -> DiffResult:
     """Compare mixlists ``a`` and ``b`` (paths, Mixlist, "defaults"; ``b`` may be "recommended") on the graph of
     ``run`` (a directory, an ingest Run or an Analysis); ``overrides_a`` / ``overrides_b``: each side's per-op
     overrides (``advisor.overrides.Overrides``; default: the run's own)."""
     an = run if isinstance(run, Analysis) else analyze(run, tolerance=tolerance, soc=soc, ops_info=ops_info,
-                                                       mode=mode, rank=rank, step=step)
+                                                       mode=mode, rank=rank, step=step, cann=cann,
+                                                       overflow_mode=overflow_mode, allow_hf32=allow_hf32)
     types = an.compiled.types
     notes: list[str] = []
     ma = _load_side(a, "A")
@@ -119,7 +121,7 @@ def diff(run: Any, a: Any, b: Any, *, tolerance: Any = None, soc: str | None = N
     if str(b) == "recommended":
         from .core import recommend
         rec = recommend(an, base_mixlist=ma, **rec_kw)
-        mb = rec.mixlist
+        mb = rec.modify_mixlist
         notes.append(f"B = the recommendation computed from A ({rec.status})")
     else:
         mb = _load_side(b, "B")

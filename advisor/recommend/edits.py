@@ -1,24 +1,39 @@
-"""The edits the searches propose and recommendation.json lists: type-level list edits (modify_mixlist) and
-per-op keeps (ATC ``--keep_dtype`` lines: an op by name, or every op of a type with ``OpType::``)."""
+"""The one edit type: what the searches propose, recommendation.json lists and tune journals -- a type-level
+list edit (modify_mixlist) or a per-op keep (an ATC ``--keep_dtype`` line: an op by name, or every op of a type
+with ``OpType::``) -- and the one rule for the op types a search may never propose."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Iterable, Sequence
 
 from ..mixlist import Mixlist, from_targets, with_targets
-from ..oplists import BLACK, GRAY, WHITE, OpLists
+from ..oplists import BLACK, GRAY, WHITE, OpLists, precision_free
 from ..overrides import NO_OVERRIDES, OPTYPE_PREFIX, Overrides
 from ..semantics import mode_info
 
-_TARGET = {"black-add": BLACK, "white-add": WHITE, "black-remove": GRAY, "white-remove": GRAY}
+_TARGET = {"black-add": BLACK, "white-add": WHITE, "black-remove": GRAY, "white-remove": GRAY, "gray-add": GRAY,
+           "gray-remove": GRAY}
 KEEP = "keep"
+KEEP_LIST, KEEP_ACTION = "keep_dtype", "keep"          # a keep's journal entry: ["keep_dtype", "keep", line]
+LIST_ACTIONS = ("to-add", "to-remove")
+
+# graph inputs, constants and the Casts GE inserts are never a search's edit; nor are precision-free types
+NEVER_EDITED = frozenset({"", "Cast", "Data", "Const"})
+
+
+def proposable(op_type: str, exclude: Iterable[str] = ()) -> bool:
+    """May a search propose an edit of ``op_type``?  Not for ``exclude`` (--exclude, tune's learned
+    exclusions), graph inputs / constants / Casts (``NEVER_EDITED``), nor types whose output precision means
+    nothing (``oplists.precision_free``: ZerosLike, Less, ...).  The one place this rule lives."""
+    return op_type not in NEVER_EDITED and op_type not in exclude and not precision_free(op_type)
 
 
 @dataclass(frozen=True)
 class Edit:
-    """One edit: ``kind`` in black-add / white-add / black-remove / white-remove (a list edit of ``type``), or
-    ``keep`` (a keep_dtype line: the op named ``op``, of GE type ``type``; with ``op`` empty every op of
-    ``type``, an ``OpType::`` line)."""
+    """One edit: ``kind`` in black-add / white-add / black-remove / white-remove (gray-add / gray-remove only
+    when read from a user's mixlist) -- a list edit of ``type`` -- or ``keep`` (a keep_dtype line: the op named
+    ``op``, of GE type ``type``, "" when unknown; with ``op`` empty every op of ``type``, an ``OpType::``
+    line)."""
 
     kind: str
     type: str
@@ -39,11 +54,11 @@ class Edit:
 
     @property
     def list(self) -> str:
-        return "keep_dtype" if self.is_keep else self.kind.split("-")[0]
+        return KEEP_LIST if self.is_keep else self.kind.split("-")[0]
 
     @property
     def action(self) -> str:
-        return "keep" if self.is_keep else ("to-add" if self.kind.endswith("add") else "to-remove")
+        return KEEP_ACTION if self.is_keep else ("to-add" if self.kind.endswith("add") else "to-remove")
 
     @property
     def line(self) -> str:
@@ -55,10 +70,52 @@ class Edit:
         """What the edit decides: an op (per-op keep) or a type; a set holds at most one edit per slot."""
         return f"op:{self.op}" if self.op else self.type
 
+    @property
+    def entry(self) -> tuple[str, str, str]:
+        """The journal's ``[list, action, op type]`` (``["keep_dtype", "keep", line]`` for a keep)."""
+        return (self.list, self.action, self.line if self.is_keep else self.type)
+
+    @property
+    def key(self) -> str:
+        """``list:action:type`` (the learned model's feature name, and how tune's reasons name an edit)."""
+        return ":".join(self.entry)
+
+    @property
+    def journal_identity(self) -> "Edit":
+        """The edit as a journal entry reads back: a keep is its line (the op's type is not journalled)."""
+        return keep_line_edit(self.line) if self.per_op else self
+
+    @classmethod
+    def of_entry(cls, lst: str, action: str, name: str) -> "Edit":
+        """The edit of a journal / mixlist entry ``(list, action, op type or keep line)``."""
+        if lst == KEEP_LIST:
+            return keep_line_edit(name)
+        return cls(f"{lst}-{'add' if action == 'to-add' else 'remove'}", name)
+
+    @classmethod
+    def parse(cls, text: str) -> "Edit":
+        """The edit ``str(edit)`` wrote (recommendation.json)."""
+        if text.startswith(f"{KEEP_LIST} "):
+            rest = text[len(KEEP_LIST) + 1:]
+            if rest.startswith(OPTYPE_PREFIX):
+                return cls(KEEP, rest[len(OPTYPE_PREFIX):])
+            op, _, t = rest.rpartition(" (")
+            return cls(KEEP, t[:-1], op) if op and t.endswith(")") else cls(KEEP, "", rest)
+        head, _, t = text.partition(" ")
+        action, _, t = t.partition(" ")
+        if head not in ("black-list", "white-list", "gray-list") or action not in LIST_ACTIONS or not t:
+            raise ValueError(f"not an edit: {text!r}")
+        return cls.of_entry(head[: -len("-list")], action, t)
+
     def __str__(self) -> str:
         if self.is_keep:
             return f"keep_dtype {self.op} ({self.type})" if self.op else f"keep_dtype {OPTYPE_PREFIX}{self.type}"
         return f"{self.list}-list {self.action} {self.type}"
+
+
+def entry_order(e: Edit) -> tuple[str, str, str]:
+    """The order tune lists edits in (its journal's, sorted by entry)."""
+    return e.entry
 
 
 def keeps_apply(mode: str) -> bool:
@@ -80,8 +137,30 @@ def mixed_mode_of(mode: str) -> str:
     return "mixed_bfloat16" if mode_info(mode)[1] == "bf16" else "mixed_float16"
 
 
-def list_edits(edits: Iterable[Edit]) -> list[Edit]:
-    return [e for e in edits if not e.is_keep]
+def list_edits(edits: Iterable[Edit]) -> frozenset[Edit]:
+    """The list edits among ``edits`` (keeps are not list edits)."""
+    return frozenset(e for e in edits if not e.is_keep)
+
+
+def keep_lines(edits: Iterable[Edit]) -> tuple[str, ...]:
+    """The keep_dtype lines among ``edits`` (sorted)."""
+    return tuple(sorted(e.line for e in edits if e.is_keep))
+
+
+def edits_of(m: Mixlist | None, keeps: Iterable[str] = ()) -> frozenset[Edit]:
+    """The edits of a mixlist (relative to whatever it is applied to) and of keep_dtype lines."""
+    out = frozenset() if m is None else frozenset(Edit.of_entry(*x) for x in m.entries())
+    return out | {keep_line_edit(ln) for ln in keeps}
+
+
+def mixlist_of(edits: Iterable[Edit]) -> Mixlist | None:
+    """The mixlist of the list edits among ``edits`` as written (None when there is none)."""
+    parts: dict[str, list[str]] = {}
+    for e in sorted(list_edits(edits), key=entry_order):
+        parts.setdefault(f"{e.list}_{'add' if e.action == 'to-add' else 'remove'}", []).append(e.type)
+    if not parts:
+        return None
+    return Mixlist(**{k: tuple(v) for k, v in parts.items()})
 
 
 def lists_with(base: OpLists, edits: Iterable[Edit]) -> OpLists:
@@ -102,3 +181,17 @@ def overrides_with(base: Overrides | None, edits: Iterable[Edit]) -> Overrides:
 def edits_mixlist(base: OpLists, edits: Iterable[Edit]) -> Mixlist:
     """The mixlist (relative to ``base``) realising the list edits among ``edits``."""
     return from_targets(base, {e.type: e.target for e in list_edits(edits)})
+
+
+def edits_to_json(edits: Iterable[Edit]) -> list[list[str]]:
+    """The journal's form of an edit set: ``[[list, action, op type or keep line], ...]`` sorted."""
+    return [list(e.entry) for e in sorted(edits, key=entry_order)]
+
+
+def edits_from_json(x: Iterable[Sequence[str]]) -> frozenset[Edit]:
+    return frozenset(Edit.of_entry(*e) for e in x)
+
+
+def edits_summary(edits: Iterable[Edit]) -> dict:
+    """{"black-list": {"to-add": [...], "to-remove": [...]}, "white-list": {...}} (gray only if used)."""
+    return (mixlist_of(edits) or Mixlist()).to_dict()

@@ -9,8 +9,8 @@ from typing import Any, Callable
 import numpy as np
 import pandas as pd
 
-from ..oplists import precision_free
 from ..semantics import FP32_BY_LIST, NodeKind, Plan, low_mask
+from .edits import proposable
 
 
 def profile_casts(kernels: pd.DataFrame | None) -> list[dict]:
@@ -51,7 +51,7 @@ def dump_overflow(graph: Any, targets: dict | None, limit: int = 10) -> list[dic
                             "type": typ, "signal": what,
                             "message": f"{e}: output {what} from finite inputs in the low-precision run "
                                        "(proved by the dump statistics)",
-                            "edit": f"black-list to-add {typ}" if typ and not precision_free(typ) else None}
+                            "edit": f"black-list to-add {typ}" if proposable(typ) else None}
     return list(found.values())[:limit]
 
 
@@ -66,18 +66,18 @@ def saturation(ops: pd.DataFrame | None) -> list[dict]:
     by = hit.groupby("type").size().sort_values(ascending=False)
     return [{"kind": "saturation", "type": t, "instances": int(k),
              "message": f"{k} {t} output(s) hold +-65504 in fp16: saturated overflow (proved by the values)",
-             "edit": None if precision_free(t) else f"black-list to-add {t}"} for t, k in by.items()]
+             "edit": f"black-list to-add {t}" if proposable(t) else None} for t, k in by.items()]
 
 
 def fp32_time(plan: Plan, times: Any, top: int = 10) -> list[dict]:
     """fp32 kernel time per (type, rule) for ops that run fp32 by black membership or gray inheritance -
-    what the profile proves.  Precision-free types (oplists.PRECISION_FREE_TYPES) are left out."""
+    what the profile proves.  Types never proposed (``edits.proposable``: precision-free, Casts) are left out."""
     c = plan.compiled
     low = low_mask(plan)
     kind = np.asarray(c.kind)
     rules = np.asarray(plan.rules, dtype=object)
     types = np.asarray(c.types, dtype=object)
-    free = np.array([precision_free(t) for t in types.tolist()], dtype=bool)
+    free = np.array([not proposable(t) for t in types.tolist()], dtype=bool)
     sel = np.flatnonzero((kind == NodeKind.OP) & ~low & np.isin(rules, list(FP32_BY_LIST)) & ~free)
     if not len(sel):
         return []

@@ -28,8 +28,9 @@ from typing import Hashable, Iterable
 import numpy as np
 import pandas as pd
 
+from ..analysis import node_positions
 from ..costmodel import TimeModel
-from ..semantics import Compiled, NodeKind, Plan, low_mask
+from ..semantics import Compiled, NodeKind, Plan, cpu_mask, low_mask
 
 _OP, _CAST, _FOLLOW = int(NodeKind.OP), int(NodeKind.CAST), int(NodeKind.FOLLOW)
 
@@ -84,19 +85,10 @@ def build_evidence(c: Compiled, ops: pd.DataFrame | None = None, local: pd.DataF
     Rows are matched to nodes by the ``node``/``name`` column (or the index) against the node key
     and the node's ``name`` attribute.  Vectorised: one reindex per column."""
     n = len(c)
-    g = c.graph
-    keys = pd.Index([str(k) for k in c.order])
-    name_attr = [g.nodes[k].get("name") for k in c.order]
-    names = pd.Index([str(a) if a is not None else str(k) for a, k in zip(name_attr, c.order)])
 
     def positions(df: pd.DataFrame) -> np.ndarray:
         """Node position of every row (-1 = no such node): by node key, else by the name attribute."""
-        ks = pd.Index(_key_series(df).to_numpy(dtype=object).astype(str))
-        pos = keys.get_indexer(ks) if keys.is_unique else np.full(len(ks), -1)
-        if (pos < 0).any() and names.is_unique:
-            pos2 = names.get_indexer(ks)
-            pos = np.where(pos < 0, pos2, pos)
-        return pos
+        return node_positions(c, _key_series(df).to_numpy(dtype=object).astype(str))
 
     pos_cache: dict[int, np.ndarray] = {}
 
@@ -400,7 +392,7 @@ class ErrorModel:
     def evaluate(self, p: Plan, keep_arrays: bool = False, low: np.ndarray | None = None) -> Prediction:
         if low is None:
             low = low_mask(p)
-        t, ncast, share, lost = self.times.plan_time(low)
+        t, ncast, share, lost = self.times.plan_time(low, cpu_mask(p))
         if not self.enabled:
             return Prediction(float("nan"), False, t, ncast, share, lost)
         e, nf = self._carry_errors(low)

@@ -1,47 +1,65 @@
-"""Writing a Recommendation: modify_mixlist.json, recommendation.json, report.html."""
+"""Writing a Recommendation: modify_mixlist.json (and keep_dtype.cfg), recommendation.json, report.html.  tune
+writes its confirmed list through ``write_list_files`` too: one writer of the files a consumer takes."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Iterable
 
-from ..fsutil import atomic_write_text, json_text
-from .core import Recommendation
-from .granularity import KEEP_DTYPE_NAME, rec_snippets
+from ..fsutil import Same, atomic_write_text, json_text, same_but_timing
+from ..mixlist import Mixlist
+from .granularity import KEEP_DTYPE_NAME, MIXLIST_NAME, rec_snippets
+from .result import Recommendation
 
-MIXLIST_NAME = "modify_mixlist.json"
 PERF_MIXLIST_NAME = "modify_mixlist.performance.json"
 TYPE_LEVEL_MIXLIST_NAME = "modify_mixlist.type_level.json"    # when per-op advice won: the type-level alternative
 
 
-def write_outputs(rec: Recommendation, out_dir: str | Path, html: bool = True) -> dict[str, Path]:
-    """Write the outputs into ``out_dir``; an existing file with different content is kept as
-    ``<name>.bak`` (never silently overwritten).  Returns {"mixlist", "recommendation", "report",
-    ["performance_mixlist"], ["keep_dtype": keep_dtype.cfg when the advice keeps ops], kept backups as
-    "kept:<name>"}."""
+def _put(paths: dict[str, Path], key: str, p: Path, text: str, same: Same | None = None) -> None:
+    """Write ``p``; an existing file with different content is kept as ``<name>.bak`` (in ``paths`` as
+    ``kept:<name>``), unless ``same(old, new)`` calls it the same result (``fsutil.same_but_timing``)."""
+    kept = atomic_write_text(p, text, keep_existing=True, same=same)
+    paths[key] = p
+    if kept is not None:
+        paths[f"kept:{p.name}"] = kept
+
+
+def write_list_files(out_dir: str | Path, mixlist: Mixlist | None, keep_lines: Iterable[str] = ()) -> dict[str, Path]:
+    """modify_mixlist.json (``mixlist``, relative to the chip defaults; the empty list when None) and, with
+    keep lines, ATC's keep_dtype.cfg.  Returns {"mixlist", ["keep_dtype"], kept backups as "kept:<name>"}."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     paths: dict[str, Path] = {}
-    mpath = out / MIXLIST_NAME
-    kpath = out / KEEP_DTYPE_NAME
-    rec.snippets = rec_snippets(rec, str(mpath.resolve()), str(kpath.resolve()))
+    _put(paths, "mixlist", out / MIXLIST_NAME, (mixlist or Mixlist()).to_json())
+    lines = list(keep_lines)
+    if lines:
+        _put(paths, "keep_dtype", out / KEEP_DTYPE_NAME, "".join(f"{ln}\n" for ln in lines))
+    return paths
 
-    def put(key: str, p: Path, text: str) -> None:
-        kept = atomic_write_text(p, text, keep_existing=True)
-        paths[key] = p
-        if kept is not None:
-            paths[f"kept:{p.name}"] = kept
 
-    put("mixlist", mpath, rec.mixlist.to_json())
-    if rec.keep_dtype:
-        put("keep_dtype", kpath, "".join(f"{ln}\n" for ln in rec.keep_dtype))
-    tl = rec.type_level_alternative or {}
-    if any(v for lst in (tl.get("modify_mixlist") or {}).values() for v in lst.values()):
-        put("type_level_mixlist", out / TYPE_LEVEL_MIXLIST_NAME, json_text(tl["modify_mixlist"]) + "\n")
-    if rec.perf_mixlist is not None:
-        put("performance_mixlist", out / PERF_MIXLIST_NAME, rec.perf_mixlist.to_json())
+def write_outputs(rec: Recommendation, out_dir: str | Path | None = None, html: bool = True) -> dict[str, Path]:
+    """Write the outputs into ``out_dir`` (default: the folder ``recommend(out_dir=)`` was given); an existing
+    file with different content is kept as ``<name>.bak`` (never silently overwritten).  The snippets name the
+    files where ``recommend`` was told they would be; written elsewhere, they are re-targeted to ``out_dir``.
+    Returns {"mixlist", "recommendation", "report", ["performance_mixlist"], ["keep_dtype": keep_dtype.cfg when
+    the advice keeps ops], kept backups as "kept:<name>"}."""
+    if out_dir is None and rec.out_dir is None:
+        raise ValueError("write_outputs needs out_dir (recommend was not given one)")
+    out = Path(out_dir if out_dir is not None else rec.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    if rec.out_dir != str(out.resolve()):
+        rec.out_dir = str(out.resolve())
+        rec.snippets = rec_snippets(rec, str(out.resolve() / MIXLIST_NAME), str(out.resolve() / KEEP_DTYPE_NAME))
+    paths = write_list_files(out, rec.modify_mixlist, rec.keep_dtype)
+    tl = rec.type_level_alternative
+    if tl is not None and tl.modify_mixlist is not None and not tl.modify_mixlist.is_empty():
+        _put(paths, "type_level_mixlist", out / TYPE_LEVEL_MIXLIST_NAME, tl.modify_mixlist.to_json())
+    if rec.performance_mixlist is not None:
+        _put(paths, "performance_mixlist", out / PERF_MIXLIST_NAME, rec.performance_mixlist.to_json())
+    rec.files = {k: str(v) for k, v in paths.items()}
     d = rec.to_dict()
-    d["files"] = {k: str(v) for k, v in paths.items()}
-    put("recommendation", out / "recommendation.json", json_text(d) + "\n")
+    _put(paths, "recommendation", out / "recommendation.json", json_text(d) + "\n",
+         same_but_timing)   # differing only in timing: the same result, no .bak
     if html:
         from ..report.html import render_recommendation
-        put("report", out / "report.html", render_recommendation(d, rec.curve))
+        _put(paths, "report", out / "report.html", render_recommendation(d, rec.curve))
     return paths

@@ -46,7 +46,7 @@ import numpy as np
 
 from ..oplists import BLACK, WHITE, OpLists
 from ..semantics import LOW, Plan, uses_mixlist
-from .edits import KEEP, Edit, keeps_apply, lists_with, overrides_with
+from .edits import KEEP, Edit, keeps_apply, lists_with, overrides_with, proposable
 
 DEFAULT_BUDGET = 200
 MAX_EXHAUSTIVE = 3
@@ -122,13 +122,12 @@ class ReplaySearch:
 
     def __init__(self, analysis: Any, base_lists: OpLists, steps: Sequence[int] | None = None,
                  exclude: Iterable[str] = (), budget: int = DEFAULT_BUDGET, max_exhaustive: int = MAX_EXHAUSTIVE,
-                 max_types: int = MAX_TYPES, proposable: Any = None, skip: Iterable[tuple] = (),
+                 max_types: int = MAX_TYPES, skip: Iterable[tuple] = (),
                  widen: bool = False, per_op: bool = False, mode: str | None = None):
         self.a = analysis
         mode = mode or analysis.mode          # another mode than the run's: a what-if search (the replay takes any plan)
         self.per_op = per_op and keeps_apply(mode)
         self.type_keeps = not uses_mixlist(mode)     # type-level edits are OpType:: keep lines
-        self.proposable = proposable or (lambda t: t not in self.exclude)
         self.skip = set(skip)      # plans (precision tuples) already tried by measurement: never proposed again
         self.widen = widen
         self.base_lists = base_lists
@@ -159,7 +158,7 @@ class ReplaySearch:
                                            overrides_with(self._base_plan.overrides, edits) if keeps else None)
         return Trial(frozenset(edits), plan, self.a.low_share(plan), tuple(plan.precision_list))
 
-    def judge(self, t: Trial) -> Trial:
+    def replay_trial(self, t: Trial) -> Trial:
         """Replay ``t`` (once per distinct plan) and fill its verdict."""
         if t.ok is not None:
             return t
@@ -189,7 +188,7 @@ class ReplaySearch:
         (default: the base list's)."""
         from ..compare.metrics import tensor_metrics
         if res is None:
-            self.judge(self.base)
+            self.replay_trial(self.base)
             res = self._base_result
         out: dict[Hashable, tuple[float, bool]] = {}
         rec = self.a.recording
@@ -201,7 +200,7 @@ class ReplaySearch:
                 if not outs or "tensor" not in outs[0][1]:
                     continue
                 t = outs[0][1]["tensor"]
-                g = op.out_values[0] if op.out_values else None
+                g = op.golden_outputs[0] if op.golden_outputs else None
                 if g is None or not t.is_floating_point() or t.shape != g.shape:
                     continue
                 m = tensor_metrics(t, g)
@@ -225,9 +224,9 @@ class ReplaySearch:
                 e[i] = np.inf if nf else rel
         return e
 
-    def judged(self, edits: frozenset) -> Trial:
+    def replayed(self, edits: frozenset) -> Trial:
         """The replayed Trial of an edit set."""
-        return self.judge(self.trial(frozenset(edits)))
+        return self.replay_trial(self.trial(frozenset(edits)))
 
     def reasons(self, edits: Iterable[Edit]) -> dict:
         """Edit -> (node indices of its type among the candidates' ops, why it was a candidate)."""
@@ -279,7 +278,7 @@ class ReplaySearch:
             e, nf = errs.get(n, (0.0, False))
             worst[t] = max(worst.get(t, 0.0), math.inf if nf else e)
         types = sorted(worst, key=lambda t: (-worst[t], t))
-        types = [t for t in types if self.proposable(t) and t not in ("Cast", "")][: self.max_types]
+        types = [t for t in types if proposable(t, self.exclude)][: self.max_types]
         out: list[Edit] = []
         for t in types:
             cls = self.base_lists.list_of(t)
@@ -328,7 +327,7 @@ class ReplaySearch:
     # ------------------------------------------------------------------ search
     def run(self) -> SearchResult:
         t0 = time.perf_counter()
-        base = self.judge(self.base)
+        base = self.replay_trial(self.base)
         stats: dict[str, Any] = {"method": "replay", "budget": self.budget}
         if base.ok:
             stats.update(replays=self.replays, seconds=round(time.perf_counter() - t0, 3))
@@ -379,7 +378,7 @@ class ReplaySearch:
             if self.budget_left <= 0 and t.key not in self._by_key:
                 stats["per_op_truncated"] = True
                 return None
-            if self.judge(t).ok:
+            if self.replay_trial(t).ok:
                 return t
         return None
 
@@ -404,7 +403,7 @@ class ReplaySearch:
             if self.budget_left <= reserve and t.key not in self._by_key:
                 stats["exhaustive_truncated"] = True
                 return None
-            self.judge(t)
+            self.replay_trial(t)
             if t.ok:
                 stats["phase"] = "exhaustive"
                 return t
@@ -420,7 +419,7 @@ class ReplaySearch:
             for t in sorted(combos, key=lambda t: -t.share):
                 if t.key == self.base.key or (t.key not in self._by_key and self.budget_left <= 0):
                     continue
-                if self.judge(t).ok:
+                if self.replay_trial(t).ok:
                     return t
         return best
 
@@ -430,7 +429,7 @@ class ReplaySearch:
         for e in cands:                       # one edit per type: black-add (the strongest)
             if e.type not in by_type or e.kind == "black-add":
                 by_type[e.type] = e
-        cur = self.judge(self.trial(frozenset(by_type.values())))
+        cur = self.replay_trial(self.trial(frozenset(by_type.values())))
         if not cur.ok:
             return None
         changed = True
@@ -441,7 +440,7 @@ class ReplaySearch:
             for e in opts:
                 if self.budget_left <= 0:
                     break
-                t = self.judge(self.trial(cur.edits - {e}))
+                t = self.replay_trial(self.trial(cur.edits - {e}))
                 if t.ok:
                     cur, changed = t, True
                     break
@@ -456,7 +455,52 @@ class ReplaySearch:
             if w.key == t.key:
                 w.ok, w.reasons = True, ("the same plan without it",)
             else:
-                self.judge(w)
+                self.replay_trial(w)
             out.append({"edit": str(e), "meets_tolerance_without_it": bool(w.ok), "how": w.how,
                         "without_it": w.summary()})
         return out
+
+
+MAX_SCOPE_SHARE = 0.5     # a scoped dump holds at most this share of the graph's ops
+SCOPE_PRODUCER_LEVELS = 2  # producers of the departure's path (and theirs) a fix may move: choice
+
+
+def dump_scope(a: Any, first: Hashable) -> list[str]:
+    """The ops whose tensors would let the next run's candidates be replayed (``advisor.replay_scope``) on a run
+    dumped with statistics only, around compare's first op exceeding the tolerance (``first``, the first
+    departure): its path to the outputs, the ops a fix there could move (as the replay search picks its
+    candidates: the producers of the path and theirs, ``SCOPE_PRODUCER_LEVELS``, and the ops on their decision
+    chains -- a fix is often upstream of the symptom), every op downstream of those, and the producers of all of them (their inputs).  At most
+    MAX_SCOPE_SHARE of the graph's ops: the path and the movable ops first, then the rest in execution order.
+    Dump entry names (msprobe ``tensor_list``)."""
+    import networkx as nx
+    c, g, plan = a.compiled, a.graph, a.plan
+    node = first if first in g else next((n for n in g if str(n) == str(first)), None)
+    if node is None:
+        return []
+
+    def is_op(n) -> bool:
+        return g.nodes[n].get("role", "op") == "op"
+    path = {n for n in {node} | nx.descendants(g, node) if is_op(n)}
+    movable: set = set()
+    frontier = path
+    for _ in range(SCOPE_PRODUCER_LEVELS):     # compare's first departure may trail the replayed onset
+        frontier = {p for n in frontier for p in g.predecessors(n) if is_op(p)} - path - movable
+        movable |= frontier
+    for p in list(movable):
+        q, k = p, 0
+        while k < 8:
+            v = plan.why(q).via
+            if v is None or v == q or not is_op(v):
+                break
+            movable.add(v)
+            q, k = v, k + 1
+    seeds = path | movable
+    pos = {n: i for i, n in enumerate(c.order)}
+    order = lambda ns: sorted((n for n in ns if is_op(n)), key=lambda n: pos.get(n, 0))  # noqa: E731
+    must = order(seeds)
+    more = order(set().union(*(nx.descendants(g, n) for n in movable)) - set(must))
+    cap = max(len(seeds), int(MAX_SCOPE_SHARE * sum(1 for n in c.order if is_op(n))))
+    core = (must + more)[:cap]
+    near = set(core) | {p for n in core for p in g.predecessors(n) if is_op(p)}
+    return sorted({str(g.nodes[n].get("dump") or g.nodes[n].get("name", n)) for n in near})

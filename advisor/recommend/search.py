@@ -15,10 +15,10 @@ from typing import Any, Hashable, Iterable, Sequence
 
 import numpy as np
 
-from ..oplists import BLACK, WHITE, OpLists, precision_free
+from ..oplists import BLACK, WHITE, OpLists
 from ..semantics import LOW, Compiled, NodeKind, Plan
 from ..semantics import low_mask
-from .edits import Edit, lists_with
+from .edits import Edit, lists_with, proposable
 from .model import ErrorModel, Prediction
 
 REL_TIE = 1e-9
@@ -48,19 +48,14 @@ class Searcher:
     """Holds the compiled graph, the base plan and the model; evaluates edit sets with caching."""
 
     def __init__(self, c: Compiled, base_lists: OpLists, mode: str, model: ErrorModel, tol: Any,
-                 exclude: Iterable[str] = ()):
+                 exclude: Iterable[str] = (), base_plan: Plan | None = None):
         self.c, self.base_lists, self.mode, self.model, self.tol = c, base_lists, mode, model, tol
         self.exclude = set(exclude)
-        self.base_plan = c.plan(base_lists, mode)
+        self.base_plan = base_plan if base_plan is not None else c.plan(base_lists, mode)
         self.cache: dict[frozenset, Evaluated] = {}
         self.evaluations = 0
         self._base_contrib: np.ndarray | None = None
         self.base = self.evaluate(frozenset())
-
-    def proposable(self, op_type: str) -> bool:
-        """May a list move of ``op_type`` be proposed?  Not for --exclude types, and never for types
-        whose output precision means nothing (oplists.PRECISION_FREE_TYPES: ZerosLike, Less, ...)."""
-        return op_type not in self.exclude and not precision_free(op_type)
 
     def evaluate(self, edits: frozenset) -> Evaluated:
         ev = self.cache.get(edits)
@@ -102,7 +97,7 @@ class Searcher:
         cands: dict[Edit, Candidate] = {}
 
         def add(edit: Edit, prio: float, reason: str, node: int) -> None:
-            if not self.proposable(edit.type) or edit.type in ("", "Data", "Const"):
+            if not proposable(edit.type, self.exclude):
                 return
             cur = cands.get(edit)
             if cur is None:

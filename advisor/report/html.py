@@ -15,6 +15,7 @@ from html import escape
 from typing import Any, Iterable, Mapping
 
 from .svg import line_plot, share_bars
+from .terminal import confirmation_text, measured_confirms
 
 CSS = """dl.kv{display:grid;grid-template-columns:max-content auto;gap:2px 12px;margin:4px 0 8px 12px}
 dl.kv dt{color:#555}dl.kv dd{margin:0}
@@ -163,7 +164,8 @@ def render_recommendation(d: Mapping, curve: Mapping | None = None, title: str =
         '<section id="summary">',
         f'<p id="status" data-status="{escape(status)}">status: <span class="{"ok" if ok else "bad"}">'
         f'{escape(status)}</span> &middot; model predicts tolerance {"met" if ok else "not met"} &middot; '
-        f'confirmed: {"yes" if d.get("confirmed") else "no (re-run to confirm)"}</p>',
+        f'<span id="confirmed" data-confirmed="{str(bool(d.get("confirmed")) or measured_confirms(d)).lower()}">'
+        f'{escape(confirmation_text(d))}</span></p>',
         f'<p>mode {escape(str(d.get("mode")))}, soc {escape(str(d.get("soc")))}; tolerance: rel-L2 &le; '
         f'{_f(tol)}, cosine &ge; {_f((d.get("tolerance") or {}).get("cosine_min"))}, finite outputs</p>',
         _table(_pred_rows(d.get("predicted") or {}), PRED_COLS, table_id="prediction"),
@@ -184,9 +186,9 @@ def render_recommendation(d: Mapping, curve: Mapping | None = None, title: str =
         '<section id="minimality"><h2>Minimality</h2>',
         f'<p data-proved="{str(bool((d.get("minimality") or {}).get("proved"))).lower()}">'
         f'{escape(str((d.get("minimality") or {}).get("statement", "not applicable")))}</p>',
-        _table((d.get("minimality") or {}).get("checks") or [],
-               [("edit", "edit removed"), ("without_it.final_rel_l2", "predicted rel-L2"),
-                ("without_it.final_nonfinite", "non-finite"), ("meets_tolerance_without_it", "meets tolerance")]),
+        _table(minimality_rows(d), [("edit", "edit removed"), ("rel_l2", "rel-L2 without it"),
+                                    ("nonfinite", "non-finite"), ("how", "how"),
+                                    ("meets_tolerance_without_it", "meets tolerance")]),
         "</section>",
         '<section id="alternative"><h2>Alternatives</h2>',
         _alt(d), "</section>",
@@ -197,11 +199,53 @@ def render_recommendation(d: Mapping, curve: Mapping | None = None, title: str =
         '<section id="snippets"><h2>Deployment</h2>', _snippets(d.get("snippets") or {}), "</section>",
         '<section id="notes"><h2>Notes</h2>',
         "".join(f"<p>{escape(str(n))}</p>" for n in d.get("notes") or []) or '<p class="muted">none</p>',
-        f'<p class="muted">calibration: {escape(json.dumps(d.get("calibration")))}</p>',
-        f'<p class="muted">search: {escape(json.dumps(d.get("search")))}</p>',
+        f'<p class="muted">calibration: {escape(_fields_text(d["calibration"]))}</p>' if d.get("calibration") else "",
+        f'<p class="muted" id="search">search: {escape(search_text(d.get("search") or {}))}</p>',
         "</section>",
     ]
     return _page(title, body)
+
+
+def minimality_rows(d: Mapping) -> list[dict]:
+    """One row per minimality check: the final error without the edit, from the check itself (its replay says
+    ``worst_rel_l2`` / ``non_finite``, the error model ``final_rel_l2`` / ``final_nonfinite``) or else from the
+    edit's own ``predicted_without_this_edit`` -- the number the edit's section shows."""
+    without = {e.get("edit"): e.get("predicted_without_this_edit") or {} for e in d.get("edits") or []}
+    rows = []
+    for c in (d.get("minimality") or {}).get("checks") or []:
+        w = c.get("without_it") or {}
+        nonfinite = next((x for x in (w.get("final_nonfinite"), w.get("non_finite")) if x is not None), None)
+        rel = next((x for x in (w.get("final_rel_l2"), w.get("worst_rel_l2")) if x is not None), None)
+        if rel is None and nonfinite is None:     # the check carries no figure: the edit's own section's
+            own = without.get(c.get("edit")) or {}
+            rel, nonfinite = own.get("final_rel_l2"), own.get("final_nonfinite")
+        rows.append({"edit": c.get("edit"), "rel_l2": "inf" if rel is None and nonfinite else rel,
+                     "nonfinite": nonfinite, "how": c.get("how") or w.get("how"),
+                     "meets_tolerance_without_it": c.get("meets_tolerance_without_it")})
+    return rows
+
+
+_SEARCH_WORDS = (("method", "{} search"), ("phase", "{} phase"), ("enumerated", "{} edit sets enumerated"),
+                 ("candidates", "{} candidate types"), ("replays", "{} replays"), ("evaluations", "{} evaluations"),
+                 ("max_edits", "at most {} edits per set"), ("budget", "budget {}"))
+
+
+def search_text(search: Mapping) -> str:
+    """The search's figures as a sentence, without its timing (``fsutil.TIMING_KEYS``: the same inputs give the
+    same report)."""
+    from ..fsutil import TIMING_KEYS
+    parts = [fmt.format(search[k]) for k, fmt in _SEARCH_WORDS if search.get(k) is not None]
+    if search.get("truncated"):
+        parts.append("stopped at its budget")
+    known = {k for k, _ in _SEARCH_WORDS} | {"truncated"} | TIMING_KEYS
+    parts += [f"{k.replace('_', ' ')} {v}" for k, v in search.items() if k not in known and v is not None]
+    return ", ".join(parts) or "none"
+
+
+def _fields_text(fields: Mapping) -> str:
+    from ..fsutil import without_timing
+    return "; ".join(f"{k.replace('_', ' ')}: {json.dumps(v) if isinstance(v, (dict, list)) else v}"
+                     for k, v in without_timing(dict(fields)).items())
 
 
 def _alt(d: Mapping) -> str:

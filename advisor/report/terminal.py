@@ -35,12 +35,27 @@ def _pred_table(pred: Mapping, keys=("measured", "base", "recommended", "with_pe
     return t
 
 
+def measured_confirms(d: Mapping) -> bool:
+    """The advice needs no re-run: nothing is to change and the measured run itself meets the tolerance."""
+    m = (d.get("predicted") or {}).get("measured") or {}
+    return d.get("status") == "no-change-needed" and m.get("how") == "measured" and m.get("meets_tolerance") is True
+
+
+def confirmation_text(d: Mapping) -> str:
+    """How far a recommendation is confirmed, in words (terminal and report.html)."""
+    if d.get("confirmed"):
+        return "confirmed by a re-run"
+    if measured_confirms(d):
+        return "confirmed by the measured run (it meets the tolerance as it is)"
+    return "unconfirmed until a re-run"
+
+
 def print_recommendation(d: Mapping, console: Console | None = None, paths: Mapping | None = None) -> None:
     con = console or Console(stderr=False)
     status = d.get("status")
     style = "green" if d.get("ok") else ("yellow" if status == "profile-only" else "red")
     con.print(f"[bold]advisor recommend[/bold]: [{style}]{status}[/{style}] "
-              f"(mode {d.get('mode')}, soc {d.get('soc')}; unconfirmed until a re-run)")
+              f"(mode {d.get('mode')}, soc {d.get('soc')}; {confirmation_text(d)})")
     con.print(_pred_table(d.get("predicted") or {}))
     edits = d.get("edits") or []
     if edits:
@@ -52,7 +67,8 @@ def print_recommendation(d: Mapping, console: Console | None = None, paths: Mapp
                       e.get("explanation", ""))
         con.print(t)
     elif status == "no-change-needed":
-        con.print("no accuracy edit needed: the model predicts the run meets the tolerance")
+        con.print("no accuracy edit needed: " + ("the measured run meets the tolerance" if measured_confirms(d)
+                                                 else "the model predicts the run meets the tolerance"))
     for e in d.get("performance_edits") or []:
         con.print(f"performance: [cyan]{e['edit']}[/cyan] ({_f(e.get('predicted_time_change_us'))} us)")
     m = d.get("minimality") or {}
@@ -193,43 +209,86 @@ def _num(x, spec: str = ".4g") -> str:
     return format(v, spec)
 
 
-def print_comparison(att: Any, top: int = 15, console: Console | None = None) -> None:
-    """Print the worst ops, the first op over tolerance, the culprit ranking, training signals and
-    the verdict with rich."""
-    con = console or Console()
+WIDE = 120    # terminal columns from which compare prints its tables; narrower: the same rows as two short lines each
+
+
+def _worst_ops(att: Any, top: int, con: Console) -> None:
+    """The worst ops by output error: a table of every figure on a wide terminal; below ``WIDE`` columns each op
+    as two lines (its name, type and precision; then its figures), so nothing is folded mid-word."""
     ops = att.ops
-    if ops is not None and not ops.empty:
-        d = ops.copy()
-        d["_k"] = (~d["out_finite"]).astype(int)
-        d = d.sort_values(["_k", "out_rel_l2"], ascending=False, kind="stable").head(top)
-        stats = bool((ops["kind"] == "stats").all())
-        t = Table(title=f"worst ops (top {len(d)} of {len(ops)} by output error vs FP32)"
-                  + (": statistics-only dumps, relative differences |t-g|/|g| of Max/Min/Mean/Norm" if stats else ""))
-        figs = ("Max rel diff", "Min rel diff", "Mean rel diff", "Norm rel diff") if stats else \
-            ("cosine", "rel L2", "max abs")
-        for c in ("op", "type", "prec", *figs, "in rel L2", "growth", "introduced", "blamed on"):
+    d = ops.copy()
+    d["_k"] = (~d["out_finite"]).astype(int)
+    d = d.sort_values(["_k", "out_rel_l2"], ascending=False, kind="stable").head(top)
+    stats = bool((ops["kind"] == "stats").all())
+    title = (f"worst ops (top {len(d)} of {len(ops)} by output error vs FP32)"
+             + (": statistics-only dumps, relative differences |t-g|/|g| of Max/Min/Mean/Norm" if stats else ""))
+    names = ("Max rel diff", "Min rel diff", "Mean rel diff", "Norm rel diff") if stats else ("cosine", "rel L2",
+                                                                                              "max abs")
+    wide = con.width >= WIDE
+    if wide:
+        t = Table(title=title)
+        for c in ("op", "type", "prec", *names, "in rel L2", "growth", "introduced", "blamed on"):
             t.add_column(c, overflow="fold")
-        for n, r in d.iterrows():
-            if stats:
-                vals = [_num(r[c]) for c in ("out_max_rel_diff", "out_min_rel_diff", "out_mean_rel_diff", "out_rel_l2")]
-            else:
-                vals = [_num(r["out_cosine"], ".6f"), _num(r["out_rel_l2"]),
-                        _num(r["out_max_abs"]) if r["out_finite"] else "non-finite"]
-            t.add_row(str(n), str(r["type"]), str(r["precision"]), *vals, _num(r["in_rel_l2"]),
-                      _num(r["growth"], ".3g") if r["in_rel_l2"] > 0 else "-", _num(r["introduced"]),
-                      "itself" if r["blamed_on"] == str(n) else str(r["blamed_on"]))
-        con.print(t)
     else:
-        con.print("no aligned op entries with float outputs")
-    con.print(f"first op exceeding tolerance (topological order): {att.first_exceeding or 'none'}")
-    if att.types is not None and not att.types.empty:
-        t = Table(title="culprit op types (error introduced by their precision decision)")
+        _lines(con, title + " (a narrow terminal: --csv has every column)")
+    for i, (n, r) in enumerate(d.iterrows(), 1):
+        if stats:
+            vals = [_num(r[c]) for c in ("out_max_rel_diff", "out_min_rel_diff", "out_mean_rel_diff", "out_rel_l2")]
+        else:
+            vals = [_num(r["out_cosine"], ".6f"), _num(r["out_rel_l2"]),
+                    _num(r["out_max_abs"]) if r["out_finite"] else "non-finite"]
+        growth = _num(r["growth"], ".3g") if r["in_rel_l2"] > 0 else "-"
+        blamed = "itself" if r["blamed_on"] == str(n) else str(r["blamed_on"])
+        if wide:
+            t.add_row(str(n), str(r["type"]), str(r["precision"]), *vals, _num(r["in_rel_l2"]), growth,
+                      _num(r["introduced"]), blamed)
+            continue
+        figs = ", ".join(f"{k} {v}" for k, v in zip(names, vals))
+        _lines(con, f"{i:>3}. {n}  ({r['type']}, {r['precision']})")
+        _lines(con, f"{figs}, in rel L2 {_num(r['in_rel_l2'])}, growth {growth}, introduced {_num(r['introduced'])}, "
+                    f"blamed on {blamed}", first="     ")
+    if wide:
+        con.print(t)
+
+
+def _lines(con: Console, text: str, first: str = "") -> None:
+    """``text`` wrapped to the terminal, continuation lines indented under its start (five columns)."""
+    import textwrap
+    con.print(textwrap.fill(text, width=max(40, con.width), initial_indent=first, subsequent_indent="     ",
+                            break_on_hyphens=False, break_long_words=False), markup=False, highlight=False,
+              soft_wrap=True)
+
+
+def _culprits(att: Any, con: Console) -> None:
+    title = "culprit op types (error introduced by their precision decision)"
+    if con.width >= WIDE:
+        t = Table(title=title)
         for c in ("rank", "type", "worst introduced", "sum", "instances", "worst instance", "seen at"):
             t.add_column(c, overflow="fold")
         for i, (typ, r) in enumerate(att.types.iterrows(), 1):
             t.add_row(str(i), str(typ), _num(r["introduced_max"]), _num(r["introduced_sum"]), str(r["instances"]),
                       str(r["worst_instance"]), str(r["worst_observed_at"]))
         con.print(t)
+        return
+    _lines(con, title)
+    for i, (typ, r) in enumerate(att.types.iterrows(), 1):
+        seen = "" if str(r["worst_observed_at"]) == str(r["worst_instance"]) else f", seen at {r['worst_observed_at']}"
+        _lines(con, f"{i:>3}. {typ}: worst introduced {_num(r['introduced_max'])} (sum {_num(r['introduced_sum'])}), "
+                    f"{r['instances']} instance{'s' if r['instances'] != 1 else ''}, worst {r['worst_instance']}{seen}")
+
+
+def print_comparison(att: Any, top: int = 15, console: Console | None = None) -> None:
+    """Print the worst ops, the first op over tolerance, the culprit ranking, training signals and
+    the verdict with rich; below ``WIDE`` terminal columns the tables become two short lines a row."""
+    con = console or Console()
+    ops = att.ops
+    if ops is not None and not ops.empty:
+        _worst_ops(att, top, con)
+    else:
+        con.print("no aligned op entries with float outputs")
+    con.print(f"first op exceeding tolerance (topological order): {att.first_exceeding or 'none'}")
+    if att.types is not None and not att.types.empty:
+        _culprits(att, con)
     tr = att.training
     if tr:
         uf = tr["underflow_ratio"]
@@ -261,7 +320,7 @@ def print_comparison(att: Any, top: int = 15, console: Console | None = None) ->
         if lst:
             more = f" (+{len(lst) - 5} more)" if len(lst) > 5 else ""
             con.print(f"{len(lst)} entries {label}: {', '.join(lst[:5])}{more}")
-    for note in att.notes:
+    for note in att.notes:      # one line each (the terminal wraps it): a note stays whole for grep and copy
         con.print(f"note: {note}", soft_wrap=True, markup=False)
     v = att.verdict
     if v.ok:

@@ -18,6 +18,35 @@ from ..mixlist import Mixlist
 OK, FAILED, TIMEOUT, NO_OUTPUT = "ok", "failed", "timeout", "no-output"
 REFERENCE_MODE = "must_keep_origin_dtype"
 
+# default --timeout of one run: an emulator capture (advisor capture, tune's emulator runs) and a user's command
+# (tune --runner command: a training job on an NPU may take hours); --timeout S changes it, --timeout 0 removes it
+DEFAULT_TIMEOUT_S = {"emulator": 3600.0, "command": 86400.0}
+
+
+def duration_text(s: float) -> str:
+    """``45 s``, ``12 min``, ``2 h 5 min`` (whole units: progress and limits, not measurements)."""
+    s = max(0, int(round(s)))
+    if s < 120:
+        return f"{s} s"
+    m = s // 60
+    return f"{m} min" if m < 120 else f"{m // 60} h" + (f" {m % 60} min" if m % 60 else "")
+
+
+class Heartbeat:
+    """Progress while a run is awaited: ``say("<what>: still running after 1 min (limit 60 min)")`` once ``first``
+    seconds have passed, then every ``every`` seconds (called with the elapsed seconds, as often as it likes)."""
+
+    def __init__(self, say, what: str, limit: float | None, first: float = 30.0, every: float = 60.0):
+        self.say, self.what, self.limit, self.every = say, what, limit, every
+        self.next = first
+
+    def __call__(self, elapsed: float) -> None:
+        if self.say is None or elapsed < self.next:
+            return
+        self.next = elapsed + self.every
+        lim = f" (limit {duration_text(self.limit)}: --timeout)" if self.limit else " (no time limit)"
+        self.say(f"{self.what}: still running after {duration_text(elapsed)}{lim}")
+
 
 @dataclass
 class RunResult:
@@ -52,13 +81,30 @@ class RunResult:
     @classmethod
     def from_dict(cls, d: dict) -> "RunResult":
         known = {k: d[k] for k in cls.__dataclass_fields__ if k in d}
+        known.setdefault("run_dir", None)      # optional in a journal (tune.journal reads it as string or null)
         return cls(**known)
 
 
 class Runner(ABC):
-    """Base class of the runners (emulator, command)."""
+    """Base class of the runners (emulator, command).  ``progress``: where a run's heartbeat goes while it is
+    awaited (``Heartbeat``; None: nowhere)."""
 
     name = "runner"
+    progress = None
+    timeout: float | None = None   # as given: None = the default limit (DEFAULT_TIMEOUT_S), 0 = no limit
+
+    def __getstate__(self) -> dict:
+        """What a copy or a pickle (a Ray task) carries: the settings, not the local terminal's progress."""
+        state = dict(self.__dict__)
+        state.pop("progress", None)
+        return state
+
+    @property
+    def limit(self) -> float | None:
+        """Seconds one run may take before its process tree is killed (None: no limit)."""
+        if self.timeout is None:
+            return DEFAULT_TIMEOUT_S.get(self.name)
+        return None if self.timeout == 0 else float(self.timeout)
 
     def prepare(self, out_dir: Path) -> None:  # noqa: B027 - optional hook
         """Validate the configuration once before the first run (raise InputError if unusable)."""
@@ -83,6 +129,11 @@ class Runner(ABC):
 
     def close(self) -> None:  # noqa: B027 - optional hook
         """Release what the runs kept alive (a capture child process); the runner can run again after."""
+
+    def scoped_dumps(self) -> bool:
+        """Whether ``run`` takes ``dump_tensors``: op names whose tensors the run dumps beside its statistics
+        (msprobe's ``statistics.tensor_list``), so the next recommendation can replay around them."""
+        return False
 
     def slot(self, index: int) -> "Runner":
         """A runner for concurrent slot ``index`` (``advisor tune --parallel``): slot 0 is this runner; a runner

@@ -30,7 +30,7 @@ from typing import Sequence
 
 from ..errors import InputError
 from ..mixlist import Mixlist
-from .base import (FAILED, NO_OUTPUT, OK, REFERENCE_MODE, TIMEOUT, Runner, RunResult, write_keep_file,
+from .base import (FAILED, NO_OUTPUT, OK, REFERENCE_MODE, TIMEOUT, Heartbeat, Runner, RunResult, write_keep_file,
                    write_mixlist_file)
 from .proctree import start_tree, stop_tree
 
@@ -77,14 +77,16 @@ class CommandRunner(Runner):
             return self
         if index >= len(self.devices):
             return None
-        return CommandRunner(self.argv, self.timeout, self.cwd, {**self.env, ENV_DEVICES: self.devices[index]},
+        twin = CommandRunner(self.argv, self.timeout, self.cwd, {**self.env, ENV_DEVICES: self.devices[index]},
                              [self.devices[index]])
+        twin.progress = self.progress
+        return twin
 
     def prepare(self, out_dir: Path) -> None:
         if not self.argv:
             raise InputError("--cmd", "the command runner needs a command, e.g. --cmd \"python train.py\"")
-        if self.timeout is not None and self.timeout <= 0:
-            raise InputError("--timeout", f"must be a positive number of seconds, not {self.timeout}")
+        if self.timeout is not None and not self.timeout >= 0:
+            raise InputError("--timeout", f"must be a number of seconds > 0 (0: no limit), not {self.timeout}")
 
     def reference(self, run_dir: Path) -> RunResult:
         return self._execute(None, REFERENCE_MODE, run_dir, reference=True)
@@ -127,10 +129,11 @@ class CommandRunner(Runner):
                 return RunResult(str(run_dir), FAILED, f"cannot start {self.argv[0]!r}: {e.strerror or e}",
                                  None, time.monotonic() - t0, False, 1, str(out_path), str(err_path))
             try:
-                rc = proc.wait(timeout=self.timeout)
+                rc = self._wait(proc, t0, Heartbeat(self.progress, logs.name, self.limit))
             except subprocess.TimeoutExpired:
                 stop_tree(proc)
-                status, msg = TIMEOUT, f"timed out after {self.timeout:g} s; its process tree was killed"
+                status, msg = TIMEOUT, (f"timed out after {self.limit:g} s (--timeout S sets the limit, "
+                                        "--timeout 0 removes it); its process tree was killed")
             except BaseException:
                 stop_tree(proc)   # interrupted (Ctrl-C): do not leave the user's job running
                 raise
@@ -144,6 +147,19 @@ class CommandRunner(Runner):
                    f"(dump/mixed/**/dump.json) under {run_dir}")
         return RunResult(str(run_dir), status, msg, rc, dur, contents["golden_dump"], 1, str(out_path),
                          str(err_path), {"contents": contents})
+
+
+    def _wait(self, proc, t0: float, beat: Heartbeat) -> int:
+        """The command's exit code; its heartbeat while it runs; TimeoutExpired past ``timeout``."""
+        limit = self.limit
+        while True:
+            left = None if limit is None else limit - (time.monotonic() - t0)
+            try:
+                return proc.wait(timeout=1.0 if left is None else max(0.0, min(1.0, left)))
+            except subprocess.TimeoutExpired:
+                if left is not None and left <= 1.0:
+                    raise
+            beat(time.monotonic() - t0)
 
 
 def _tail(path: Path, n: int = 300) -> str:

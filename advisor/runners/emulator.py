@@ -11,91 +11,125 @@ process, without a timeout.
 """
 from __future__ import annotations
 
+import copy
 import shutil
 import time
 import traceback
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 from ..errors import AdvisorError, InputError
 from ..fsutil import make_out_dir
 from ..mixlist import Mixlist
-from .base import FAILED, OK, TIMEOUT, Runner, RunResult, write_keep_file, write_mixlist_file
+from ..workload import check_target, is_onnx_target
+from .base import FAILED, OK, TIMEOUT, Heartbeat, Runner, RunResult, write_keep_file, write_mixlist_file
 
 
 class EmulatorRunner(Runner):
     name = "emulator"
 
-    def __init__(self, target, soc: str | None = None, ops_info: str | None = None, seed: int = 0,
+    def __init__(self, target, soc: str | None = None, ops_info: Any = None, seed: int = 0,
                  dump: str | None = None, batches: int | None = None, timeout: float | None = None,
                  keep_dtype: str | None = None, customize_dtypes: str | None = None,
-                 inputs: list[str] | None = None, input_shapes: list[str] | None = None):
+                 inputs: list[str] | None = None, input_shapes: list[str] | None = None,
+                 overflow_mode: str | None = None, allow_hf32: str | None = None, cann: str | None = None):
         self.target = target
         self.soc, self.ops_info, self.seed, self.dump, self.batches = soc, ops_info, seed, dump, batches
+        self.cann = cann
         self.timeout = timeout
-        # per-op overrides applied in every run (ATC --keep_dtype / --customize_dtypes) and ONNX inputs
+        # per-op overrides applied in every run (ATC --keep_dtype / --customize_dtypes), ONNX inputs and the
+        # chip's overflow mode / HF32 (advisor.numerics)
         self.fixed = {k: v for k, v in (("keep_dtype", keep_dtype), ("customize_dtypes", customize_dtypes),
-                                        ("inputs", list(inputs or ())), ("input_shapes", list(input_shapes or ())))
+                                        ("inputs", list(inputs or ())), ("input_shapes", list(input_shapes or ())),
+                                        ("overflow_mode", overflow_mode), ("allow_hf32", allow_hf32))
                       if v}
         self._worker = None   # runners.worker.CaptureWorker, started by the first run
 
     def describe(self) -> dict:
         return {"runner": self.name, "target": str(self.target) if isinstance(self.target, (str, Path)) else
-                repr(type(self.target)), "soc": self.soc, "ops_info": self.ops_info, "seed": self.seed,
-                "dump": self.dump, "batches": self.batches, "timeout": self.timeout, **self.fixed}
+                repr(type(self.target)), "soc": self.soc, "ops_info": self.ops_info, "cann": self.cann,
+                "seed": self.seed, "dump": self.dump, "batches": self.batches, "timeout": self.timeout, **self.fixed}
 
     def prepare(self, out_dir: Path) -> None:
         """Cheap check of a TARGET string (the file or module exists); the workload itself is built by
         each capture -- building it here too would cost a model load and shift framework auto-names."""
-        if self.timeout is not None and not self.timeout > 0:
-            raise InputError("--timeout", f"must be a positive number of seconds, not {self.timeout}")
+        if self.timeout is not None and not self.timeout >= 0:
+            raise InputError("--timeout", f"must be a number of seconds > 0 (0: no limit), not {self.timeout}")
         if not isinstance(self.target, (str, Path)):
-            if self.timeout is not None:
+            if self.timeout:
                 raise InputError("--timeout", "needs a TARGET string (the workload then runs in a child process "
                                               "that can be stopped)")
             return
-        t = str(self.target)
-        if t.lower().endswith(".onnx"):       # an ONNX model file (advisor.onnx)
-            if not Path(t).is_file():
-                raise InputError(t, "no such ONNX model file")
-            return
-        mod, sep, fn = t.rpartition(":")
-        if not sep or not mod or not fn:
-            raise InputError(t, "TARGET must be path/to/file.py:function or package.module:function")
-        if mod.endswith(".py"):
-            if not Path(mod).is_file():
-                raise InputError(mod, "no such workload file")
-            return
-        import importlib.util
-        try:
-            found = importlib.util.find_spec(mod) is not None
-        except (ImportError, ValueError):
-            found = False
-        if not found:
-            raise InputError(t, f"cannot find module {mod!r}")
+        check_target(str(self.target))
+
+    @property
+    def limit(self) -> float | None:
+        """A TARGET string's capture runs in a child that can be stopped: the default limit applies; a Workload
+        object is captured in this process, without one."""
+        return super().limit if isinstance(self.target, (str, Path)) else None
 
     def slot(self, index: int) -> "EmulatorRunner":
-        """Concurrent slots each get their own capture child (CPU runs: they share the machine's cores)."""
+        """Concurrent slots each get their own capture child (CPU runs: they share the machine's cores) and every
+        setting of this runner: a copy of it, not a re-construction that could miss one."""
         if index == 0:
             return self
-        return EmulatorRunner(self.target, self.soc, self.ops_info, self.seed, self.dump, self.batches, self.timeout)
+        twin = copy.copy(self)              # every setting (__getstate__: not the capture child)
+        twin.fixed = copy.deepcopy(self.fixed)
+        twin.progress = self.progress
+        return twin
+
+    def __getstate__(self) -> dict:
+        state = super().__getstate__()
+        state["_worker"] = None             # the capture child is this process's: a copy starts its own
+        return state
+
+    def count_batches(self) -> Callable[[], int | None]:
+        """The workload's batch count, known before any run: an ONNX file's ``--inputs`` (one batch without
+        them), a Workload object's list, else the workload loaded -- not run -- in the capture child (which then
+        serves the captures).  Returns at once (the child loads the workload meanwhile); calling the result gives
+        the count, or raises InputError for a target that cannot be loaded."""
+        if not isinstance(self.target, (str, Path)):
+            n = len(self.target.batches) if isinstance(getattr(self.target, "batches", None), list) else None
+            return lambda: self._kept(n)
+        if is_onnx_target(str(self.target)):
+            return lambda: self._kept(len(self.fixed.get("inputs") or ()) or 1)
+        if self._worker is None:
+            from .worker import CaptureWorker  # not at import: ``python -m advisor.runners.worker`` runs it
+            self._worker = CaptureWorker()
+        pending = self._worker.probe(str(self.target), timeout=self.limit)
+
+        def count() -> int | None:
+            reply = pending()
+            if not reply.ok:
+                raise reply.exception(self.target)
+            return self._kept(reply.facts.get("batches"))
+        return count
+
+    def _kept(self, n: int | None) -> int | None:
+        """``n`` batches as the runs keep them (``batches``: the first N only)."""
+        return min(n, self.batches) if n is not None and isinstance(self.batches, int) else n
 
     def close(self) -> None:
         if self._worker is not None:
             self._worker.close()
             self._worker = None
 
+    def scoped_dumps(self) -> bool:
+        return True
+
     def run(self, mixlist: Mixlist | None, mode: str, run_dir: Path, loss_scale: float | None = None,
-            keep_dtype: Sequence[str] = ()) -> RunResult:
+            keep_dtype: Sequence[str] = (), dump_tensors: Sequence[str] = ()) -> RunResult:
         run_dir = Path(run_dir)
         if run_dir.exists():  # a run whose iteration was not recorded (interrupted tune): ours to replace
             shutil.rmtree(run_dir)
         ml_path = write_mixlist_file(mixlist, run_dir.parent / "mixlist_used.json")
         kw = {"mode": mode, "mixlist": str(ml_path) if ml_path else None, "soc": self.soc,
-              "ops_info": self.ops_info, "seed": self.seed, "dump": self.dump, "batches": self.batches,
-              "loss_scale": loss_scale}
+              "ops_info": self.ops_info, "cann": self.cann, "seed": self.seed, "dump": self.dump,
+              "batches": self.batches, "loss_scale": loss_scale}
         kw = {k: v for k, v in kw.items() if v is not None or k == "mixlist"}
         kw.update(self.fixed)
+        if dump_tensors:              # statistics for every op, tensors for these too (msprobe tensor_list)
+            kw["dump_tensors"] = list(dump_tensors)
         keep = write_keep_file(keep_dtype, run_dir.parent / "keep_dtype_used.cfg", self.fixed.get("keep_dtype"))
         if keep is not None:          # the user's own keep lines and the candidate's, in one ATC file
             kw["keep_dtype"] = str(keep)
@@ -125,8 +159,9 @@ class EmulatorRunner(Runner):
             from .worker import CaptureWorker  # not at import: ``python -m advisor.runners.worker`` runs it
             self._worker = CaptureWorker()
         t0 = time.monotonic()
-        reply = self._worker.capture(str(self.target), run_dir, timeout=self.timeout, stdout=out_path,
-                                     stderr=err_path, **kw)
+        beat = Heartbeat(self.progress, run_dir.parent.name, self.limit) if self.progress is not None else None
+        reply = self._worker.capture(str(self.target), run_dir, timeout=self.limit, stdout=out_path,
+                                     stderr=err_path, heartbeat=beat, **kw)
         dur = time.monotonic() - t0
         if reply.ok:
             return RunResult(str(run_dir), OK, "", 0, dur, True, 2, str(out_path), str(err_path))

@@ -29,7 +29,7 @@ import traceback
 import weakref
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from ..errors import AdvisorError, InputError, OutputError
 from .proctree import start_tree, stop_tree
@@ -50,6 +50,7 @@ class CaptureReply:
     error: dict = field(default_factory=dict)
     message: str = ""
     returncode: int | None = None
+    facts: dict = field(default_factory=dict)      # a probe's answer: {"batches": n, "training": bool}
 
     @property
     def ok(self) -> bool:
@@ -91,28 +92,56 @@ class CaptureWorker:
     # ------------------------------------------------------------------ requests
     def capture(self, target: str, out: str | os.PathLike, *, timeout: float | None = None,
                 stdout: str | os.PathLike | None = None, stderr: str | os.PathLike | None = None,
-                **capture_kw: Any) -> CaptureReply:
+                heartbeat: Callable[[float], None] | None = None, **capture_kw: Any) -> CaptureReply:
         """Run ``advisor.emulator.capture(target, out, **capture_kw)`` in the child.  ``stdout`` /
-        ``stderr``: files for the workload's output (default: this process's stderr, both)."""
+        ``stderr``: files for the workload's output (default: this process's stderr, both);
+        ``heartbeat(elapsed_s)`` is called about every 0.2 s while the answer is awaited."""
         req = {"target": str(target), "out": os.path.abspath(out), "kw": capture_kw, "sys_path": list(sys.path),
                "stdout": os.path.abspath(stdout) if stdout else None,
                "stderr": os.path.abspath(stderr) if stderr else None}
+        return self._request(req, out, timeout, heartbeat)
+
+    def probe(self, target: str, *, timeout: float | None = None) -> Callable[[], CaptureReply]:
+        """Load the workload ``target`` in the child without running it (what a command checks before its first
+        run; the child, its framework imported, serves the captures after).  Returns at once; calling the result
+        waits for the reply, whose ``facts`` are {"batches", "training"}."""
+        req = {"target": str(target), "probe": True, "sys_path": list(sys.path), "stdout": None, "stderr": None}
+        t0 = time.monotonic()
+        sent = self._send(req, None)
+        return lambda: self._receive(sent, None, timeout, None, t0)
+
+    def _request(self, req: dict, out: str | os.PathLike | None, timeout: float | None,
+                 heartbeat: Callable[[float], None] | None) -> CaptureReply:
+        t0 = time.monotonic()
+        return self._receive(self._send(req, out), out, timeout, heartbeat, t0)
+
+    def _send(self, req: dict, out: str | os.PathLike | None) -> bool:
+        """Write the request (starting the child first if needed); False when the child is gone."""
         if self._proc is None or self._proc.poll() is not None:
             self._start()
-        deadline = None if timeout is None else time.monotonic() + timeout
         try:
             self._req.write(json.dumps(req).encode("utf-8") + b"\n")
             self._req.flush()
-            line = self._read_line(deadline)
         except BrokenPipeError:
-            line = _GONE
+            return False
+        except BaseException:  # Ctrl-C: the workload must not go on running
+            self._kill(out)
+            raise
+        return True
+
+    def _receive(self, sent: bool, out: str | os.PathLike | None, timeout: float | None,
+                 heartbeat: Callable[[float], None] | None, t0: float) -> CaptureReply:
+        deadline = None if timeout is None else t0 + timeout
+        try:
+            line = self._read_line(deadline, heartbeat, t0) if sent else _GONE
         except BaseException:  # Ctrl-C: the workload must not go on running
             self._kill(out)
             raise
         if line is _LATE:
             self._kill(out)
-            return CaptureReply(TIMEOUT, message=f"the workload did not finish within {timeout:g} s (--timeout); "
-                                                 "its capture process tree was killed")
+            return CaptureReply(TIMEOUT, message=f"the workload did not finish within {timeout:g} s (--timeout S "
+                                                 "sets the limit, --timeout 0 removes it); its capture process "
+                                                 "tree was killed")
         if line is _GONE:
             return self._died(out)
         try:
@@ -121,7 +150,7 @@ class CaptureWorker:
             self._kill(out)
             return CaptureReply(DIED, message="the capture process answered garbage; it was stopped")
         return CaptureReply(d["status"], d.get("path"), d.get("notes") or [], d.get("error") or {},
-                            d.get("message", ""))
+                            d.get("message", ""), facts=d.get("facts") or {})
 
     def close(self) -> None:
         """End the child: EOF on its request pipe, then its tree is killed if it does not leave."""
@@ -161,9 +190,12 @@ class CaptureWorker:
         self._buf = b""
         self._finalizer = weakref.finalize(self, _shutdown, self._proc, self._req, resp_r)
 
-    def _read_line(self, deadline: float | None) -> Any:
+    def _read_line(self, deadline: float | None, heartbeat: Callable[[float], None] | None = None,
+                   t0: float = 0.0) -> Any:
         """The child's next answer line; ``_GONE`` when it died first, ``_LATE`` past the deadline."""
         while b"\n" not in self._buf:
+            if heartbeat is not None:
+                heartbeat(time.monotonic() - t0)
             wait = _POLL_S if deadline is None else max(0.0, min(_POLL_S, deadline - time.monotonic()))
             ready, _, _ = select.select([self._resp_fd], [], [], wait)
             if ready:
@@ -186,7 +218,7 @@ class CaptureWorker:
         if proc is not None:
             stop_tree(proc)
         self.close()
-        if pid is not None:
+        if pid is not None and out is not None:
             from ..rundir import remove_partial_runs
             remove_partial_runs(out, pid)
 
@@ -241,10 +273,19 @@ class _Notes:
         self.notes.append(msg)
 
 
+def _probe(target: str) -> dict:
+    """What a command checks before its first run: the workload's batch count (and whether it trains)."""
+    from ..workload import load_target
+    wl = load_target(target)
+    return {"batches": len(wl.batches) if isinstance(wl.batches, list) else None, "training": wl.training}
+
+
 def _answer(req: dict) -> dict:
-    from ..emulator import capture
     notes = _Notes()
     try:
+        if req.get("probe"):
+            return {"status": OK, "facts": _probe(req["target"])}
+        from ..emulator import capture
         path = capture(req["target"], req["out"], progress=notes, **req["kw"])
         return {"status": OK, "path": str(path), "notes": notes.notes}
     except OutputError as e:

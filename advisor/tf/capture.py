@@ -4,10 +4,11 @@ would under a mode and mixlist, and write the same run directory as the PyTorch 
 Pipeline: freeze the workload (``freeze``) -> op graph with GE types (``graph``) -> GE's graph fusion
 (``advisor.fusion``) -> the semantics module's plan of the fused graph (``advisor.semantics.plan``, never
 decided here) -> GraphDef rewritten to execute the plan, each TF node at the decision of the (fused) node
-it belongs to (``rewrite``; the members of a fused kernel are executed one by one, each rounded: choice)
--> one FP32 and one mixed session run per batch, fetching every node's outputs -> ``advisor.rundir.RunWriter``: kernel_details.csv (dtypes as executed = the plan, cost-model
-durations), GE-style graph dump, msprobe-format dumps (``framework: tensorflow``, ``.npy`` tensor
-files) and local_error.csv (the worst over all steps).
+it belongs to (``rewrite``; the members of a fused kernel run one by one in fp32, only the values that
+leave the kernel rounded) -> one FP32 and one mixed session run per batch, fetching every node's outputs ->
+``advisor.rundir.RunWriter``: kernel_details.csv (dtypes as executed = the plan, cost-model durations), GE-style
+graph dump, msprobe-format dumps (``framework: tensorflow``, ``.npy`` tensor files) and local_error.csv (the
+worst over all steps).
 """
 from __future__ import annotations
 
@@ -23,7 +24,9 @@ from .. import costmodel, fusion, semantics
 from .. import graph as G
 from ..errors import AdvisorError, InputError
 from ..mixlist import Mixlist
-from ..oplists import DEFAULT_SOC
+from ..numerics import IEEE, INF_NAN, Numerics, to_dtype_array
+from ..numerics import resolve as resolve_numerics
+from ..oplists import DEFAULT_SOC, ops_info_meta
 from ..rundir import (RunWriter, StagedRunDir, capture_settings, check_uniform_ports, override_settings,
                       tensor_record, versions, worst_local)
 from . import one_line, opmap, require_tf
@@ -35,21 +38,15 @@ SMALL_MODEL_PARAMS = 2_000_000   # default --dump tensors at or below this many 
 
 
 # ---------------------------------------------------------------------- numpy helpers
-def _low_np(dt: str):
-    if dt == "fp16":
-        return np.float16
-    if dt == "bf16":
-        import ml_dtypes  # ships with tensorflow  # noqa: PLC0415
-        return ml_dtypes.bfloat16
-    return np.float32
-
-
-def as_dtype(a: np.ndarray, dt: str) -> np.ndarray:
-    """``a`` rounded to the canonical float dtype ``dt`` (round-to-nearest-even, like TF's Cast)."""
+def as_dtype(a: np.ndarray, dt: str, overflow: str = INF_NAN) -> np.ndarray:
+    """``a`` rounded to the canonical float dtype ``dt`` (round-to-nearest-even, like TF's Cast; in saturation
+    mode as the chip's Cast gives it: ``numerics.to_dtype_array``)."""
     if not np.issubdtype(np.asarray(a).dtype, np.floating) and str(np.asarray(a).dtype) != "bfloat16":
         return a
     if dt in ("fp16", "bf16", "fp32"):
-        return np.asarray(a).astype(_low_np(dt))
+        if _canon(np.asarray(a)) == dt:
+            return np.asarray(a)
+        return to_dtype_array(a, dt, overflow)
     return a
 
 
@@ -143,15 +140,17 @@ class _Session:
 # ---------------------------------------------------------------------- capture
 def capture_tf(workload: Any, out: str | os.PathLike, mode: str = semantics.DEFAULT_MODE,
                mixlist: str | os.PathLike | Mixlist | None = None, soc: str = DEFAULT_SOC,
-               ops_info: str | os.PathLike | None = None, seed: int = 0, dump: str | None = None,
+               ops_info: Any = None, seed: int = 0, dump: str | None = None, cann: str | None = None,
                batches: int | list | None = None, target: str | None = None, local: bool = True,
-               progress=None, keep_dtype: Any = None, customize_dtypes: Any = None) -> Path:
+               progress=None, keep_dtype: Any = None, customize_dtypes: Any = None,
+               overflow_mode: str | None = None, allow_hf32: str | None = None) -> Path:
     """Capture a TF/Keras workload (a ``Workload`` or the ``(model, batches[, loss_fn])`` a TARGET
     function returned) into ``out``: FP32 reference run + mixed run executing ``semantics.plan``
     exactly.  ``batches``: an int keeps the first N, a list replaces them.  ``dump``: "tensors" |
     "stats" (default: tensors for models with at most 2M parameters).  Returns the run directory,
     built beside ``out`` and renamed into place when complete (``rundir.StagedRunDir``; ``progress``
-    hears a previous ``out`` kept as ``.bak``)."""
+    hears a previous ``out`` kept as ``.bak``).  ``overflow_mode`` / ``allow_hf32``: override the chip's
+    (``advisor.numerics``)."""
     tf = require_tf(target)
     quiet_tf()
     wl = _workload(workload)
@@ -161,7 +160,9 @@ def capture_tf(workload: Any, out: str | os.PathLike, mode: str = semantics.DEFA
         wl.batches = _workload((wl.model, batches)).batches
     if not wl.batches:
         raise InputError(target, "batches is empty: give at least one batch (a tuple of arrays)")
-    low, ml, lists, notes = capture_settings(mode, dump, mixlist, soc, ops_info)
+    low, ml, lists, notes = capture_settings(mode, dump, mixlist, soc, ops_info, cann)
+    numerics, nnotes = resolve_numerics(soc, overflow_mode, allow_hf32)
+    notes += nnotes
     overrides = override_settings(keep_dtype, customize_dtypes)
 
     tf.random.set_seed(seed)
@@ -173,9 +174,9 @@ def capture_tf(workload: Any, out: str | os.PathLike, mode: str = semantics.DEFA
     fz = fusion.fuse(g, lists.soc, lists)
     p = semantics.plan(fz.graph, lists, mode, overrides)
     check_uniform_ports(p, target)
-    precision = {n: p[fz.node_of(n)] for n in g if fz.node_of(n) in fz.graph}
     low_dtype = low or "fp16"
-    rw = apply_plan(tf, gd, info, precision, low_dtype, g)
+    precision, emit, types = _node_plan(g, fz, p)
+    rw = apply_plan(tf, gd, info, precision, low_dtype, g, emit, numerics, members=fz.members, types=types)
 
     n_params = sum(int(np.prod(g.nodes[n].get("out_shapes", [[0]])[0] or [0])) for n in g
                    if g.nodes[n]["role"] == "const" and g.nodes[n].get("dtype") in ("fp32", "fp16", "bf16"))
@@ -187,13 +188,14 @@ def capture_tf(workload: Any, out: str | os.PathLike, mode: str = semantics.DEFA
         vers = versions()
         vers["tensorflow"] = tf.__version__
         writer = RunWriter(out_dir, {"name": wl.name, "target": target, "mode": mode, "soc": soc,
-                                     "ops_info": str(ops_info) if ops_info else None,
+                                     "ops_info": ops_info_meta(ops_info), **lists.table_meta(),
                                      "mixlist": ml.to_dict() if ml is not None else None, "seed": seed,
-                                     "framework": "tensorflow", "emulated": True, "versions": vers}, final_dir=stage.out)
+                                     "framework": "tensorflow", "emulated": True, "versions": vers,
+                                     **numerics.to_meta()}, final_dir=stage.out)
         if ml is not None:
             writer.write_mixlist(ml.to_json())
-        kernels, local_rows = _run_steps(tf, wl, fr, gd, g, info, rw, (fz, precision), writer, target=target,
-                                         files_on=files_on, local=local, low_dtype=low_dtype)
+        kernels, local_rows = _run_steps(tf, wl, fr, gd, g, info, rw, (fz, p), writer, target=target,
+                                         files_on=files_on, local=local, low_dtype=low_dtype, numerics=numerics)
         writer.write_profile(kernels)
         _executed_dtypes(tf, g, rw)
         for n, a in fz.graph.nodes(data=True):   # the fused graph's nodes that kept their TF node
@@ -227,8 +229,17 @@ def _freeze(wl, target: Any) -> Frozen:
         raise InputError(target, f"freezing the TensorFlow model failed: {one_line(e)}") from None
 
 
+def _node_plan(g, fz: fusion.FusionResult, p) -> tuple[dict, dict, dict]:
+    """Per TF node of ``g``, from the (fused) node it belongs to: its precision, its output dtype
+    (``Plan.exec_dtypes``) and the GE type it executes as (post-fusion; a fused kernel's member: its own, which
+    decides HF32)."""
+    nodes = {n: fz.node_of(n) for n in g if fz.node_of(n) in fz.graph}
+    types = {n: str(fz.graph.nodes[v].get("type")) for n, v in nodes.items() if n not in fz.members}
+    return {n: p[v] for n, v in nodes.items()}, {n: p.exec_dtypes(v)[1] for n, v in nodes.items()}, types
+
+
 def _run_steps(tf, wl, fr: Frozen, gd, g, info, rw, p, writer: RunWriter, *, target: Any, files_on: bool,
-               local: bool, low_dtype: str) -> tuple[list[dict], dict[str, dict]]:
+               local: bool, low_dtype: str, numerics: Numerics = IEEE) -> tuple[list[dict], dict[str, dict]]:
     """Every batch through the FP32 and the mixed session, fetching every output of every op-graph
     node: kernel rows and dumps of each step written, local errors kept (the worst over all steps).
     Returns (kernel rows, local error rows by node)."""
@@ -258,10 +269,10 @@ def _run_steps(tf, wl, fr: Frozen, gd, g, info, rw, p, writer: RunWriter, *, tar
             kernels.extend(_kernels(g, info, rw, p, valmx, step))
             for which, vals in (("fp32", val32), ("mixed", valmx)):
                 data, files = _dump_data(g, info, rw if which == "mixed" else None, vals, fr, model_keys,
-                                         files_on)
+                                         files_on, numerics.overflow)
                 writer.write_dump(which, step, data, files or None, task="tensor" if files_on else "statistics")
             if local:  # every step: a hazard may show only in some batches; rows keep the worst
-                for row in _local_errors(tf, gd, info, g, low_dtype, feed, val32):
+                for row in _local_errors(tf, gd, info, g, low_dtype, feed, val32, numerics):
                     local_rows[row["name"]] = worst_local(local_rows.get(row["name"]), row)
     finally:
         s32.close()
@@ -316,32 +327,51 @@ def _reset_keras_naming() -> None:
 
 
 def _kernels(g, info, rw, fused, vals, step: int) -> list[dict]:
-    """kernel_details rows of the mixed (target) run: one per kernel of the fused graph, dtypes as executed (a fused
-    kernel's row is its last member's, under the fused node's name and type; choice)."""
-    fz, precision = fused
+    """kernel_details rows of the mixed (target) run: one per kernel of the fused graph, typed as GE judges it (a
+    fused kernel's row comes at its last member, under the fused node's name, with its external inputs and
+    outputs), dtypes as executed, the core it ran on (the fused node's placement) and cost-model durations."""
+    fz, p = fused
     rows = []
     for n in info.order:
         a = g.nodes[n]
         if a["role"] != "op" or not a.get("kernel", True):
             continue
-        fa = fz.graph.nodes[fz.node_of(n)] if fz.node_of(n) in fz.graph else a
+        node = fz.node_of(n)
+        fa = fz.graph.nodes[node] if node in fz.graph else a
         m = fz.members.get(n)
         if (m is not None and not m.last) or not fa.get("kernel", True):
             continue
-        skip = set(a.get("attr_inputs", ()))  # D variants take these operands as attributes
-        srcs = [s for i, s in enumerate(info.inputs[n]) if i not in skip]
-        in_shapes = [list(np.shape(vals[s])) if s in vals else None for s in srcs]
-        n_out = len(info.out_dtypes[n])
-        out_shapes = [list(np.shape(vals[(n, k)])) if (n, k) in vals else None for k in range(n_out)]
-        ind = [_enum_name_np(e) for i, e in enumerate(rw.in_dtypes.get(n, [])) if i not in skip]
-        outd = [_enum_name_np(e) for e in rw.out_dtypes.get(n, [])]
-        prec, typ = precision.get(n, "fp32"), fa["type"]
+        if m is not None:
+            ins, outs = [tuple(x) for x in fa.get("ports_in", ())], [tuple(x) for x in fa.get("ports_out", ())]
+        else:
+            skip = set(a.get("attr_inputs", ()))  # D variants take these operands as attributes
+            ins = [(n, i) for i in range(len(info.inputs[n])) if i not in skip]
+            outs = [(n, k) for k in range(len(info.out_dtypes[n]))]
+        in_shapes, ind = _kernel_ports(info, rw, vals, ins, True)
+        out_shapes, outd = _kernel_ports(info, rw, vals, outs, False)
+        prec, cpu = (p[node], p.on_ai_cpu(node)) if node in fz.graph else ("fp32", False)
+        typ = fa["type"]
         flops = costmodel.estimate_flops(typ, in_shapes, out_shapes)
         nbytes = costmodel.estimate_bytes(in_shapes, out_shapes, ind, outd)
-        rows.append({"step": step, "name": str(fa.get("name", n)), "type": typ, "core": costmodel.core_type(typ),
-                     "duration_us": costmodel.op_time_us(typ, flops, nbytes, prec),
+        rows.append({"step": step, "name": str(fa.get("name", n)), "type": typ, "core": costmodel.core_type(typ, cpu),
+                     "duration_us": costmodel.op_time_us(typ, flops, nbytes, prec, ai_cpu=cpu),
                      "in_shapes": in_shapes, "in_dtypes": ind, "out_shapes": out_shapes, "out_dtypes": outd})
     return rows
+
+
+def _kernel_ports(info, rw, vals, ports: list, inputs: bool) -> tuple[list, list[str]]:
+    """(shapes, executed dtypes) of a kernel row's ports, each ``(TF node, its input / output index)``."""
+    shapes, dts = [], []
+    for n, j in ports:
+        if inputs:
+            srcs = info.inputs.get(n, [])
+            key = srcs[j] if j < len(srcs) else None
+        else:
+            key = (n, j)
+        got = (rw.in_dtypes if inputs else rw.out_dtypes).get(n, [])
+        shapes.append(list(np.shape(vals[key])) if key in vals else None)
+        dts.append(_enum_name_np(got[j]) if j < len(got) else "n/a")
+    return shapes, dts
 
 
 _ENUM_CANON = {1: "fp32", 2: "fp64", 14: "bf16", 19: "fp16", 3: "int32", 9: "int64", 10: "bool", 4: "uint8",
@@ -363,8 +393,10 @@ def _safe_file(name: str, taken: dict) -> str:
     return out
 
 
-def _dump_data(g, info, rw, vals, fr: Frozen, model_keys, files_on: bool) -> tuple[dict, dict]:
-    """dump.json data of one run of one step.  ``rw`` None = the FP32 run (tensors as fetched)."""
+def _dump_data(g, info, rw, vals, fr: Frozen, model_keys, files_on: bool, overflow: str = INF_NAN
+               ) -> tuple[dict, dict]:
+    """dump.json data of one run of one step.  ``rw`` None = the FP32 run (tensors as fetched).  An input
+    consumed in another dtype is recorded as the Cast gives it under the overflow mode."""
     data: dict = {}
     files: dict = {}
 
@@ -392,7 +424,7 @@ def _dump_data(g, info, rw, vals, fr: Frozen, model_keys, files_on: bool) -> tup
                 args.append(None)
                 continue
             if i < len(consumed):
-                v = as_dtype(v, _enum_name_np(consumed[i]))
+                v = as_dtype(v, _enum_name_np(consumed[i]), overflow)
             args.append(rec(v, f"{name}.input.{i}.npy"))
         outs = []
         for k in range(len(info.out_dtypes[n])):
@@ -415,10 +447,10 @@ def _dump_data(g, info, rw, vals, fr: Frozen, model_keys, files_on: bool) -> tup
     return data, files
 
 
-def _local_errors(tf, gd, info, g, low_dtype: str, feed, val32) -> list[dict]:
+def _local_errors(tf, gd, info, g, low_dtype: str, feed, val32, numerics: Numerics = IEEE) -> list[dict]:
     """local_error.csv rows: every float kernel op re-executed in the low dtype (and in fp32 on rounded
-    inputs) on the FP32 run's exact inputs, all clones in one session run."""
-    lgd, clones = local_graph(tf, gd, info, g, low_dtype)
+    inputs) on the FP32 run's exact inputs under the chip's overflow mode, all clones in one session run."""
+    lgd, clones = local_graph(tf, gd, info, g, low_dtype, numerics)
     if not clones:
         return []
     names, fetch = [], []

@@ -119,7 +119,7 @@ def is_random(tf_type: str) -> bool:
 
 
 # GE types the TF parser produces that have no precision_reduce entry in CANN 8.1.RC1's tables
-# (unknown -> gray; reported in run.json's unmapped_ops)
+# (no AI Core kernel in the tables -> AI CPU in the original dtype; reported in run.json's unmapped_ops)
 NOT_IN_TABLES = frozenset({"EinSum"})
 
 

@@ -12,17 +12,18 @@ Loop (docs/tune.md)::
 Layout: ``journal`` (the state as dataclasses, strict JSON, checked on resume), ``policy`` (what runs next:
 proposals, misses, trimming, performance edits), ``stages`` (the only door to analysis, compare and
 recommend; tests substitute a fake), ``surrogate`` (what the measured runs teach), ``loop`` (the steps, run
-counting, summary).  The report is ``advisor.report.tune``.
+counting, summary).  Edits are recommend's ``Edit`` (journalled as ``[list, action, type]``).  The report is
+``advisor.report.tune``.
 """
 from __future__ import annotations
 
-from .edits import Edit, edit_key, edits_from_json, edits_of, edits_summary, edits_to_json, mixlist_from_edits
+from ..recommend.edits import Edit, edits_from_json, edits_of, edits_summary, edits_to_json, mixlist_of
 from .journal import STATE_FILE, STATE_VERSION, Iteration, TuneState, read_journal
 from .loop import TuneConfig, Tuner, tune
 from .policy import MAX_SCREEN, Candidate, Policy
-from .stages import Proposal, Stages
+from .stages import Stages
 from .surrogate import Surrogate
 
-__all__ = ["tune", "Tuner", "TuneConfig", "Stages", "Proposal", "Surrogate", "Policy", "Candidate", "STATE_FILE",
-           "STATE_VERSION", "Iteration", "TuneState", "read_journal", "Edit", "edits_of", "mixlist_from_edits",
-           "edit_key", "edits_to_json", "edits_from_json", "edits_summary", "MAX_SCREEN"]
+__all__ = ["tune", "Tuner", "TuneConfig", "Stages", "Surrogate", "Policy", "Candidate", "STATE_FILE",
+           "STATE_VERSION", "Iteration", "TuneState", "read_journal", "Edit", "edits_of", "mixlist_of",
+           "edits_to_json", "edits_from_json", "edits_summary", "MAX_SCREEN"]

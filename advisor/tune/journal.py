@@ -14,12 +14,13 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from ..errors import InputError
 from ..fsutil import atomic_write_json, read_user_json
 from ..mixlist import Mixlist, parse_obj
-from .edits import KEEP_ACTION, KEEP_LIST, edits_from_json, edits_of, edits_to_json, keeps_of, list_edits
+from ..recommend.edits import (KEEP_ACTION, KEEP_LIST, edits_from_json, edits_of, edits_to_json, keep_lines,
+                               list_edits, mixlist_of)
 
 STATE_FILE = "tune_state.json"
 STATE_VERSION = 1
@@ -50,6 +51,7 @@ class Iteration:
     next_skipped: dict | None = None
     miss: dict | None = None               # the prediction that the measurement contradicted
     loss_scale: float | None = None        # the static loss scale the run used (None: the workload's own)
+    dump_tensors: list = field(default_factory=list)   # ops whose tensors the run dumps beside the statistics
 
     @property
     def dir(self) -> str:
@@ -58,7 +60,7 @@ class Iteration:
     @property
     def keeps(self) -> tuple[str, ...]:
         """The keep_dtype lines this iteration adds (per-op advice)."""
-        return keeps_of(self.edits)
+        return keep_lines(self.edits)
 
     def as_mixlist(self) -> Mixlist | None:
         """The list this iteration runs (None: the chip defaults)."""
@@ -80,7 +82,7 @@ class Iteration:
         if "judge" in self.done:
             d.setdefault("measured", None)
             d.setdefault("low_precision_time_share", None)
-        for k in ("notes", "proposals"):
+        for k in ("notes", "proposals", "dump_tensors"):
             if getattr(self, k):
                 d[k] = getattr(self, k)
         return d
@@ -116,10 +118,11 @@ class TuneState:
                 "misses": self.misses, "events": self.events, "stop_reason": self.stop_reason,
                 "started": self.started, "updated": self.updated}
 
-    def new_iteration(self, mixlist: Mixlist | None, reason: str, predicted: dict | None,
-                      parent: int | None = None, loss_scale: float | None = None, keeps=()) -> Iteration:
-        it = Iteration(len(self.iterations), edits_of(mixlist, keeps), (mixlist or Mixlist()).to_dict(), reason,
-                       predicted or {}, parent, loss_scale=loss_scale)
+    def new_iteration(self, edits: frozenset, reason: str, predicted: dict | None, parent: int | None = None,
+                      loss_scale: float | None = None, dump_tensors: Sequence[str] = ()) -> Iteration:
+        """Schedule the list of ``edits`` (relative to the chip defaults: list edits and keep lines)."""
+        it = Iteration(len(self.iterations), frozenset(edits), (mixlist_of(edits) or Mixlist()).to_dict(), reason,
+                       predicted or {}, parent, loss_scale=loss_scale, dump_tensors=list(dump_tensors))
         self.iterations.append(it)
         return it
 
@@ -305,6 +308,7 @@ class _Check:
         out.miss = self.get(it, "miss", w, _dict, "an object", optional=True)
         out.loss_scale = self.get(it, "loss_scale", w, lambda x: _num(x) and x is not None and 0 < x < math.inf,
                                   "a number > 0", optional=True)
+        out.dump_tensors = self.get(it, "dump_tensors", w, _list_of(_str), "a list of op names", optional=True) or []
         return out
 
     def state(self, st: Any) -> TuneState:

@@ -21,9 +21,9 @@ from typing import Any
 from ..errors import AdvisorError, InputError
 from ..fsutil import atomic_write_json, atomic_write_text, resolve_inside
 from ..mixlist import Mixlist
+from ..recommend.edits import edits_of, edits_summary, edits_to_json
 from ..runners.base import OK, Runner, RunResult
 from ..compare.training import scale_text
-from .edits import edits_summary, edits_to_json
 from .journal import STATE_FILE, Iteration, TuneState, read_journal, save_journal
 from .policy import Policy
 from .stages import Stages
@@ -42,6 +42,7 @@ class TuneConfig:
     identity: dict = field(default_factory=dict)   # runner/target description checked on resume
     parallel: int = 1                # runs at once (--parallel): each slot has its own runner
     loss_scale: float | None = None  # --loss-scale: the static loss scale of the first run (None: the workload's)
+    measure_minimality: bool = False  # --measure-minimality: run the one-smaller lists even when replay proved them
 
 
 class Tuner:
@@ -56,6 +57,7 @@ class Tuner:
         self._runs_cache: dict[int, Any] = {}
         self.surrogate = Surrogate()
         self._slots: list[Runner] | None = None
+        self.policy: Policy | None = None      # built once the journal exists (start)
 
     # ------------------------------------------------------------------ journal
     @property
@@ -66,6 +68,7 @@ class Tuner:
         ident = {"mode": self.cfg.mode, "holdout": self.cfg.holdout, "learn": self.cfg.learn, "perf": self.cfg.perf,
                  "base_mixlist": (self.cfg.base_mixlist or Mixlist()).to_dict(), "runner": self.runner.describe(),
                  **({"loss_scale": self.cfg.loss_scale} if self.cfg.loss_scale is not None else {}),
+                 **({"measure_minimality": True} if self.cfg.measure_minimality else {}),
                  **self.cfg.identity}
         return json.loads(json.dumps(ident, default=str))
 
@@ -107,20 +110,21 @@ class Tuner:
                 if it.measured:
                     self.surrogate.add(it.edits, it.measured.get("rel_l2"), it.measured.get("finite"))
             self._save()           # the journal on disk is strict JSON again (an older one may hold NaN)
+            self.policy = self._policy()
             return
         if self.out.exists() and any(p for p in self.out.iterdir() if not p.name.startswith(".")):
             raise InputError(self.out, "exists and is not empty; tune writes a fresh directory (or --resume)")
         self.out.mkdir(parents=True, exist_ok=True)
         self.runner.prepare(self.out)
         self.state = TuneState(self._identity())
-        self.state.new_iteration(self.cfg.base_mixlist, "default lists" if self.cfg.base_mixlist is None else
-                                 "starting list (--mixlist)", None, loss_scale=self.cfg.loss_scale)
+        self.state.new_iteration(edits_of(self.cfg.base_mixlist), "default lists" if self.cfg.base_mixlist is None
+                                 else "starting list (--mixlist)", None, loss_scale=self.cfg.loss_scale)
         self._save()
+        self.policy = self._policy()
 
-    @property
-    def policy(self) -> Policy:
+    def _policy(self) -> Policy:
         return Policy(self.state, self.stages, self.surrogate, self.cfg.learn, self.cfg.perf, self._load,
-                      self._calib_steps)
+                      self._calib_steps, self.cfg.measure_minimality, self.runner.scoped_dumps())
 
     # ------------------------------------------------------------------ steps
     def run(self) -> dict:
@@ -187,9 +191,10 @@ class Tuner:
         if it.keeps:
             what += f", {len(it.keeps)} keep_dtype line{'s' if len(it.keeps) != 1 else ''}"
         self.say(f"run {self.state.runs + 1 + ahead} of at most {self.cfg.max_runs}: {it.dir} ({what})")
-        # loss_scale / keep_dtype only when set: a Runner written before them keeps working
+        # loss_scale / keep_dtype / dump_tensors only when set: a Runner written before them keeps working
         kw = {**({"loss_scale": it.loss_scale} if it.loss_scale is not None else {}),
-              **({"keep_dtype": it.keeps} if it.keeps else {})}
+              **({"keep_dtype": it.keeps} if it.keeps else {}),
+              **({"dump_tensors": tuple(it.dump_tensors)} if it.dump_tensors else {})}
         return runner.run(it.as_mixlist(), self.cfg.mode, d / "run", **kw)
 
     def _record_run(self, it: Iteration, res: RunResult) -> None:
@@ -256,14 +261,16 @@ class Tuner:
                 self._attach_golden(d / "run")
             try:
                 run = self._load(it)
-                per_step = self.stages.final_metrics(run)
+                steps = self.stages.steps(run)
             except AdvisorError as e:
-                per_step, run = None, None
+                steps, run = None, None
                 self._unjudged(it, f"could not read the run: {e}")
-            if per_step is not None:
-                self._judge_steps(it, per_step)
+            if steps is not None:
+                self._judge_steps(it, run, steps)
                 try:
-                    self.stages.write_comparison(run, d / "comparison", self._calib_steps(it))
+                    first = self.stages.write_comparison(run, d / "comparison", self._calib_steps(it))
+                    if first is not None:
+                        it.measured["first_departure"] = str(first)
                 except AdvisorError as e:
                     it.notes.append(f"comparison outputs not written: {e}")
                 it.low_precision_time_share = self.stages.low_precision_time_share(run)
@@ -288,9 +295,10 @@ class Tuner:
         m = it.measured or {}
         return list(m["calibration_steps"]) if "calibration_steps" in m else None
 
-    def _judge_steps(self, it: Iteration, per_step: list[dict]) -> None:
-        per_step = sorted(per_step, key=lambda x: x.get("step", 0))
-        steps = [x.get("step", i) for i, x in enumerate(per_step)]
+    def _judge_steps(self, it: Iteration, run: Any, steps: list[int]) -> None:
+        """The run's verdicts on its calibration and held-out steps: each set of steps judged once (recommend and
+        the comparison reuse the calibration steps' items)."""
+        steps = sorted(steps)
         k = self.cfg.holdout
         if k is None:
             k = 1 if len(steps) >= 2 else 0
@@ -300,9 +308,11 @@ class Tuner:
                                           f"{len(steps) - 1}; continue with --resume --holdout N (the run is kept)")
         hold = set(steps[len(steps) - k:]) if k else set()
         self.state.holdout_steps = sorted(hold)
-        vc = self.stages.judge([x for x, s in zip(per_step, steps) if s not in hold])
-        held = [x for x, s in zip(per_step, steps) if s in hold]
-        vh = self.stages.judge(held) if held else None
+        calib = self.stages.final_metrics(run, [s for s in steps if s not in hold])
+        held = self.stages.final_metrics(run, sorted(hold)) if hold else []
+        per_step = sorted(calib + held, key=lambda x: x.get("step", 0))
+        vc = self.stages.verdict(calib)
+        vh = self.stages.verdict(held) if held else None
         it.verdict = {"ok": bool(vc["ok"]) and (vh is None or bool(vh["ok"])), "calibration": vc, "holdout": vh,
                       "reasons": list(vc.get("reasons", [])) + list((vh or {}).get("reasons", []))}
         if vc["ok"] and vh is not None and not vh["ok"]:
@@ -339,8 +349,8 @@ class Tuner:
                 stop = "run budget spent"
         for c in nxt:
             it.next = {"edits": edits_to_json(c.edits), "reason": c.reason}
-            self.state.new_iteration(c.mixlist, c.reason, c.predicted, parent=it.index, loss_scale=c.loss_scale,
-                                     keeps=c.keeps)
+            self.state.new_iteration(c.edits, c.reason, c.predicted, parent=it.index, loss_scale=c.loss_scale,
+                                     dump_tensors=c.dump_tensors)
         if not nxt:
             self.state.status = "confirmed" if self.state.passing() else "exhausted"
             self.state.stop_reason = stop or ""
@@ -364,26 +374,63 @@ class Tuner:
                                              len(it.edits)))
 
     def minimality(self, b: Iteration | None) -> dict:
-        """Whether the confirmed list is 1-minimal by measurement: the list minus each edit was run and failed."""
+        """Whether the confirmed list is 1-minimal: by measurement (the list minus each edit was run and failed),
+        or by replay (recommend replayed each one-smaller list on the same FP32 data, every one failing, and the
+        list passed as predicted: docs/tune.md "Stopping at the first confirmation")."""
         if b is None or not b.ok:
             return {"proved": False, "statement": "no confirmed list"}
         if not b.edits:
             return {"proved": True, "statement": "the starting lists pass: no edit to trim", "checks": []}
         runs = {it.edits: it for it in self.state.iterations if "judge" in it.done and it.loss_scale == b.loss_scale}
         checks = []
-        for e in sorted(b.edits):
+        for e in sorted(b.edits, key=lambda x: x.entry):
             w = runs.get(b.edits - {e})
-            checks.append({"edit": "/".join(e), "measured": w is not None,
+            checks.append({"edit": "/".join(e.entry), "measured": w is not None,
                            "meets_tolerance_without_it": None if w is None else w.ok,
                            "iteration": None if w is None else w.index})
         proved = all(c["measured"] and c["meets_tolerance_without_it"] is False for c in checks)
         if proved:
-            stmt = "1-minimal by measurement: the list without any one of its edits was run and failed"
-        elif any(c["meets_tolerance_without_it"] for c in checks):
-            stmt = "not 1-minimal: a smaller list passed too (see the checks)"
-        else:
-            stmt = "1-minimality not measured for every edit (the run budget ran out): see the checks"
-        return {"proved": proved, "statement": stmt, "checks": checks}
+            return {"proved": True, "how": "measured", "checks": checks,
+                    "statement": "1-minimal by measurement: the list without any one of its edits was run and failed"}
+        if any(c["meets_tolerance_without_it"] for c in checks):
+            return {"proved": False, "statement": "not 1-minimal: a smaller list passed too (see the checks)",
+                    "checks": checks}
+        if self.policy.minimal_by_replay(b):
+            replayed = self._replay_checks(self.state.iterations[b.parent])
+            for c in checks:
+                if not c["measured"]:
+                    c.update(replayed=True, meets_tolerance_without_it=False, **replayed.get(c["edit"], {}))
+            return {"proved": True, "how": "replayed", "checks": checks,
+                    "statement": "1-minimal by replay: recommend replayed the list without each of its edits on the "
+                                 f"FP32 data of {self.state.iterations[b.parent].dir} (the same batches) and every one "
+                                 "fails; the list itself passed as replayed (--measure-minimality runs them)",
+                    "replay_checks": f"{self.state.iterations[b.parent].dir}/recommendation/recommendation.json"}
+        return {"proved": False, "checks": checks,
+                "statement": "1-minimality not measured for every edit (the run budget ran out): see the checks"}
+
+    def _replay_checks(self, src: Iteration) -> dict[str, dict]:
+        """The replayed one-smaller lists of the recommendation ``src`` proposed from, read back from its
+        recommendation.json (``Recommendation.from_dict``): journal edit name -> what the replay measured."""
+        from ..fsutil import read_user_json
+        from ..recommend.edits import Edit
+        from ..recommend.result import Recommendation
+        path = self._folder(src.dir) / "recommendation" / "recommendation.json"
+        if not path.is_file():
+            return {}
+        rec = Recommendation.from_dict(read_user_json(path, "a recommendation.json"), str(path))
+        out = {}
+        for c in rec.minimality.checks:
+            e = Edit.parse(c.edit).journal_identity
+            w = c.without_it or {}
+            out["/".join(e.entry)] = {"how": c.how, "replayed_rel_l2": w.get("worst_rel_l2"),
+                                      "replayed_non_finite": w.get("non_finite")}
+        return out
+
+    def runs_to_first_confirmation(self) -> int | None:
+        """Runs spent (FP32 reference included) when the first list that passes had run: what the answer cost;
+        ``runs`` is what the tune spent in all (with its minimality and performance runs)."""
+        first = next((it for it in self.state.iterations if it.ok), None)
+        return first.runs_after if first is not None else None
 
     def summary(self) -> dict:
         b = self.best()
@@ -401,15 +448,17 @@ class Tuner:
                 "cosine": m.get("cosine"), "rel_l2": m.get("rel_l2"), "finite": m.get("finite"),
                 "low_precision_time_share": it.low_precision_time_share, "predicted": it.predicted or {},
                 "miss": it.miss, "runs_after": it.runs_after, "proposals": it.proposals,
-                **({"loss_scale": it.loss_scale} if it.loss_scale is not None else {})})
+                **({"loss_scale": it.loss_scale} if it.loss_scale is not None else {}),
+                **({"dump_tensors": len(it.dump_tensors)} if it.dump_tensors else {})})
         predicted_runs = [it for it in self.state.iterations if "ok" in (it.predicted or {}) and it.measured]
         replayed = [it for it in predicted_runs if str(it.predicted.get("how", "")).startswith("replayed")]
         return {
             "confirmed": self.state.status == "confirmed", "status": self.state.status,
             "stop_reason": self.state.stop_reason, "runs": self.state.runs,
+            "runs_to_first_confirmation": self.runs_to_first_confirmation(),
             "run_counting": "FP32 reference once + one per mixed-precision execution (failed ones included)",
             "captures": self.state.captures, "executions": self.state.executions,
-            "max_runs": self.cfg.max_runs, "mode": self.cfg.mode,
+            "max_runs": self.cfg.max_runs, "mode": self.cfg.mode, "measure_minimality": self.cfg.measure_minimality,
             "best_iteration": b.index if b else None, "edits": edits_summary(b.edits if b else frozenset()),
             "keep_dtype": list(b.keeps) if b else [],
             "loss_scale": b.loss_scale if b else None,
@@ -427,13 +476,12 @@ class Tuner:
             "excluded": self.state.excluded, "history": hist}
 
     def finish(self) -> dict:
+        from ..recommend.outputs import write_list_files
         from ..report.tune import render_html
         s = self.summary()
         b = self.best()
-        m = b.as_mixlist() if b else None
-        atomic_write_text(self.out / "modify_mixlist.json", (m or Mixlist()).to_json(), keep_existing=True)
-        if b is not None and b.keeps:       # per-op advice confirmed with the list: ATC's --keep_dtype file
-            atomic_write_text(self.out / "keep_dtype.cfg", "".join(f"{ln}\n" for ln in b.keeps), keep_existing=True)
+        # the confirmed list (and, with per-op advice, ATC's --keep_dtype file) through recommend's writer
+        write_list_files(self.out, b.as_mixlist() if b else None, b.keeps if b else ())
         atomic_write_json(self.out / "summary.json", s)
         atomic_write_text(self.out / "report.html", render_html(s, self.out), keep_existing=False)
         return s
@@ -456,30 +504,20 @@ def _nanmin(xs: list) -> float | None:
 def tune(runner: Runner, out: str | os.PathLike, mode: str = "mixed_float16", max_runs: int = 6,
          holdout: int | None = None, resume: bool = False, tolerance=None, learn: bool = True,
          base_mixlist: Mixlist | None = None, stages: Stages | None = None, soc: str | None = None,
-         ops_info: str | None = None, perf: bool = True, progress=None, parallel: int = 1,
-         loss_scale: float | None = None, granularity: str = "type") -> dict:
+         ops_info: Any = None, perf: bool = True, progress=None, parallel: int = 1,
+         loss_scale: float | None = None, granularity: str = "type", measure_minimality: bool = False,
+         cann: str | None = None) -> dict:
     """Run the tuning loop; returns the summary (also written to ``out/summary.json``).
     ``progress(msg)`` hears each run as it starts and its verdict; ``parallel``: runs at once;
     ``loss_scale``: the static loss scale of the first run (a training workload's; later runs may raise it);
     ``granularity``: recommend's (``type``: list edits; ``op``/``auto``: per-op keep lines too, which the runner
-    applies with each run -- ``Runner.run(keep_dtype=...)``)."""
-    from ..semantics import mode_info, uses_mixlist
-    try:
-        mode_info(mode)
-    except ValueError as e:
-        raise InputError("--mode", str(e)) from None
-    if not uses_mixlist(mode):
-        raise InputError("--mode", f"{mode} does not apply a mixlist; tune needs mixed_float16 or mixed_bfloat16")
-    if max_runs < 2:
-        raise InputError("--max-runs", "needs at least 2 (the FP32 reference and one mixed run)")
-    if holdout is not None and holdout < 0:
-        raise InputError("--holdout", "must be >= 0")
-    if parallel < 1:
-        raise InputError("--parallel", "must be >= 1")
-    if loss_scale is not None and not (0 < loss_scale < math.inf):
-        raise InputError("--loss-scale", f"must be a finite number > 0, not {loss_scale}")
-    st = stages or Stages(tolerance, soc=soc, ops_info=ops_info, mode=mode, granularity=granularity)
+    applies with each run -- ``Runner.run(keep_dtype=...)``); ``measure_minimality``: run the list without each of
+    its edits even when replay already showed every one failing (docs/tune.md)."""
+    from ..inputs import check_tune_options   # the CLI checks the same before anything is written
+    check_tune_options(mode, max_runs, holdout, parallel, loss_scale)
+    st = stages or Stages(tolerance, soc=soc, ops_info=ops_info, mode=mode, granularity=granularity, cann=cann)
     t = Tuner(runner, st, TuneConfig(Path(out), mode, max_runs, holdout, learn, perf, base_mixlist,
-                                     parallel=parallel, loss_scale=loss_scale), progress)
+                                     parallel=parallel, loss_scale=loss_scale,
+                                     measure_minimality=measure_minimality), progress)
     t.start(resume=resume)
     return t.run()

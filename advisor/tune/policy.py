@@ -1,12 +1,15 @@
 """What the loop runs next (docs/tune.md "Policy").
 
 After a failing list: the learned combination of measured fixes if the surrogate predicts it passes, else a
-new proposal from recommend on the latest measurements — never a list already run or excluded (recommend's
+new proposal from recommend on the latest measurements -- never a list already run or excluded (recommend's
 replay search skips their plans and goes on to the next best candidate it predicts to pass), screened by the
-surrogate.  After a passing list: the surrogate's trim of an over-fix, then **measured trimming** — the
-passing list minus each edit, the most expensive edit first, while budget remains: the final list is
-1-minimal by measurement or the summary says it is not — then recommend's performance edits.  A measurement
-that contradicts its prediction is a *miss*: recorded, and from then on recommend widens its candidates.
+surrogate; when recommend predicts no list to pass, the most promising untried one by its evidence (the
+closest it replayed or estimated).  After a passing list: confirmed at once when replay has measured every
+one-smaller list failing on the same data (**1-minimal by replay**; ``measure_minimality`` measures them
+instead), else the surrogate's trim of an over-fix, then **measured trimming** -- the passing list minus each
+edit, the most expensive edit first, while budget remains -- then recommend's performance edits.  A
+measurement that contradicts its prediction is a *miss*: recorded, and from then on recommend widens its
+candidates (and replay no longer stands in for measured minimality).
 """
 from __future__ import annotations
 
@@ -16,43 +19,62 @@ from typing import Any, Callable
 
 from ..compare.training import scale_text
 from ..mixlist import Mixlist
-from .edits import edit_key, edits_of, edits_to_json, keeps_of, mixlist_from_edits
+from ..recommend.edits import Edit, edits_of, edits_to_json, keep_lines, mixlist_of
+from ..recommend.result import Recommendation
 from .journal import Iteration, TuneState
-from .stages import Proposal, Stages
+from .stages import Stages
 from .surrogate import Surrogate
 
 MAX_SCREEN = 6               # proposals the surrogate may reject per decision (no run spent)
+CONFIRMED_BY_REPLAY = ("confirmed: 1-minimal by replay (recommend replayed the list without each of its edits on the "
+                       "FP32 data of the run it recommended it from, the same batches, and every one fails; "
+                       "--measure-minimality runs them)")
 
 
 @dataclass
 class Candidate:
-    """A list the policy schedules: why, what was predicted for it, and the loss scale it runs with."""
+    """A list the policy schedules: its edits (relative to the chip defaults), why, what was predicted for it,
+    the loss scale it runs with and the ops whose tensors its run dumps beside the statistics."""
 
-    mixlist: Mixlist | None
+    edits: frozenset
     reason: str
     predicted: dict = field(default_factory=dict)
     loss_scale: float | None = None
-    keeps: tuple = ()                      # keep_dtype lines (per-op advice) the run adds
+    dump_tensors: tuple = ()
 
     @property
-    def edits(self) -> frozenset:
-        return edits_of(self.mixlist, self.keeps)
+    def mixlist(self) -> Mixlist | None:
+        return mixlist_of(self.edits)
 
-    @classmethod
-    def of_edits(cls, edits: frozenset, reason: str, predicted: dict | None = None,
-                 loss_scale: float | None = None) -> "Candidate":
-        """The candidate running exactly ``edits`` (list edits and keeps)."""
-        return cls(mixlist_from_edits(edits), reason, predicted or {}, loss_scale, keeps_of(edits))
+    @property
+    def keeps(self) -> tuple[str, ...]:
+        return keep_lines(self.edits)
+
+
+def prediction_of(rec: Recommendation, perf: bool = False, proved: bool = False) -> dict:
+    """The journal's ``predicted`` of a list recommend proposed: final error, share, how, whether it passes and
+    (``proved``) whether replay showed every one-smaller list failing."""
+    p = (rec.predicted.with_performance_edits or rec.predicted.recommended) if perf else rec.predicted.recommended
+    if rec.status == "no-solution" and rec.closest is not None:
+        p = rec.closest.predicted
+    out = {"rel_l2": p.final_rel_l2, "nonfinite": p.final_nonfinite, "cosine": p.final_cosine,
+           "low_share": p.low_precision_share, "how": p.how, "ok": bool(rec.ok)}
+    if proved:
+        out["minimal_by_replay"] = True
+    return out
 
 
 class Policy:
-    """Decides the next list to run from the journal's state and the measurements."""
+    """Decides the next list to run from the journal's state and the measurements (built once per tune)."""
 
     def __init__(self, state: TuneState, stages: Stages, surrogate: Surrogate, learn: bool, perf: bool,
-                 load: Callable[[Iteration], Any], calib_steps: Callable[[Iteration], list[int] | None]):
+                 load: Callable[[Iteration], Any], calib_steps: Callable[[Iteration], list[int] | None],
+                 measure_minimality: bool = False, scoped_dumps: bool = False):
         self.state, self.stages, self.surrogate = state, stages, surrogate
         self.learn, self.perf = learn, perf
         self.load, self.calib_steps = load, calib_steps
+        self.measure_minimality = measure_minimality
+        self.scoped_dumps = scoped_dumps      # the runner can dump tensors for chosen ops beside the statistics
         self.scale: float | None = None      # the loss scale of the list deciding (runs are tried at a scale)
 
     def tried(self) -> set:
@@ -75,6 +97,12 @@ class Policy:
         self.state.misses.append({"iteration": it.index, **it.miss})
         self.state.widen = True
 
+    def minimal_by_replay(self, it: Iteration) -> bool:
+        """``it`` passed as predicted, and its prediction says replay measured every one-smaller list failing;
+        replay has not been wrong in this tune (no miss)."""
+        return (bool((it.predicted or {}).get("minimal_by_replay")) and it.ok and not self.state.misses
+                and not self.measure_minimality)
+
     # ------------------------------------------------------------------ decisions
     def next(self, it: Iteration, d: Path, k: int = 1) -> tuple[list[Candidate], str | None]:
         """Up to ``k`` lists to run next (``--parallel``): the policy's choice first, then the next best ones it
@@ -94,55 +122,54 @@ class Policy:
     def another(self, it: Iteration, d: Path, scheduled: list[Candidate]) -> Candidate | None:
         """One more list to run beside ``scheduled`` (chosen, not yet run).  With a passing list: its next
         measured trim.  Otherwise, when a scheduled fix is *replayed* to pass, the run it needs next if it
-        does pass -- the fix minus one edit (speculative trimming); else recommend's next untried candidate,
-        the run needed if the fix fails."""
+        does pass -- the fix minus one edit (speculative trimming; not when replay already proved it
+        1-minimal); else recommend's next untried candidate, the run needed if the fix fails."""
         taken = [n.edits for n in scheduled if n.loss_scale == self.scale]
         passing = self.state.passing()
         if passing:
             best = max(passing, key=lambda p: ((p.low_precision_time_share or 0.0), -len(p.edits), -p.index))
-            if best.loss_scale != self.scale:
+            if best.loss_scale != self.scale or self.minimal_by_replay(best):
                 return None
             return self.measured_trim(best, also=taken)
         src = it if it.measured else self.measured_ancestor(it)
         if src is None:
             return None
         for c in scheduled:
-            edits, pred = c.edits, c.predicted
+            pred = c.predicted
             if c.loss_scale == self.scale and pred.get("ok") and str(pred.get("how") or "") == "replayed" \
-                    and len(edits) >= 2:
-                trim = self.trim_of(edits, self.load(src), taken, label="of the fix scheduled beside it")
+                    and len(c.edits) >= 2 and (self.measure_minimality or not pred.get("minimal_by_replay")):
+                trim = self.trim_of(c.edits, self.load(src), taken, label="of the fix scheduled beside it")
                 if trim is not None:
                     return trim
-        prop = self.propose(src, d, also=taken)
-        if prop is None:
-            return None
-        return Candidate(prop.mixlist, "fix: recommended on the measurements of " + src.dir + " (next candidate)",
-                         {**prop.predicted, "ok": prop.ok}, self.scale, prop.keeps)
+        return self.propose(src, d, also=taken, reason=f"fix: recommended on the measurements of {src.dir} "
+                                                       "(next candidate)")
 
     def after_pass(self, it: Iteration, d: Path) -> tuple[Candidate | None, str | None]:
         tol = self.stages.tolerance
         edits = it.edits
-        if self.learn and it.measured:
-            trimmed = self.surrogate.trim(edits, Surrogate.capped(it.measured["rel_l2"], it.measured["finite"]),
-                                          tol.max_rel_l2)
-            if trimmed is not None and trimmed not in self.tried() and trimmed not in self.excluded():
-                dropped = ", ".join(edit_key(e) for e in sorted(edits - trimmed))
-                return Candidate.of_edits(trimmed, f"trim over-fix: drop {dropped} (measured effect negligible)",
-                                          {}, self.scale), None
-        trim = self.measured_trim(it)
-        if trim is not None:
-            return trim, None
+        if not self.minimal_by_replay(it):
+            if self.learn and it.measured:
+                trimmed = self.surrogate.trim(edits, Surrogate.capped(it.measured["rel_l2"], it.measured["finite"]),
+                                              tol.max_rel_l2)
+                if trimmed is not None and trimmed not in self.tried() and trimmed not in self.excluded():
+                    dropped = ", ".join(e.key for e in sorted(edits - trimmed, key=lambda e: e.entry))
+                    return Candidate(trimmed, f"trim over-fix: drop {dropped} (measured effect negligible)", {},
+                                     self.scale), None
+            trim = self.measured_trim(it)
+            if trim is not None:
+                return trim, None
         if not self.perf:
-            return None, "confirmed"
+            return None, CONFIRMED_BY_REPLAY if self.minimal_by_replay(it) else "confirmed"
         best_share = max((p.low_precision_time_share or 0.0) for p in self.state.passing())
-        prop = self.propose(it, d, want_perf=True)
+        prop = self.propose(it, d, want_perf=True, reason="performance edits on a passing list")
         if prop is None:
-            return None, "confirmed: recommend proposes no further edit"
+            return None, (CONFIRMED_BY_REPLAY if self.minimal_by_replay(it) else
+                          "confirmed: recommend proposes no further edit")
         ps = prop.predicted.get("low_share")
         if ps is not None and it.low_precision_time_share is not None and ps <= best_share + 1e-9:
-            return None, "confirmed: no proposal with more low-precision time"
-        return Candidate(prop.mixlist, "performance edits on a passing list", {**prop.predicted, "ok": prop.ok},
-                         self.scale, prop.keeps), None
+            return None, (CONFIRMED_BY_REPLAY if self.minimal_by_replay(it) else
+                          "confirmed: no proposal with more low-precision time")
+        return prop, None
 
     def measured_trim(self, it: Iteration, also: list | None = None) -> Candidate | None:
         """The passing list minus one edit not yet measured, the edit costing the most low-precision time
@@ -156,20 +183,20 @@ class Policy:
         low-precision time (cost model on ``run``)."""
         tried, excluded = self.tried() | set(also), self.excluded()
         options = []
-        for e in sorted(edits):
+        for e in sorted(edits, key=lambda x: x.entry):
             rest = edits - {e}
             if rest in tried or rest in excluded:
                 continue
-            keeps = keeps_of(rest)
-            share = (self.stages.predicted_share(run, mixlist_from_edits(rest), keeps=keeps) if keeps else
-                     self.stages.predicted_share(run, mixlist_from_edits(rest)))
-            options.append((-(share if share is not None else 0.0), edit_key(e), e, rest, share))
+            keeps = keep_lines(rest)
+            share = (self.stages.predicted_share(run, mixlist_of(rest), keeps=keeps) if keeps else
+                     self.stages.predicted_share(run, mixlist_of(rest)))
+            options.append((-(share if share is not None else 0.0), e.key, rest, share))
         if not options:
             return None
-        _, key, e, rest, share = min(options)
-        return Candidate.of_edits(rest, f"trim: measure whether {key} is needed" + (f" ({label})" if label else ""),
-                                  {"low_share": share, "how": "estimated (cost model)"} if share is not None else {},
-                                  self.scale)
+        _, key, rest, share = min(options, key=lambda o: (o[0], o[1]))
+        return Candidate(rest, f"trim: measure whether {key} is needed" + (f" ({label})" if label else ""),
+                         {"low_share": share, "how": "estimated (cost model)"} if share is not None else {},
+                         self.scale)
 
     def after_fail(self, it: Iteration, d: Path) -> tuple[Candidate | None, str | None]:
         passing = self.state.passing()
@@ -177,6 +204,8 @@ class Policy:
             # a list already passes (this run was a trim or a performance try): go on trimming the best one
             best = max(passing, key=lambda p: ((p.low_precision_time_share or 0.0), -len(p.edits), -p.index))
             self.scale = best.loss_scale
+            if self.minimal_by_replay(best):
+                return None, CONFIRMED_BY_REPLAY
             trim = self.measured_trim(best)
             if trim is not None:
                 return trim, None
@@ -184,21 +213,20 @@ class Policy:
         if self.learn:
             combo = self.surrogate.combine(self.stages.tolerance.max_rel_l2)
             if combo is not None and combo not in self.tried() and combo not in self.excluded():
-                return Candidate.of_edits(combo, "learned: combine the edits measured to remove error "
-                                          f"({', '.join(edit_key(e) for e in sorted(combo))})",
-                                          {"surrogate_rel_l2": self.surrogate.predict(combo)}, self.scale), None
+                return Candidate(combo, "learned: combine the edits measured to remove error "
+                                 f"({', '.join(e.key for e in sorted(combo, key=lambda e: e.entry))})",
+                                 {"surrogate_rel_l2": self.surrogate.predict(combo)}, self.scale), None
         src = it if it.measured else self.measured_ancestor(it)
         if src is None:
             return None, "no measured run to recommend from"
-        prop = self.propose(src, d)
+        prop = self.propose(src, d, reason="fix: recommended on the measurements of " + src.dir)
         if prop is None:
             advice = next((x["loss_scale"] for x in src.proposals[-1]["log"] if x.get("status") == "loss-scale"
                            and x.get("loss_scale")), None)
             if advice is not None:
                 return self.scaled(src, advice)
-            return None, "recommend found no further untried edit set it predicts to pass"
-        return Candidate(prop.mixlist, "fix: recommended on the measurements of " + src.dir,
-                         {**prop.predicted, "ok": prop.ok}, self.scale, prop.keeps), None
+            return None, "recommend found no further untried edit set (none predicted to pass, none closer)"
+        return prop, None
 
     def scaled(self, src: Iteration, advice: dict) -> tuple[Candidate | None, str | None]:
         """Only the gradients fail, by underflow: the same list again with recommend's static loss scale
@@ -214,10 +242,10 @@ class Policy:
                           f"above the one their magnitudes call for ({scale_text(scale)}): see {where}")
         if src.edits in self.state.tried(float(scale)):
             return None, f"the loss scale {scale_text(scale)} was already run with this list ({where})"
-        return Candidate(src.as_mixlist(), f"loss scale {scale_text(scale)}: only the gradients fail, by underflow in low "
+        return Candidate(src.edits, f"loss scale {scale_text(scale)}: only the gradients fail, by underflow in low "
                          f"precision ({advice.get('reason', '')}); the same list with the scaled backward",
                          {"underflow": advice.get("predicted_underflow"), "how": "estimated (golden gradient "
-                          "magnitudes)"}, float(scale), src.keeps), None
+                          "magnitudes)"}, float(scale)), None
 
     def measured_ancestor(self, it: Iteration) -> Iteration | None:
         p = it.parent
@@ -228,52 +256,77 @@ class Policy:
             p = cand.parent
         return None
 
-    def propose(self, src: Iteration, d: Path, want_perf: bool = False, also: list | None = None) -> Proposal | None:
+    def proposal(self, rec: Recommendation, src: Iteration, want_perf: bool) -> tuple[frozenset, dict]:
+        """(edits relative to the chip defaults, predicted) of what recommend proposes: its list (with
+        ``want_perf`` its performance list), or -- when it predicts no list to pass -- the closest one it
+        replayed or estimated.  The run's own keep lines stay; recommend adds to them."""
+        if want_perf and rec.performance_mixlist is not None:
+            m = rec.performance_mixlist
+        elif rec.status == "no-solution" and rec.closest is not None and rec.closest.modify_mixlist is not None:
+            m = rec.closest.modify_mixlist
+        else:
+            m = rec.modify_mixlist
+        keeps = set(src.keeps) | {e.edit.line for e in rec.edits if e.edit.is_keep}
+        edits = edits_of(m if m is not None and not m.is_empty() else None, sorted(keeps))
+        perf = want_perf and rec.performance_mixlist is not None
+        # replay's checks cover the edits recommend added: a proof for the whole list when it started from none
+        proved = not perf and rec.status == "recommended" and rec.minimality.by_replay and not src.edits
+        return edits, prediction_of(rec, perf, proved)
+
+    def propose(self, src: Iteration, d: Path, want_perf: bool = False, also: list | None = None,
+                reason: str = "") -> Candidate | None:
         """Recommend on ``src``'s run (starting from the list it used), never a list already run or excluded.
         A proposal the surrogate predicts to fail is excluded without a run and recommend is asked again with
-        its new edit types excluded -- at most MAX_SCREEN times."""
+        its new edit types excluded -- at most MAX_SCREEN times.  The recommendation acted on is written to
+        ``d/recommendation``."""
         run = self.load(src)
         base = src.as_mixlist()
         base_edits = src.edits
         steps = self.calib_steps(src)
         exclude_types: set[str] = set()
         if self.learn:
-            exclude_types |= self.surrogate.useless_types(self.stages.tolerance.max_rel_l2) - {e[2] for e in base_edits}
+            exclude_types |= self.surrogate.useless_types(self.stages.tolerance.max_rel_l2) - {
+                e.type for e in base_edits}
         log: list[dict] = [{"learned_exclude": sorted(exclude_types)}] if exclude_types else []
         avoid_sets = self.tried() | set(self.excluded()) | set(also or [])
         # what recommend must not propose again: lists, with their keep lines when they have some
-        avoid = [(mixlist_from_edits(e), keeps_of(e)) if keeps_of(e) else mixlist_from_edits(e) for e in avoid_sets]
-        out = None
+        avoid = [(mixlist_of(e), keep_lines(e)) if keep_lines(e) else mixlist_of(e) for e in avoid_sets]
+        out, rec = None, None
         for attempt in range(MAX_SCREEN + 1):
             rec = self.stages.recommend(run, base, sorted(exclude_types), steps, avoid=avoid, widen=self.state.widen)
-            if attempt == 0 and not also:
-                self.stages.write_recommendation(rec, d / "recommendation")
-            prop = (Proposal(rec.perf_mixlist, rec.perf_predicted or rec.predicted, rec.ok, rec.raw)
-                    if want_perf and rec.perf_mixlist is not None else rec)
-            if src.keeps or prop.keeps:           # the run's own keep lines stay; recommend adds to them
-                prop.keeps = tuple(sorted(set(src.keeps) | set(prop.keeps)))
-            if prop.edits == base_edits:
+            edits, predicted = self.proposal(rec, src, want_perf)
+            if edits == base_edits:
+                advice = (rec.loss_scale or {}).get("loss_scale") if rec.status == "loss-scale" else None
                 log.append({"attempt": attempt, "result": "no new edit", "status": rec.status,
-                            **({"loss_scale": rec.loss_scale} if rec.loss_scale else {})})
+                            **({"loss_scale": advice} if advice else {})})
                 break
-            new_types = {e[2] for e in (prop.edits - base_edits) or (base_edits - prop.edits)}
-            screened = self.surrogate.screen(prop.edits, self.stages.tolerance.max_rel_l2) if self.learn else (True, None)
-            if prop.edits in avoid_sets:
-                log.append({"attempt": attempt, "edits": edits_to_json(prop.edits), "result": "already tried"})
+            new_types = {e.type for e in (edits - base_edits) or (base_edits - edits)}
+            screened = self.surrogate.screen(edits, self.stages.tolerance.max_rel_l2) if self.learn else (True, None)
+            if edits in avoid_sets:
+                log.append({"attempt": attempt, "edits": edits_to_json(edits), "result": "already tried"})
             elif not screened[0]:
-                self.state.exclude(prop.edits, f"surrogate: measured effects of these edits predict rel_l2 "
-                                               f"{screened[1]:.3g}", None, self.scale)
-                avoid.append((prop.mixlist, prop.keeps) if prop.keeps else prop.mixlist)
-                log.append({"attempt": attempt, "edits": edits_to_json(prop.edits), "result": "surrogate rejected",
+                self.state.exclude(edits, f"surrogate: measured effects of these edits predict rel_l2 "
+                                          f"{screened[1]:.3g}", None, self.scale)
+                avoid.append((mixlist_of(edits), keep_lines(edits)) if keep_lines(edits) else mixlist_of(edits))
+                log.append({"attempt": attempt, "edits": edits_to_json(edits), "result": "surrogate rejected",
                             "predicted_rel_l2": screened[1]})
             else:
                 if screened[1] is not None:
-                    prop.predicted = {**prop.predicted, "surrogate_rel_l2": screened[1]}
-                log.append({"attempt": attempt, "edits": edits_to_json(prop.edits), "result": "proposed"})
-                out = prop
+                    predicted = {**predicted, "surrogate_rel_l2": screened[1]}
+                closest = rec.status == "no-solution"
+                log.append({"attempt": attempt, "edits": edits_to_json(edits),
+                            "result": "closest (none predicted to pass)" if closest else "proposed"})
+                out = Candidate(edits, reason + ("; the most promising untried list by its evidence (none is "
+                                                 "predicted to pass)" if closest else ""), predicted, self.scale,
+                                tuple(rec.dump_scope) if self.scoped_dumps else ())
                 break
             if not new_types - exclude_types and log[-2:-1] and log[-2].get("edits") == log[-1].get("edits"):
                 break                     # recommend answers the same even with these types excluded
             exclude_types |= new_types
+        if rec is not None and not also:
+            self.stages.write_recommendation(rec, d / "recommendation")
         src.proposals.append({"from": src.dir, "perf": want_perf, "log": log})
         return out
+
+
+__all__ = ["Policy", "Candidate", "MAX_SCREEN", "prediction_of", "CONFIRMED_BY_REPLAY", "Edit"]

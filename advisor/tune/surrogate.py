@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from .edits import Edit, edit_key
+from ..recommend.edits import Edit
 
 
 class Surrogate:
@@ -55,10 +55,10 @@ class Surrogate:
             return None, []
         import numpy as np
         from sklearn.linear_model import Ridge
-        feats = sorted({edit_key(e) for p in pts for e in p["edits"]})
+        feats = sorted({e.key for p in pts for e in p["edits"]})
         if not feats:
             return None, []
-        X = np.array([[1.0 if f in {edit_key(e) for e in p["edits"]} else 0.0 for f in feats] for p in pts])
+        X = np.array([[1.0 if f in {e.key for e in p["edits"]} else 0.0 for f in feats] for p in pts])
         y = np.array([p["err"] for p in pts])
         return Ridge(alpha=self.alpha, fit_intercept=True).fit(X, y), feats
 
@@ -73,9 +73,9 @@ class Surrogate:
         out = set()
         for p in self._finite():
             for e in p["edits"]:
-                c = eff.get(edit_key(e))
-                if c is not None and self.identified(e) and c > -0.1 * max_rel_l2:
-                    out.add(e[2])
+                c = eff.get(e.key)
+                if c is not None and not e.is_keep and self.identified(e) and c > -0.1 * max_rel_l2:
+                    out.add(e.type)
         return out
 
     def effects(self) -> dict[str, float]:
@@ -92,7 +92,7 @@ class Surrogate:
         if model is None:
             return None
         import numpy as np
-        keys = {edit_key(e) for e in edits}
+        keys = {e.key for e in edits}
         return float(model.predict(np.array([[1.0 if f in keys else 0.0 for f in feats]]))[0])
 
     def screen(self, edits: frozenset[Edit], max_rel_l2: float) -> tuple[bool, float | None]:
@@ -109,7 +109,7 @@ class Surrogate:
         the tolerance), when the regression predicts it passes with a 2x margin; else None."""
         eff = self.effects()
         helpful = frozenset(e for p in self._finite() for e in p["edits"]
-                            if self.identified(e) and eff.get(edit_key(e), 0.0) < -0.1 * max_rel_l2)
+                            if self.identified(e) and eff.get(e.key, 0.0) < -0.1 * max_rel_l2)
         if not helpful:
             return None
         pred = self.predict(helpful)
@@ -121,8 +121,8 @@ class Surrogate:
             return None
         eff = self.effects()
         keep, err = set(edits), measured
-        for e in sorted(edits, key=lambda e: -eff.get(edit_key(e), -math.inf)):
-            c = eff.get(edit_key(e))
+        for e in sorted(edits, key=lambda e: -eff.get(e.key, -math.inf)):
+            c = eff.get(e.key)
             if c is None or not self.identified(e) or len(keep) <= 1:
                 continue
             if err - c <= 0.5 * max_rel_l2:

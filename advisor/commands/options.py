@@ -1,0 +1,168 @@
+"""Option groups: options declared once, in one place, and added to every command that takes them.
+
+A group is a tuple of typer options and a function building one value from them; ``@uses(GROUP, ...)`` puts the
+group's options into a command's signature in place of its parameter named after the group, and hands the command
+the built value::
+
+    @app.command("capture")
+    @uses(CHIP_FIXED, TOLERANCE)
+    def capture(target: str = typer.Argument(...), chip: Chip = None, tol: Tolerance = None) -> None:
+        lists = chip.lists()
+
+The chip group (``--soc``, ``--ops-info``, ``--cann``; a new chip-table option is one more line in ``chip_group`` and
+one more field of ``Chip``) and the tolerance group (``compare.cli_options``) are the only declarations of those options.
+A value a group refuses (``--soc nosoc``, ``--cann 7.0``, ``--min-cosine 2``) is one line and exit 2 before the
+command runs."""
+from __future__ import annotations
+
+import functools
+import inspect
+from dataclasses import dataclass
+from typing import Any, Callable, List, Optional
+
+import typer
+
+from ..compare.cli_options import TOLERANCE_OPTIONS
+from ..compare.tolerance import Tolerance
+from ..errors import AdvisorError, InputError
+from ..oplists import DEFAULT_SOC, SOCS, cann_version
+
+
+@dataclass(frozen=True)
+class OptionGroup:
+    """``name``: the command parameter the group replaces; ``options``: (parameter, annotation, typer option);
+    ``build(**values)``: the value the command receives (may raise an AdvisorError: exit with its one line)."""
+
+    name: str
+    options: tuple[tuple[str, Any, Any], ...]
+    build: Callable[..., Any]
+
+
+def uses(*groups: OptionGroup) -> Callable[[Callable], Callable]:
+    """Decorator: the command's parameters named after ``groups`` become the groups' options (at their place)."""
+    def deco(fn: Callable) -> Callable:
+        sig = inspect.signature(fn, eval_str=True)
+        by_name = {g.name: g for g in groups}
+        missing = set(by_name) - set(sig.parameters)
+        if missing:
+            raise TypeError(f"{fn.__name__} has no parameter {', '.join(sorted(missing))} for its option group")
+        params = []
+        for p in sig.parameters.values():
+            g = by_name.get(p.name)
+            if g is None:
+                params.append(p)
+                continue
+            params += [inspect.Parameter(n, p.kind, default=opt, annotation=ann)
+                       for n, ann, opt in g.options]
+
+        @functools.wraps(fn)
+        def command(**kw: Any) -> Any:
+            for g in groups:
+                values = {n: kw.pop(n) for n, _, _ in g.options}
+                try:
+                    kw[g.name] = g.build(**values)
+                except AdvisorError as e:
+                    typer.echo(f"advisor: error: {e}", err=True)
+                    raise typer.Exit(e.exit_code) from None
+            return fn(**kw)
+
+        command.__signature__ = sig.replace(parameters=params)
+        command.__annotations__ = {p.name: p.annotation for p in params if p.annotation is not inspect.Parameter.empty}
+        return command
+    return deco
+
+
+# ---------------------------------------------------------------------- chip / op tables
+@dataclass(frozen=True)
+class Chip:
+    """What ``--soc`` / ``--ops-info`` / ``--cann`` select.  ``soc`` None: the run's own (run.json), else the default
+    chip; ``ops_info``: the ops-info files in the order given (None: none); ``cann`` None: the run's table version
+    (run.json's, CANN 8.1.RC1 when it records none) for a command reading a run, else the current one."""
+
+    soc: Optional[str] = None
+    ops_info: Optional[List[str]] = None
+    cann: Optional[str] = None
+
+    def lists(self):
+        """The op lists these options select (``oplists.load_lists``; InputError on a bad file)."""
+        from ..oplists import load_lists
+        return load_lists(self.soc or DEFAULT_SOC, self.ops_info, self.cann)
+
+
+def _chip(soc: Optional[str], ops_info: Optional[List[str]], cann: Optional[str]) -> Chip:
+    """Refuse an unknown chip or table version before any work (an --ops-info file names its own chip: its soc is
+    not checked; a bad --cann is refused even then, as ``load_lists`` does)."""
+    if soc is not None and not ops_info and soc not in SOCS:
+        raise InputError(None, f"unknown --soc {soc!r}; choose one of {', '.join(SOCS)}")
+    if cann is not None:
+        cann_version(cann)
+    return Chip(soc, list(ops_info) if ops_info else None, cann)
+
+
+def chip_group(default_soc: Optional[str]) -> OptionGroup:
+    """The chip options; ``default_soc`` None: the run's chip (commands that read a run), else that chip."""
+    soc_help = ("Chip whose default white/black/gray lists apply: " + ", ".join(SOCS)
+                + (" (default: run.json's, else ascend910b)." if default_soc is None else "."))
+    cann_help = ("Default tables' CANN version: 9.2 (CANN 9.2.0, the default) or 8.1 (CANN 8.1.RC1)"
+                 + (". On a run directory the default is its run.json's, 8.1 when it records none."
+                    if default_soc is None else "."))
+    return OptionGroup("chip", (
+        ("soc", Optional[str], typer.Option(default_soc, "--soc", help=soc_help)),
+        ("ops_info", Optional[List[str]], typer.Option(None, "--ops-info", help="Real CANN aic-<soc>-ops-info*.json "
+                                                       "files to read the lists and kernel dtypes from instead "
+                                                       "(repeatable: a CANN install splits them into legacy, nn, "
+                                                       "math, cv, transformer; merged in the order given).")),
+        ("cann", Optional[str], typer.Option(None, "--cann", help=cann_help)),
+    ), _chip)
+
+
+CHIP_OF_RUN = chip_group(None)            # inspect, compare, recommend, diff, replay: the run's chip by default
+CHIP_FIXED = chip_group(DEFAULT_SOC)      # lint, capture, tune
+
+
+# ---------------------------------------------------------------------- numerics (ops executed as the chip does)
+@dataclass(frozen=True)
+class NumericsChoice:
+    """What ``--overflow-mode`` / ``--allow-hf32`` select (None: the run's, else the chip's default)."""
+
+    overflow_mode: Optional[str] = None
+    allow_hf32: Optional[str] = None
+
+    def extra(self) -> dict:
+        """The options given, as the capture settings and run.json carry them."""
+        return {k: v for k, v in (("overflow_mode", self.overflow_mode), ("allow_hf32", self.allow_hf32)) if v}
+
+
+def _numerics(overflow_mode: Optional[str], allow_hf32: Optional[str]) -> NumericsChoice:
+    """A bad value is one line (exit 2) before any work; whether the chip has the mode is decided with the run."""
+    if overflow_mode is not None or allow_hf32 is not None:
+        from ..numerics import resolve
+        resolve(DEFAULT_SOC, overflow_mode, allow_hf32)
+    return NumericsChoice(overflow_mode, allow_hf32)
+
+
+NUMERICS = OptionGroup("numerics", (
+    ("overflow_mode", Optional[str], typer.Option(None, "--overflow-mode", help="inf_nan | saturation: the chip's "
+                                                  "float overflow mode (default: the run's, else the chip's: "
+                                                  "saturation on ascend910/ascend310p, inf_nan on "
+                                                  "ascend910b/ascend910_93).")),
+    ("allow_hf32", Optional[str], typer.Option(None, "--allow-hf32", help="conv,matmul | conv | matmul | none: fp32 "
+                                               "ops that run in HF32 (default: the run's, else the chip's: conv on "
+                                               "ascend910b/ascend910_93, none elsewhere).")),
+), _numerics)
+
+
+# ---------------------------------------------------------------------- tolerance
+def _tolerance(**values: Any) -> Tolerance:
+    from ..compare.tolerance import tolerance_from_options
+    try:
+        return tolerance_from_options(**values)
+    except ValueError as e:
+        raise InputError(None, str(e)) from None
+
+
+__all__ = ["OptionGroup", "uses", "Chip", "chip_group", "CHIP_OF_RUN", "CHIP_FIXED", "NUMERICS", "NumericsChoice",
+           "TOLERANCE", "Tolerance"]
+
+TOLERANCE = OptionGroup("tol", tuple((n, bool if n in ("allow_nonfinite", "msprobe_rule") else float, opt)
+                                     for n, opt in TOLERANCE_OPTIONS.items()), _tolerance)

@@ -1,0 +1,143 @@
+"""What a command can refuse before its first run or capture: a refused input costs seconds, one line and exit 2,
+and leaves nothing behind (no output folder, no journal, no ``.bak`` of a previous output).
+
+* ``load_mixlist``: a user's modify_mixlist, refused in a mode that applies none (``rundir.check_mixlist_mode``, as
+  ATC does), refused whole when GE rejects it (``mixlist.load``), its op types checked by the one rule
+  (``mixlist.check_op_types``) against the graph it will apply to -- the run's graph when the run exists, else every type a capture can give
+  its graph (``capture_graph_types``: the emulator's aten / ONNX / TF -> GE tables);
+* ``check_mode``, ``check_timeout``, ``check_tune_options``, ``check_holdout``, ``check_capture_inputs``: the
+  options' own ranges and the files they name.
+
+The checks of the chip (``--soc``) and the tolerance live with their option groups (``commands.options``)."""
+from __future__ import annotations
+
+import json
+import math
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from .errors import InputError
+from .mixlist import Mixlist, check_op_types, load
+from .oplists import OpLists
+from .rundir import check_mixlist_mode
+
+# how the emulator names ops its tables do not map (they exist only once a capture made them): any such name passes
+UNMAPPED_PREFIXES = ("aten.", "onnx:")
+
+
+class CaptureGraphTypes(frozenset):
+    """The op types a capture can give its graph, plus every name of an unmapped op (``aten.<op>``, ``onnx:<Op>``)."""
+
+    def __contains__(self, t: object) -> bool:
+        return frozenset.__contains__(self, t) or (isinstance(t, str) and t.startswith(UNMAPPED_PREFIXES))
+
+
+@lru_cache(maxsize=1)
+def capture_graph_types() -> CaptureGraphTypes:
+    """Every GE op type the emulator maps a framework op to: torchair's aten table, ATC's ONNX parser table (every
+    opset), the TF adapter's renames and ConstToAttr variants (other TF types keep their TF name, in the chip
+    tables when GE has a kernel for them)."""
+    from .onnx.opmap import table as onnx_table
+    from .tf.opmap import CONST_TO_ATTR, TF_TO_GE
+    aten = json.loads(resources.files("advisor").joinpath("data/aten_to_ge.json").read_text(encoding="utf-8"))
+    types = {e["type"] for e in aten["ops"].values()}
+    for e in onnx_table()["ops"].values():
+        types.add(e["type"])
+        types.update((e.get("by_opset") or {}).values())
+    types.update(TF_TO_GE.values())
+    types.update(v[0] for v in CONST_TO_ATTR.values())
+    return CaptureGraphTypes(types)
+
+
+def load_mixlist(path: str | None, lists: OpLists, graph_types: Iterable[str] | None = None,
+                 mode: str | None = None) -> Mixlist | None:
+    """A command's ``--mixlist`` file (None when not given), refused (exit 2) when ``mode`` applies no mixlist
+    (``check_mixlist_mode``, ATC's words), when GE rejects the file (``mixlist.load``: JSON, VerifyMixlist's
+    templates), or when it names an op type that exists nowhere: not in any chip's tables, the lists in use, the
+    graph-engine types, nor ``graph_types`` (default: those a capture can give its graph)."""
+    if not path:
+        return None
+    if mode is not None:
+        check_mixlist_mode(mode, path)
+    m = load(path)
+    if graph_types is None:
+        check_op_types(m, lists, capture_graph_types(), where="the op types a capture maps ops to")
+    else:
+        check_op_types(m, lists, graph_types)
+    return m
+
+
+def check_mode(mode: str | None, option: str = "--mode", needs_mixlist: bool = False) -> None:
+    """A precision mode GE knows (``needs_mixlist``: one of the modes that apply a mixlist)."""
+    if mode is None:
+        return
+    from .semantics import mode_info, uses_mixlist
+    try:
+        mode_info(mode)
+    except ValueError as e:
+        raise InputError(option, str(e)) from None
+    if needs_mixlist and not uses_mixlist(mode):
+        raise InputError(option, f"{mode} does not apply a mixlist; tune needs mixed_float16 or mixed_bfloat16")
+
+
+def check_timeout(timeout: float | None) -> float | None:
+    """``--timeout S``: seconds > 0, or 0 for no limit (None)."""
+    if timeout is None:
+        return None
+    if not (timeout >= 0 and math.isfinite(timeout)):
+        raise InputError("--timeout", f"must be a number of seconds > 0 (0: no limit), not {timeout:g}")
+    return None if timeout == 0 else float(timeout)
+
+
+def check_tune_options(mode: str, max_runs: int, holdout: int | None, parallel: int,
+                       loss_scale: float | None) -> None:
+    """tune's own options (the loop checks them too, for library callers)."""
+    check_mode(mode, needs_mixlist=True)
+    if max_runs < 2:
+        raise InputError("--max-runs", "needs at least 2 (the FP32 reference and one mixed run)")
+    if holdout is not None and holdout < 0:
+        raise InputError("--holdout", "must be >= 0")
+    if parallel < 1:
+        raise InputError("--parallel", "must be >= 1")
+    if loss_scale is not None and not (0 < loss_scale < math.inf):
+        raise InputError("--loss-scale", f"must be a finite number > 0, not {loss_scale}")
+
+
+def check_holdout(holdout: int | None, batches: int | None) -> None:
+    """``--holdout K`` must leave one calibration batch of the workload's ``batches`` (None: not known before a
+    run, e.g. a user's command; the loop checks it after the first run)."""
+    if holdout is None or batches is None or holdout <= batches - 1:
+        return
+    raise InputError("--holdout", f"{holdout} held-out batches, but the workload has {batches} batch"
+                                  f"{'es' if batches != 1 else ''} and needs one for calibration: at most "
+                                  f"{batches - 1}")
+
+
+def check_capture_inputs(inputs: Sequence[str] | None, input_shapes: Sequence[str] | None,
+                         dump: str | None, loss_scale: float | None) -> None:
+    """capture's (and an emulator tune's) own files and values: ``--inputs`` files exist and are regular files,
+    ``--input-shape`` parses, ``--dump`` is tensors or stats, ``--loss-scale`` is finite and > 0."""
+    from .fsutil import check_user_file
+    for f in inputs or ():
+        check_user_file(Path(f), "an .npz of the model's inputs (--inputs)")
+    if input_shapes:
+        from .onnx.model import parse_input_shapes
+        parse_input_shapes(list(input_shapes))
+    if dump not in (None, "tensors", "stats"):
+        raise InputError("--dump", f"expected tensors or stats, not {dump!r}")
+    if loss_scale is not None and not (0 < loss_scale < math.inf):
+        raise InputError("--loss-scale", f"must be a finite number > 0, not {loss_scale:g}")
+
+
+def check_run_dir(path: str, option: str = "--profile") -> Path:
+    """A command's run directory: it exists and is a folder -- a file (a bare kernel_details.csv) gets the folder
+    that holds it as the hint."""
+    p = Path(path)
+    if not p.exists():
+        raise InputError(p, "no such run directory")
+    if not p.is_dir():
+        raise InputError(p, f"is a file; {option} takes the run directory that holds it (with the run's dumps and "
+                            f"run.json when there are any): {option} {p.parent}")
+    return p
