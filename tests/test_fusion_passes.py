@@ -208,6 +208,123 @@ def test_const_to_attr_strided_slice_v2_fusion_needs_constant_bounds():
 
 
 # ---------------------------------------------------------------------- Globalavgpoolpass
+# ---------------------------------------------------------------------- one operand to an attribute: the D types
+def _d_graph(typ, n_in, consts, x_shape=(4, 8), out_shapes=((4, 8),), x_dtype="fp32", values=None, **attrs):
+    """x -> Relu -> ``typ`` with ``n_in`` inputs: input 0 the Relu (or a constant when 0 is in ``consts``), the
+    others constants when listed in ``consts`` (else model inputs); ``values``: recorded constant values."""
+    b = B()
+    b.data("x", list(x_shape), dtype=x_dtype)
+    b.op("r", "Relu", ["x"], [list(x_shape)], out_dtypes=[x_dtype])
+    ins = []
+    for i in range(n_in):
+        if i == 0 and 0 not in consts:
+            ins.append("r")
+            continue
+        name = f"c{i}"
+        (b.const if i in consts else b.data)(name, [2], dtype="int32", **({"value": values[i]} if values and i in
+                                                                           values and i in consts else {}))
+        ins.append(name)
+    if 0 in consts:           # Split: split_dim first, the tensor second
+        ins[1] = "r"
+    b.op("d", typ, ins, [list(o) for o in out_shapes], **attrs)
+    return b.g
+
+
+def _type_after(g):
+    return fuse(g).graph.nodes["d"]["type"]
+
+
+@pytest.mark.parametrize("typ,n_in,idx,want", [
+    ("Conv2DBackpropInput", 3, (0,), "Conv2DBackpropInputD"), ("Conv2DBackpropFilter", 3, (1,), "Conv2DBackpropFilterD"),
+    ("DepthwiseConv2DBackpropInput", 3, (0,), "DepthwiseConv2DBackpropInputD"),
+    ("DepthwiseConv2DBackpropFilter", 3, (1,), "DepthwiseConv2DBackpropFilterD")])
+def test_const_to_attr_pass_makes_the_conv_backprops_d_types(typ, n_in, idx, want):
+    """const2attr_fusion_pass.cc:222-230, :249-257 (input_size / filter_size to an attribute)."""
+    assert _type_after(_d_graph(typ, n_in, idx)) == want
+
+
+@pytest.mark.parametrize("w_shape,want", [((3, 3, 4, 8), "Conv2DBackpropFilterD"),
+                                         ((3, 3, -1, 8), "Conv2DBackpropFilter")])
+def test_a_shape_of_a_known_shape_is_a_constant_for_the_passes(w_shape, want):
+    """GE folds Shape(w) into a Const before its graph fusion when w's shape is known (DimensionComputePass): a TF
+    gradient's filter_sizes = Shape(kernel) then makes Conv2DBackpropFilterD."""
+    b = B()
+    b.data("x", [1, 8, 8, 4])
+    b.data("w", list(w_shape))
+    b.data("dy", [1, 6, 6, 8])
+    b.op("shape", "Shape", ["w"], [[4]], out_dtypes=["int32"], kernel=False)
+    b.op("d", "Conv2DBackpropFilter", ["x", "shape", "dy"], [[3, 3, 4, 8]])     # the op itself is static
+    assert _type_after(b.g) == want
+
+
+def test_pad_fusion_pass_makes_pad_d():
+    assert _type_after(_d_graph("Pad", 2, (1,))) == "PadD"
+
+
+@pytest.mark.parametrize("kw", [{"x_dtype": "int64"}, {"x_shape": (-1, 8)}])
+def test_pad_fusion_pass_needs_its_input_dtypes_and_a_static_shape(kw):
+    assert _type_after(_d_graph("Pad", 2, (1,), **kw)) == "Pad"
+
+
+def test_tile_const_to_attr_fusion_makes_tile_d():
+    """tile_fusion_pass_test_1: multiples {2, 2, 2, 2} -> a TileD."""
+    assert _type_after(_d_graph("Tile", 2, (1,), values={1: [2, 2, 2, 2]})) == "TileD"
+
+
+def test_tile_const_to_attr_fusion_removes_a_tile_of_ones():
+    """tile_fusion_pass_test_2: multiples {1, 1, 1, 1} -> no TileD; the Tile is deleted (its consumers read x)."""
+    a = fuse(_d_graph("Tile", 2, (1,), values={1: [1, 1, 1, 1]})).graph.nodes["d"]
+    assert (a["type"], a["kernel"]) == ("Identity", False)
+
+
+def test_tile_const_to_attr_fusion_needs_constant_multiples():
+    assert _type_after(_d_graph("Tile", 2, ())) == "Tile"
+
+
+def test_z_split_fusion_pass_makes_split_d():
+    """split_fusion_test_2: a Split with a constant split_dim -> SplitD."""
+    assert _type_after(_d_graph("Split", 2, (0,), out_shapes=((4, 4), (4, 4)))) == "SplitD"
+
+
+def test_z_split_fusion_pass_keeps_a_dynamic_split_its_kernel_supports():
+    """split_fusion_test_3: an unknown dimension and a supported Split -> unchanged."""
+    assert _type_after(_d_graph("Split", 2, (0,), x_shape=(4, -1), out_shapes=((4, -1), (4, -1)))) == "Split"
+
+
+def test_z_split_v_fusion_pass_makes_split_vd():
+    """splitv_fusion_test_1: constant size_splits and split_dim -> SplitVD."""
+    assert _type_after(_d_graph("SplitV", 3, (1, 2), out_shapes=((4, 2), (4, 6)))) == "SplitVD"
+
+
+def test_z_split_v_fusion_pass_needs_both_operands_constant():
+    assert _type_after(_d_graph("SplitV", 3, (1,), out_shapes=((4, 2), (4, 6)))) == "SplitV"
+
+
+def test_one_hot_fusion_pass_makes_one_hot_d():
+    assert _type_after(_d_graph("OneHot", 4, (1, 2, 3), out_shapes=((4, 8, 5),))) == "OneHotD"
+
+
+def test_const_to_attr_strided_slice_fusion_makes_strided_slice_d():
+    """strided_slice_fusion_test_1: constant begin / end / strides -> StridedSliceD."""
+    assert _type_after(_d_graph("StridedSlice", 4, (1, 2, 3), out_shapes=((2, 8),))) == "StridedSliceD"
+
+
+@pytest.mark.parametrize("kw", [{"out_shapes": ((0, 8),)}, {"values": {3: [1, 0]}},
+                                {"begin_mask": 0, "end_mask": 3, "ellipsis_mask": 1, "new_axis_mask": 6,
+                                 "shrink_axis_mask": 5}],
+                         ids=["empty_output", "last_stride_0", "ai_cpu_masks"])
+def test_const_to_attr_strided_slice_fusion_leaves_the_ai_cpu_cases(kw):
+    """:81-84 a 0 dimension, :99-102 a last stride below 1, :119-123 (strided_slice_fusion_test_3's masks)."""
+    kw.setdefault("out_shapes", ((2, 8),))
+    assert _type_after(_d_graph("StridedSlice", 4, (1, 2, 3), **kw)) == "StridedSlice"
+
+
+def test_d_types_is_the_one_table_of_the_operand_to_attribute_rewrites():
+    """Every D type a pass makes is in fusion.D_TYPES with its pass (TF's docs and the capture types read it)."""
+    for typ, (d, idx, pass_name) in fusion.D_TYPES.items():
+        assert pass_name in fusion.PASS_NAMES and typ in next(p[3] for p in fusion.PASSES if p[0] == pass_name)
+
+
 def test_globalavgpool_pass_makes_a_reduce_mean_that_const_to_attr_makes_black():
     b = B()
     b.data("x", [2, 3, 4, 4])

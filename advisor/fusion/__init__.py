@@ -23,30 +23,36 @@ import networkx as nx
 
 from ..oplists import DEFAULT_SOC, OpLists
 from .core import Context, FusionResult, Member, Rewrite, attrs, copy_graph, in_ports, reorder
-from .passes import (a_reduce_mean_fusion_pass, a_reduce_sum_fusion_pass, const_to_attr_pass,
-                     const_to_attr_reduce_sum_fusion, const_to_attr_strided_slice_v2_fusion, einsum_pass,
-                     globalavgpool_pass)
+from .passes import (CONST_TO_ATTR, D_TYPES, a_reduce_mean_fusion_pass, a_reduce_sum_fusion_pass,
+                     const_to_attr_pass, const_to_attr_reduce_sum_fusion, const_to_attr_strided_slice_fusion,
+                     const_to_attr_strided_slice_v2_fusion, einsum_pass, globalavgpool_pass, one_hot_fusion_pass,
+                     pad_fusion_pass, tile_const_to_attr_fusion, z_split_fusion_pass, z_split_v_fusion_pass)
 from .patterns import (add_layer_norm_fusion_pass, layer_norm_fusion_pass, layer_norm_onnx_fusion_pass,
                        mat_mul_bias_add_fusion_pass)
 
 # (GE pass name, priority, the function, the op types it starts from) in the order GE runs them: the priorities of
 # tests/engines/nn_engine/depends/CANN_910b_stub/cann/opp/built-in/fusion_pass/config/fusion_config.json ("Main"
-# 4000-4999, "Down" 5000-5999); EinsumPass is not ranked there: 8000, after all of them.
+# 4000-4999, "Down" 5000-5999); EinsumPass, OneHotFusionPass and ConstToAttrStridedSliceFusion are not ranked there:
+# 8000, after all of them (their order among themselves: choice, they never meet).
 PASSES: tuple[tuple[str, int, Callable, frozenset[str]], ...] = (
     ("AReduceMeanFusionPass", 4120, a_reduce_mean_fusion_pass, frozenset({"ReduceMean"})),
     ("AReduceSumFusionPass", 4150, a_reduce_sum_fusion_pass, frozenset({"ReduceSum"})),
     ("ConstToAttrStridedSliceV2Fusion", 4175, const_to_attr_strided_slice_v2_fusion, frozenset({"StridedSliceV2"})),
     ("Globalavgpoolpass", 4177, globalavgpool_pass, frozenset({"GlobalAveragePool"})),
-    ("ConstToAttrPass", 4178, const_to_attr_pass,
-     frozenset({"ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceAll", "ReduceAny", "Cumsum", "Cumprod",
-                "ArgMaxV2", "ArgMin", "BroadcastTo", "GlobalAveragePool"})),
+    ("ConstToAttrPass", 4178, const_to_attr_pass, frozenset(CONST_TO_ATTR) | {"GlobalAveragePool"}),
+    ("PadFusionPass", 4195, pad_fusion_pass, frozenset({"Pad"})),
+    ("TileConstToAttrFusion", 4215, tile_const_to_attr_fusion, frozenset({"Tile"})),
     ("ConstToAttrReduceSumFusion", 4220, const_to_attr_reduce_sum_fusion, frozenset({"ReduceSum"})),
     ("LayerNormONNXFusionPass", 4336, layer_norm_onnx_fusion_pass,
      frozenset({"ReduceMean", "ReduceMeanD", "GlobalAveragePool"})),
     ("LayerNormFusionPass", 4337, layer_norm_fusion_pass, frozenset({"ReduceMeanD", "ReduceMean"})),
     ("AddLayerNormFusionPass", 4338, add_layer_norm_fusion_pass, frozenset({"LayerNorm", "LayerNormV3", "LayerNormV4",
                                                                             "ReduceMean", "ReduceMeanD"})),
+    ("ZSplitFusionPass", 5050, z_split_fusion_pass, frozenset({"Split"})),
+    ("ZSplitVFusionPass", 5070, z_split_v_fusion_pass, frozenset({"SplitV"})),
     ("MatMulBiasAddFusionPass", 5120, mat_mul_bias_add_fusion_pass, frozenset({"Add", "BiasAdd"})),
+    ("OneHotFusionPass", 8000, one_hot_fusion_pass, frozenset({"OneHot"})),
+    ("ConstToAttrStridedSliceFusion", 8000, const_to_attr_strided_slice_fusion, frozenset({"StridedSlice"})),
     ("EinsumPass", 8000, einsum_pass, frozenset({"Einsum"})),
 )
 PASS_NAMES = tuple(p[0] for p in PASSES)
@@ -171,7 +177,7 @@ def fused_types(g: nx.DiGraph) -> dict[str, str]:
     return {t: ", ".join(sorted(v)) for t, v in sorted(out.items())}
 
 
-__all__ = ["fuse", "summary", "local_rows", "notes", "FusionResult", "Member", "Rewrite", "PASSES", "PASS_NAMES",
+__all__ = ["D_TYPES", "fuse", "summary", "local_rows", "notes", "FusionResult", "Member", "Rewrite", "PASSES", "PASS_NAMES",
            "APPLIED", "PRE_FUSION_STAGES", "dump_stage", "is_pre_fusion_dump", "describe_node", "fused_types"]
 
 

@@ -134,10 +134,23 @@ def is_op(g: nx.DiGraph, n: Hashable, *types: str) -> bool:
     return a.get("role", "op") == "op" and (not types or a.get("type") in types)
 
 
+# Shape ops GE computes on the host and folds into constants before its graph fusion when their input's shape is
+# known: DimensionComputePass in InferShapeForPreprocess (graph_prepare.cc:2433-2434, the "Prepare" stage,
+# graph_manager.cc:1132, before OptimizeOriginalGraph :1133), host kernels Shape/ShapeN/Size/Rank
+# (compiler/host_kernels/array_ops/shape_kernel.cc:41-44: NOT_CHANGED for an unknown shape).
+FOLDED_SHAPE_TYPES = frozenset({"Shape", "ShapeN", "Size", "Rank"})
+
+
 def is_const(g: nx.DiGraph, n: Hashable) -> bool:
     """A Const/Variable producer (GE's ``GetInputConstData`` reads a Const; weights are folded constants of a
-    frozen inference graph)."""
-    return attrs(g, n).get("role", "op") in ("const", "variable")
+    frozen inference graph), or a shape op of a known shape, which GE folds into one first (``FOLDED_SHAPE_TYPES``)."""
+    a = attrs(g, n)
+    role = a.get("role", "op")
+    if role in ("const", "variable"):
+        return True
+    ins = a.get("in_shapes") or ()
+    return (role == "op" and a.get("type") in FOLDED_SHAPE_TYPES and bool(ins) and all(s is not None for s in ins)
+            and static(a))
 
 
 def const_input(g: nx.DiGraph, n: Hashable, i: int) -> bool:
@@ -150,10 +163,10 @@ def const_input(g: nx.DiGraph, n: Hashable, i: int) -> bool:
 
 def shape(a: dict, kind: str, i: int) -> list[int] | None:
     """Shape of input/output ``i`` as ints (None when unknown)."""
-    from ..graph import shape_ints
     s = a.get(f"{kind}_shapes") or []
     if i >= len(s) or s[i] is None:
         return None
+    from ..graph import shape_ints
     return shape_ints(s[i])
 
 

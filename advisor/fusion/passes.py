@@ -13,8 +13,8 @@ formats, the GE compiler version) is a choice, said in docs/semantics.md.
 """
 from __future__ import annotations
 
-from .core import (FLOATS, Context, Rewrite, attrs, const_input, dtype, in_ports, numel, remove, retype, shape,
-                   static)
+from .core import (FLOATS, Context, Rewrite, attrs, const_input, const_value, dtype, in_ports, numel, remove, retype,
+                   shape, static)
 
 
 def _of_type(g, *types: str) -> list:
@@ -88,6 +88,10 @@ CONST_TO_ATTR: dict[str, tuple[str, tuple[int, ...]]] = {
     "ReduceProd": ("ReduceProdD", (1,)),      # :313-316
     "Cumprod": ("CumprodD", (1,)),            # :318
     "Cumsum": ("CumsumD", (1,)),              # :320
+    "Conv2DBackpropFilter": ("Conv2DBackpropFilterD", (1,)),                    # :222-225
+    "Conv2DBackpropInput": ("Conv2DBackpropInputD", (0,)),                      # :227-230
+    "DepthwiseConv2DBackpropFilter": ("DepthwiseConv2DBackpropFilterD", (1,)),  # :249-252
+    "DepthwiseConv2DBackpropInput": ("DepthwiseConv2DBackpropInputD", (0,)),    # :254-257
 }
 
 
@@ -105,6 +109,113 @@ def const_to_attr_pass(g, ctx: Context) -> list[Rewrite]:
         if all(const_input(g, n, i) for i in idx) and ctx.supported(d_type):
             out.append(retype(g, n, d_type, "ConstToAttrPass", attr_inputs=list(idx)))
     return out
+
+
+def _d_type_pass(g, ctx: Context, typ: str, d_type: str, idx: tuple[int, ...], pass_name: str,
+                 dynamic_keeps: bool = True) -> list[Rewrite]:
+    """The shape every one-operand-to-attribute pass below shares: ``typ`` whose inputs ``idx`` are constants
+    becomes ``d_type`` when ``d_type`` is supported; with an unknown shape the op stays when its own kernel
+    supports it (``dynamic_keeps``)."""
+    out = []
+    for n in _of_type(g, typ):
+        if dynamic_keeps and not static(attrs(g, n)) and ctx.supported(typ):
+            continue
+        if all(const_input(g, n, i) for i in idx) and ctx.supported(d_type):
+            out.append(retype(g, n, d_type, pass_name, attr_inputs=list(idx)))
+    return out
+
+
+PAD_DTYPES = ("fp16", "fp32", "int32", "int8", "uint8")
+
+
+def pad_fusion_pass(g, ctx: Context) -> list[Rewrite]:
+    """PadFusionPass: a static Pad with constant paddings and an input of float16/float32/int32/int8/uint8 becomes
+    PadD ([CD] pad_fusion_pass.cc:106-145: :109 NOT_CHANGED_WITH_DYNAMIC_NODE, :115-119 the dtypes, :129-135
+    paddings to an attribute; the pass asks no CheckOpSupported)."""
+    out = []
+    for n in _of_type(g, "Pad"):
+        a = attrs(g, n)
+        if static(a) and const_input(g, n, 1) and dtype(a, "in", 0) in PAD_DTYPES:
+            out.append(retype(g, n, "PadD", "PadFusionPass", attr_inputs=[1]))
+    return out
+
+
+def tile_const_to_attr_fusion(g, ctx: Context) -> list[Rewrite]:
+    """TileConstToAttrFusion: Tile with constant multiples becomes TileD when TileD is supported (with an unknown
+    shape only then, :78-81); multiples all 1 delete the Tile, its consumers read its input (:115-175)
+    ([CD] tile_fusion_pass.cc:64-177).  Multiples not recorded in the graph count as not all 1 (choice)."""
+    out = []
+    for n in _of_type(g, "Tile"):
+        if not const_input(g, n, 1) or (not static(attrs(g, n)) and not ctx.supported("TileD")):
+            continue
+        m = const_value(g, n, 1)
+        if isinstance(m, (list, int)) and all(int(v) == 1 for v in (m if isinstance(m, list) else [m])):
+            out.append(remove(g, n, "TileConstToAttrFusion"))
+        elif ctx.supported("TileD"):
+            out.append(retype(g, n, "TileD", "TileConstToAttrFusion", attr_inputs=[1]))
+    return out
+
+
+def z_split_fusion_pass(g, ctx: Context) -> list[Rewrite]:
+    """ZSplitFusionPass: Split with a constant split_dim (input 0) becomes SplitD when SplitD is supported; with an
+    unknown shape the Split stays when its own kernel supports it ([CD] split_fusion_pass.cc:71-135: :91-94,
+    :103, :116).  More than 63 outputs: GE splits it again, a SplitVD feeding SplitD nodes (:135-); advisor keeps
+    the one SplitD node (choice: both gray in every table shipped)."""
+    return _d_type_pass(g, ctx, "Split", "SplitD", (0,), "ZSplitFusionPass")
+
+
+def z_split_v_fusion_pass(g, ctx: Context) -> list[Rewrite]:
+    """ZSplitVFusionPass: SplitV with constant size_splits and split_dim (inputs 1, 2) becomes SplitVD ([CD]
+    splitv_fusion_pass.cc:73-113: :88-91 unknown shapes, :94-96 the attributes, :106 CheckOpSupported, :110)."""
+    return _d_type_pass(g, ctx, "SplitV", "SplitVD", (1, 2), "ZSplitVFusionPass")
+
+
+def one_hot_fusion_pass(g, ctx: Context) -> list[Rewrite]:
+    """OneHotFusionPass: OneHot with a constant depth (input 1) becomes OneHotD when OneHotD is supported ([CD]
+    one_hot_fusion_pass.cc:68-105: :83, :91, :96); no shape condition."""
+    return _d_type_pass(g, ctx, "OneHot", "OneHotD", (1,), "OneHotFusionPass", dynamic_keeps=False)
+
+
+def const_to_attr_strided_slice_fusion(g, ctx: Context) -> list[Rewrite]:
+    """ConstToAttrStridedSliceFusion: StridedSlice with constant begin/end/strides becomes StridedSliceD when it is
+    supported; an unknown shape the StridedSlice kernel supports stays (:75-77), an output with a 0 dimension stays
+    (AI CPU, :81-84), a last stride below 1 stays (:99-102), and so does a slice with ellipsis, new-axis, shrink and
+    end masks set but no begin mask (AI CPU, :119-123) ([CD] strided_slice_fusion_pass.cc:62-141).  Strides not
+    recorded count as positive, masks not recorded (a TF graph records them) as zero (choice)."""
+    out = []
+    for n in _of_type(g, "StridedSlice"):
+        a = attrs(g, n)
+        if not static(a) and ctx.supported("StridedSlice"):
+            continue
+        so = shape(a, "out", 0)
+        st = const_value(g, n, 3)
+        last = st[-1] if isinstance(st, list) and st else st
+        if (so is not None and 0 in so) or (isinstance(last, (int, float)) and last < 1) or _ai_cpu_masks(a):
+            continue
+        if all(const_input(g, n, i) for i in (1, 2, 3)) and ctx.supported("StridedSliceD"):
+            out.append(retype(g, n, "StridedSliceD", "ConstToAttrStridedSliceFusion", attr_inputs=[1, 2, 3]))
+    return out
+
+
+def _ai_cpu_masks(a: dict) -> bool:
+    m = {k: int(a.get(f"{k}_mask") or 0) for k in ("begin", "end", "ellipsis", "new_axis", "shrink_axis")}
+    return bool(m["ellipsis"] and m["new_axis"] and m["shrink_axis"] and not m["begin"] and m["end"])
+
+
+# Every type a one-node pass above turns into its "D" variant by making constant inputs attributes: original type ->
+# (D type, the inputs that must be constants, the pass).  The one table of these rules: TensorFlow's parser builds
+# the original types and these passes do the rest, as for every framework (advisor.tf.opmap reads it for its docs).
+D_TYPES: dict[str, tuple[str, tuple[int, ...], str]] = {
+    **{t: (d, idx, "ConstToAttrPass") for t, (d, idx) in CONST_TO_ATTR.items()},
+    "ReduceSum": ("ReduceSumD", (1,), "ConstToAttrReduceSumFusion"),
+    "StridedSliceV2": ("StridedSliceD", (1, 2, 3), "ConstToAttrStridedSliceV2Fusion"),
+    "Pad": ("PadD", (1,), "PadFusionPass"),
+    "Tile": ("TileD", (1,), "TileConstToAttrFusion"),
+    "Split": ("SplitD", (0,), "ZSplitFusionPass"),
+    "SplitV": ("SplitVD", (1, 2), "ZSplitVFusionPass"),
+    "OneHot": ("OneHotD", (1,), "OneHotFusionPass"),
+    "StridedSlice": ("StridedSliceD", (1, 2, 3), "ConstToAttrStridedSliceFusion"),
+}
 
 
 # ---------------------------------------------------------------------- slices, pooling, einsum

@@ -344,7 +344,7 @@ def _kernels(g, info, rw, fused, vals, step: int) -> list[dict]:
         if m is not None:
             ins, outs = [tuple(x) for x in fa.get("ports_in", ())], [tuple(x) for x in fa.get("ports_out", ())]
         else:
-            skip = set(a.get("attr_inputs", ()))  # D variants take these operands as attributes
+            skip = set(fa.get("attr_inputs") or ())  # constants a ConstToAttr pass made attributes
             ins = [(n, i) for i in range(len(info.inputs[n])) if i not in skip]
             outs = [(n, k) for k in range(len(info.out_dtypes[n]))]
         in_shapes, ind = _kernel_ports(info, rw, vals, ins, True)
