@@ -37,17 +37,18 @@ class CaptureGraphTypes(frozenset):
 @lru_cache(maxsize=1)
 def capture_graph_types() -> CaptureGraphTypes:
     """Every GE op type the emulator maps a framework op to: torchair's aten table, ATC's ONNX parser table (every
-    opset), the TF adapter's renames and ConstToAttr variants (other TF types keep their TF name, in the chip
-    tables when GE has a kernel for them)."""
+    opset), the TF adapter's renames (other TF types keep their TF name, in the chip tables when GE has a kernel for
+    them), and the D variants graph fusion makes of them (``fusion.D_TYPES``)."""
+    from .fusion import D_TYPES
     from .onnx.opmap import table as onnx_table
-    from .tf.opmap import CONST_TO_ATTR, TF_TO_GE
+    from .tf.opmap import TF_TO_GE
     aten = json.loads(resources.files("advisor").joinpath("data/aten_to_ge.json").read_text(encoding="utf-8"))
     types = {e["type"] for e in aten["ops"].values()}
     for e in onnx_table()["ops"].values():
         types.add(e["type"])
         types.update((e.get("by_opset") or {}).values())
     types.update(TF_TO_GE.values())
-    types.update(v[0] for v in CONST_TO_ATTR.values())
+    types.update(v[0] for v in D_TYPES.values())
     return CaptureGraphTypes(types)
 
 

@@ -134,7 +134,9 @@ class ROp:
     mutated: tuple = ()
     kernel: bool = True               # False: a view / no-kernel op (never rounded; always re-run for layout)
     static: bool = False              # a view of leaves only: the same outputs in every replay (computed once)
-    type: str | None = None           # the graph node's GE type (HF32 applies by type)
+    fused: bool = False               # a member of a fused kernel (advisor.fusion): inputs from other members
+    inner: bool = False               # are not rounded; ``inner``: its outputs never leave the kernel (unrounded)
+    type: str | None = None           # the graph node's GE type (HF32 applies by type; a fused member: its own)
     nonfinite: bool | None = None     # a recorded input or output holds inf/NaN (saturation changes it); lazy
     base_prec: Any = "fp32"           # what the recorded outputs were computed at, a precision or an (input,
     # output) pair (replay_scope: the measured run's); an op runs again when a plan gives it another one
@@ -239,24 +241,34 @@ class Recording:
             raise InputError(source or None, "no FP32 dump to replay")
         prefix_node: dict[str, Hashable] = {}
         kernel: dict[Hashable, bool] = {}
-        onnx_nodes: dict[Hashable, tuple] = {}
-        types: dict[Hashable, str] = {}
+        onnx_nodes: dict[str, tuple] = {}
+        fused: dict[str, bool] = {}         # a fused kernel's member entry prefix -> its outputs stay inside
+        types: dict[str, str] = {}          # entry prefix -> GE type (HF32 applies by type; a member: its own)
         if graph is not None:
             for n, a in graph.nodes(data=True):
-                prefix_node[str(a.get("dump") or a.get("name") or n)] = n
+                prefix = str(a.get("dump") or a.get("name") or n)
+                prefix_node[prefix] = n
                 kernel[n] = bool(a.get("kernel", True))
-                types[n] = str(a.get("type", ""))
+                types[prefix] = str(a.get("type", ""))
                 if a.get("onnx_node"):      # an ONNX run's node: re-executed by advisor.onnx.replay
-                    onnx_nodes[n] = (a["onnx_node"], a.get("onnx_opset"))
+                    onnx_nodes[prefix] = (a["onnx_node"], a.get("onnx_opset"))
+                if a.get("members"):        # a fused kernel: each member's entry executes the node's decision
+                    inner = set(a.get("internal") or ())
+                    for m, t in zip(a["members"], a.get("member_types") or [None] * len(a["members"])):
+                        prefix_node.setdefault(str(m), n)
+                        fused[str(m)] = str(m) in inner
+                        types[str(m)] = str(t or a.get("type", ""))
+                    for m, blob in (a.get("member_onnx") or {}).items():
+                        onnx_nodes[str(m)] = (blob, a.get("onnx_opset"))
         leaves: dict = {}
         programs = {s: cls._program(s, v, prefix_node if graph is not None else None, kernel, leaves, onnx_nodes,
-                                    types) for s, v in sorted(views.items())}
+                                    fused, types) for s, v in sorted(views.items())}
         return cls(programs, source)
 
     @staticmethod
     def _program(step: int, view: DumpView, prefix_node: dict | None, kernel: dict, leaves: dict,
-                 onnx_nodes: dict | None = None, types: dict | None = None) -> StepProgram:
-        onnx_nodes = onnx_nodes or {}
+                 onnx_nodes: dict | None = None, fused: dict | None = None, types: dict | None = None) -> StepProgram:
+        onnx_nodes, fused = onnx_nodes or {}, fused or {}
         from .emulator.engine import AUX_FP32_OUTPUTS, mutated_positions
         producers: dict[tuple, tuple[int, int]] = {}
         ops: list[ROp] = []
@@ -270,19 +282,17 @@ class Recording:
             if entry.startswith(("Module.", "Cell.")) or not entry.endswith((".forward", ".backward")):
                 continue   # module-level entries repeat the API calls inside them
             prefix = entry[: -len(".forward")] if entry.endswith(".forward") else None
-            node = None
-            if prefix_node is not None and prefix is not None:
-                node = prefix_node.get(prefix)
-            elif prefix is not None:
-                node = prefix
+            node = None if prefix is None else prefix_node.get(prefix) if prefix_node is not None else prefix
             func, why = resolve(entry)
             onnx_aux = None
-            if node in onnx_nodes:
+            if prefix in onnx_nodes:
                 from .onnx.replay import node_callable
-                func, why, onnx_aux = node_callable(*onnx_nodes[node])
+                func, why, onnx_aux = node_callable(*onnx_nodes[prefix])
             op = ROp(entry, node, func, why)
+            if prefix in fused:
+                op.fused, op.inner = True, fused[prefix]
             op.kernel = kernel.get(node, True) if prefix_node is not None else _aten_kernel(entry)
-            op.type = (types or {}).get(node) if prefix_node is not None else ge_type(entry)
+            op.type = (types or {}).get(prefix) if prefix_node is not None else ge_type(entry)
             outs = view.outputs(entry)
             op.out_keys = [lbl for lbl, _ in outs]
             op.out_records = [rec for _, rec in outs]
@@ -415,14 +425,17 @@ class Recording:
                     vals.append(v)
                 args = tuple(relink(a, vals) for a in op.args)
                 kwargs = {k: relink(v, vals) for k, v in op.kwargs.items()}
-                if low:
+                if low or op.fused:
+                    # inside a fused kernel a member's values reach the next member unrounded (nor saturated)
                     exact = {id(v) for src, v in zip(op.inputs, vals)
-                             if src is None or prog.ops[src[0]].static or exact_of.get(src[0]) == prec}
+                             if (op.fused and src is not None and prog.ops[src[0]].node == op.node)
+                             or (low and (src is None or prog.ops[src[0]].static or exact_of.get(src[0]) == prec))}
                 else:
                     exact = ()
                 try:
                     outs = execute_op(op.func, args, kwargs, prec, kernel=op.kernel, aux=op.aux, mutated=op.mutated,
-                                      exact=exact, out_prec=out_prec, numerics=nm, hf32=hf32)
+                                      exact=exact, out_prec=out_prec, numerics=nm, hf32=hf32,
+                                      round_outputs=not op.inner)
                 except Exception as e:  # noqa: BLE001 - an op that does not run on the CPU as recorded
                     why = f"re-execution failed ({type(e).__name__}: {' '.join(str(e).split())[:120]})"
                     op.func, op.why_not = None, why
@@ -435,12 +448,12 @@ class Recording:
                         not_replayed.setdefault(op.entry, f"{len(outs)} outputs, {len(op.out_values)} recorded")
                     continue
                 new[i] = outs
-                if low and not op.aux and out_prec in ("fp16", "bf16"):
+                if low and not op.aux and not op.inner and out_prec in ("fp16", "bf16"):
                     exact_of[i] = out_prec
                 if not (moved or changed):
                     continue
                 dirty.add(i)
-                entries[op.entry] = {"_outputs": [(k, {"tensor": t, "dtype": _dt(t, out_prec, j in op.aux),
+                entries[op.entry] = {"_outputs": [(k, {"tensor": t, "dtype": _dt(t, out_prec, j in op.aux or op.inner),
                                                        "shape": list(t.shape)})
                                                   for j, (k, t) in enumerate(zip(op.out_keys, outs))]}
             # unchanged forward entries keep their recorded records (statistics / files of the golden)

@@ -61,7 +61,7 @@ def _measured_inputs(op: Any, ops: list, view: DumpView, measured: Mapping, grap
     """An op's inputs as the measured run gave them: its producers' measured outputs; an input from outside
     the dumped region (an op's, not a parameter's) is the value the op received in the measured run."""
     recorded = input_tensors(view, op.entry)
-    from_ops = _op_input_slots(op.node, graph)
+    from_ops = _op_input_slots(op.node, graph, op.entry[: -len(".forward")] if op.fused else None)
     vals = list(op.in_values)
     for j, src in enumerate(op.inputs):
         prod = ops[src[0]] if src is not None else None
@@ -75,6 +75,8 @@ def _measured_inputs(op: Any, ops: list, view: DumpView, measured: Mapping, grap
             op.func, op.why_not = None, "an input from outside the dumped ops has no tensor in the measured run"
             return
         vals[j] = _as(recorded[j], op.in_values[j])
+        if op.fused and producer == op.node:
+            continue                                   # from another member of its fused kernel: never rounded
         # recorded as the op received it, rounded to its input dtype: exact at another precision only if its
         # producer emitted that same low dtype
         got = exec_pair(op.base_prec)[0]
@@ -83,17 +85,22 @@ def _measured_inputs(op: Any, ops: list, view: DumpView, measured: Mapping, grap
     op.in_values = vals
 
 
-def _op_input_slots(node: Hashable, graph: Any) -> dict[int, Hashable]:
+def _op_input_slots(node: Hashable, graph: Any, member: str | None = None) -> dict[int, Hashable]:
     """Input position -> producing op, for the inputs of ``node`` that an op (not a parameter, constant or model
-    input) produced (the graph's edge ports)."""
+    input) produced (the graph's edge ports).  ``member``: the inputs of that member of the fused ``node``
+    (a fused node's port k is its member's port ``ports_in[k]``, advisor.fusion)."""
     if graph is None or node is None or node not in graph:
         return {}
+    ports_in = graph.nodes[node].get("ports_in") if member is not None else None
     out = {}
     for p in graph.predecessors(node):
         if graph.nodes[p].get("role", "op") != "op":
             continue
         for _, ci in graph.edges[p, node].get("ports") or []:
-            out[int(ci)] = p
+            if ports_in is None:
+                out[int(ci)] = p
+            elif int(ci) < len(ports_in) and str(ports_in[int(ci)][0]) == member:
+                out[int(ports_in[int(ci)][1])] = p
     return out
 
 

@@ -20,8 +20,9 @@ d. rmsnorm_square: finite on every batch but wrong (cosine 0.66, rel L2 0.75); M
    share 28.6 %); MatMulV2 passes at share 0 %.
 e. hf_mask_control: passes with no edit (rel L2 5.3e-4, share 75.0 %).
 e. hf_mask_bce: base non-finite; Sigmoid passes (share 56.8 %); MatMulV2 passes at share 35.1 %.
-f. prefix_sum_overflow: base non-finite; Cumsum passes (share 42.8 %: Range, no producer, runs fp32 as GE keeps its
-   origin dtype); Cumsum + MatMulV2 passes at 0 %.
+f. prefix_sum_overflow: base non-finite; CumsumD passes (share 42.8 %: torch.cumsum is a CumsumD for GE,
+   ConstToAttrPass, so a Cumsum entry changes nothing; Range, no producer, runs fp32 as GE keeps its origin dtype,
+   so CumsumD + Range is CumsumD's share); CumsumD + MatMulV2 passes at 0 %.
 f. l2norm_gate: base non-finite; MatMulV2 alone passes at share 0 %; Mul + Sigmoid passes (rel L2 2.1e-3,
    share 25.0 %); Mul alone fails (rel L2 0.018), Sigmoid alone stays non-finite.
 """

@@ -9,7 +9,7 @@ import pytest
 import torch
 import torch.nn as nn
 
-from advisor import semantics
+from advisor import fusion, semantics
 from advisor.emulator import capture, trace_workload
 from advisor.errors import InputError
 from advisor.graph import normalize_dtype
@@ -74,8 +74,9 @@ def _executed_precision(row: dict) -> str:
 
 def _check_plan(wl_factory, tmp_path: Path, mixlist: Mixlist | None, mode="mixed_float16"):
     out = capture(wl_factory(), tmp_path / "run", mode=mode, mixlist=mixlist, dump="stats", local=False)
-    g, rec = trace_workload(wl_factory())
+    g0, rec = trace_workload(wl_factory())
     lists = effective(load_lists("ascend910b"), mixlist)
+    g = fusion.fuse(g0, "ascend910b", lists).graph      # GE judges the post-fusion graph
     p = semantics.plan(g, lists, mode)
     rows = [r for r in _kernel_rows(out) if r["Step Id"] == "0"]
     executed = {r["Name"]: _executed_precision(r) for r in rows}

@@ -258,7 +258,7 @@ def test_recommend_explains_that_fp32_conv_is_hf32_on_a2(tmp_path):
     out910 = capture(t, tmp_path / "s", soc="ascend910", local=False)
     rec910 = recommend(out910, max_edits=2, perf=False, granularity="type")
     assert all("HF32" not in e.explanation for e in rec910.edits)
-    assert isinstance(rec.mixlist, Mixlist)
+    assert isinstance(rec.modify_mixlist, Mixlist)
 
 
 # ---------------------------------------------------------------------- ONNX and TensorFlow

@@ -19,12 +19,33 @@ def test_renamed_types():
     assert opmap.ge_type("SomeCustomOp") == "SomeCustomOp"
 
 
-def test_const_axes_give_the_d_variant_only_when_constant():
-    assert opmap.ge_type("Mean", const_inputs={1}) == "ReduceMeanD"
-    assert opmap.ge_type("Mean") == "ReduceMean"
-    assert opmap.ge_type("Sum", const_inputs={1}) == "ReduceSumD"
-    assert opmap.ge_type("StridedSlice", const_inputs={1, 2}) == "StridedSlice"   # end not constant
-    assert opmap.ge_type("StridedSlice", const_inputs={1, 2, 3}) == "StridedSliceD"
+def test_the_parser_type_is_the_original_and_graph_fusion_makes_the_d_variant():
+    """One rule, one place: the TF parser builds ReduceMean / StridedSlice, GE's graph fusion (advisor.fusion)
+    turns the constant operands into attributes, as for every framework."""
+    from advisor import fusion
+    from advisor import graph as G
+    assert opmap.ge_type("Mean") == "ReduceMean" and opmap.ge_type("Sum") == "ReduceSum"
+    assert opmap.ge_type("StridedSlice") == "StridedSlice"
+    g = G.new_graph(framework="tensorflow")
+    G.add_op(g, "x", "Data", role="data", out_shapes=[[4, 8]], out_dtypes=["fp32"])
+    G.add_op(g, "y", "Data", role="data", out_shapes=[[2]], out_dtypes=["int32"])
+    for c in ("axes", "begin", "end", "strides"):
+        G.add_op(g, c, "Const", role="const", dtype="int32", out_shapes=[[2]], out_dtypes=["int32"])
+    G.add_op(g, "mean", "ReduceMean", in_shapes=[[4, 8], [1]], out_shapes=[[4, 1]], in_dtypes=["fp32", "int32"],
+             out_dtypes=["fp32"])
+    G.add_op(g, "ss", "StridedSlice", in_shapes=[[4, 8], [2], [2], [2]], out_shapes=[[2, 8]],
+             in_dtypes=["fp32", "int32", "int32", "int32"], out_dtypes=["fp32"])
+    G.add_op(g, "ss2", "StridedSlice", in_shapes=[[4, 8], [2], [2], [2]], out_shapes=[[2, 8]],
+             in_dtypes=["fp32", "int32", "int32", "int32"], out_dtypes=["fp32"])
+    G.connect(g, "x", "mean", 0, 0)
+    G.connect(g, "axes", "mean", 0, 1, float=False)
+    for n, end in (("ss", "end"), ("ss2", "y")):          # ss2's end is computed: not a constant
+        G.connect(g, "x", n, 0, 0)
+        for i, c in enumerate(("begin", end, "strides"), 1):
+            G.connect(g, c, n, 0, i, float=False)
+    fz = fusion.fuse(g, "ascend910b", load_lists("ascend910b"))
+    assert [fz.graph.nodes[n]["type"] for n in ("mean", "ss", "ss2")] == ["ReduceMeanD", "StridedSliceD",
+                                                                         "StridedSlice"]
 
 
 def test_fused_batch_norm_training_and_inference():
@@ -36,8 +57,9 @@ def test_fused_batch_norm_training_and_inference():
 @pytest.mark.parametrize("soc", ["ascend910b", "ascend910"])
 def test_every_mapped_ge_type_exists_in_the_cann_tables(soc):
     lists = load_lists(soc)
-    types = (set(opmap.TF_TO_GE.values()) | set(opmap.CONST_TO_ATTR) | {d for d, _ in opmap.CONST_TO_ATTR.values()}
-             | {opmap.BATCHNORM_TRAINING})
+    from advisor.fusion import D_TYPES
+    parsed = set(opmap.TF_TO_GE.values()) | {opmap.BATCHNORM_TRAINING} | set(opmap.SAME_NAME_D_ORIGINALS)
+    types = parsed | {D_TYPES[t][0] for t in parsed if t in D_TYPES}
     assert sorted(t for t in types if not lists.is_known(t)) == sorted(opmap.NOT_IN_TABLES)
     assert soc in SOCS
 

@@ -35,11 +35,20 @@ def _node(gd, op):
 def test_graph_types_and_roles():
     _, _, g, _, _ = _graph()
     types = {a["type"] for _, a in g.nodes(data=True)}
-    assert {"Data", "Const", "MatMulV2", "Add", "Exp", "ReduceSumD"} <= types
+    assert {"Data", "Const", "MatMulV2", "Add", "Exp", "ReduceSum"} <= types       # the TF parser's types
     (data,) = [n for n, a in g.nodes(data=True) if a["role"] == "data"]
     (mm,) = [n for n, a in g.nodes(data=True) if a["type"] == "MatMulV2"]
     assert g.edges[data, mm]["ports"] == [(0, 0)]
     assert all(a["role"] != "op" or a["type"] not in ("Identity", "NoOp") for _, a in g.nodes(data=True))
+
+
+def test_the_constant_axes_sum_is_reduce_sum_d_when_ge_judges():
+    """The D variant is graph fusion's, as for every framework (ConstToAttrReduceSumFusion, advisor.fusion)."""
+    from advisor import fusion
+    _, _, g, _, _ = _graph()
+    fz = fusion.fuse(g, "ascend910b", load_lists("ascend910b"))
+    (rs,) = [a for _, a in fz.graph.nodes(data=True) if a.get("pre_fusion_type") == "ReduceSum"]
+    assert (rs["type"], rs["fused_by"], rs["attr_inputs"]) == ("ReduceSumD", "ConstToAttrReduceSumFusion", [1])
 
 
 def test_default_plan_rewrite_native_half_and_cube_style():

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Iterable, Mapping
 
 import torch
 from torch.utils._pytree import tree_flatten
 
-from .. import costmodel, semantics
+from .. import costmodel, fusion, semantics
 from .. import graph as G
 from ..errors import AdvisorError, InputError
 from ..mixlist import Mixlist
@@ -32,20 +32,23 @@ SMALL_MODEL_PARAMS = 2_000_000   # default --dump tensors at or below this many 
 def run_step(model, batch: tuple, loss_fn=None, *, graph=None, params: dict | None = None,
              plan: list[str] | None = None, reference=None, keep_entries: bool = True,
              keep_local: bool = False, seed: int = 0, step: int = 0, cache: dict | None = None,
-             loss_scale: float | None = None, numerics: Numerics = IEEE) -> StepRecord:
+             loss_scale: float | None = None, numerics: Numerics = IEEE, groups: dict | None = None) -> StepRecord:
     """Run one step (forward, + loss and backward when ``loss_fn``) under the emulation mode.
 
     ``loss_scale`` S: backward starts from S (what ``(loss * S).backward()`` computes, without an extra
     op in the graph), so every backward op sees gradients S times larger and in the low dtype fewer of
     them underflow.  The recorded loss is unscaled; the parameter gradients are the scaled ones, as
     msprobe's gradient hooks see them on an NPU before the optimizer unscales them.  ``numerics``: the
-    chip's overflow mode and HF32, applied by the mixed run (``plan`` given)."""
+    chip's overflow mode and HF32, applied by the mixed run (``plan`` given).  ``groups``: the members of fused
+    kernels (``EmuMode``).  Recording a graph also marks the ops whose outputs leave the step (model outputs, loss,
+    gradients: ``net_outputs``, what GE's NetOutput reads)."""
     torch.manual_seed(seed + step)
     if loss_fn is not None and isinstance(model, torch.nn.Module):
         for p in model.parameters():
             p.grad = None
     inputs = {id(t): i for i, t in enumerate(batch) if isinstance(t, torch.Tensor)}
-    mode = EmuMode(graph, params, inputs, plan, reference, keep_entries, keep_local, cache=cache, numerics=numerics)
+    mode = EmuMode(graph, params, inputs, plan, reference, keep_entries, keep_local, cache=cache, numerics=numerics,
+                   groups=groups)
     with eager_math_attention():
         if loss_fn is not None:
             with torch.enable_grad(), mode:
@@ -67,9 +70,22 @@ def run_step(model, batch: tuple, loss_fn=None, *, graph=None, params: dict | No
                 out = model(*batch)
     flat, _ = tree_flatten(out)
     mode.rec.outputs = [t for t in flat if isinstance(t, torch.Tensor)]
+    if graph is not None:
+        graph.graph["training"] = loss_fn is not None
+        _mark_net_outputs(graph, mode, mode.rec.outputs + [mode.rec.loss] + list(mode.rec.grads.values()))
     mode.rec.returned = type(out).__name__
     mode.rec.rounded = mode.rounded  # executed low dtype of tensors (mixed run)
     return mode.rec
+
+
+def _mark_net_outputs(graph, mode: EmuMode, tensors: list) -> None:
+    """``net_outputs`` (output indices) on the nodes producing the step's outputs."""
+    for t in tensors:
+        src = mode.producer.get(id(t)) if t is not None else None
+        if src is not None and src[0] is t and src[1] in graph:
+            ports = graph.nodes[src[1]].setdefault("net_outputs", [])
+            if src[2] not in ports:
+                ports.append(src[2])
 
 
 def param_names(model) -> dict:
@@ -189,9 +205,11 @@ class _DumpBuilder:
     """Builds dump.json data for one run of one step; statistics for all tensors in one batched pass."""
 
     def __init__(self, rec: StepRecord, precs: list[str], ops, files: bool, framework: str = "pytorch",
-                 stats_cache: dict | None = None, static_ptrs: set | None = None, tensor_names: frozenset = frozenset()):
+                 stats_cache: dict | None = None, static_ptrs: set | None = None, tensor_names: frozenset = frozenset(),
+                 members: Mapping | None = None):
         self.rec, self.precs, self.ops, self.files = rec, precs, ops, files
         self.tensor_names = tensor_names      # ops dumped with tensors in a statistics dump (msprobe tensor_list)
+        self.members = members or {}          # members of fused kernels (fusion.Member): values between them unrounded
         self.stats_cache, self.static_ptrs = stats_cache, static_ptrs
         self.framework = framework
 
@@ -234,15 +252,18 @@ class _DumpBuilder:
         for i, (struct, tin, tout, rgs) in enumerate(rec.entries):
             op = self.ops[i]
             prec, out_prec = exec_pair(self.precs[i])
+            m = self.members.get(op.name)
+            inner_in = m.internal_in if m is not None else ()   # fed by another member: not rounded between them
+            out_low = m is None or m.round_out                   # an output that never leaves the fused kernel
             name = f"{op.name}.forward"
             in_sl, out_sl = plan_rows[i]
             aux = AUX_FP32_OUTPUTS.get(op.packet, ())
             listed = op.name in self.tensor_names
 
-            def conv(x, _tin=tin, _in_sl=in_sl, _name=name, _prec=prec, _rgs=rgs, _listed=listed):
+            def conv(x, _tin=tin, _in_sl=in_sl, _name=name, _prec=prec, _rgs=rgs, _listed=listed, _inner=inner_in):
                 if isinstance(x, ArgRef):
                     t = _tin[x.i]
-                    return trec(t, _in_sl[x.i], _exec_dtype(t, _prec, True), f"{_name}.input.{x.i}.pt",
+                    return trec(t, _in_sl[x.i], _exec_dtype(t, _prec, x.i not in _inner), f"{_name}.input.{x.i}.pt",
                                 _rgs[x.i] if x.i < len(_rgs) else None, always=_listed)
                 if isinstance(x, list):
                     return [conv(y) for y in x]
@@ -250,8 +271,8 @@ class _DumpBuilder:
             args, kwargs = struct
             entry = {"input_args": [conv(a) for a in args],
                      "input_kwargs": {k: conv(v) for k, v in kwargs.items()},
-                     "output": [trec(t, out_sl[j], _exec_dtype(t, out_prec, j not in aux), f"{name}.output.{j}.pt",
-                                     always=listed) for j, t in enumerate(tout)]}
+                     "output": [trec(t, out_sl[j], _exec_dtype(t, out_prec, out_low and j not in aux),
+                                     f"{name}.output.{j}.pt", always=listed) for j, t in enumerate(tout)]}
             data[name] = entry
 
         def low_of(t):
@@ -334,17 +355,15 @@ def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semanti
         finally:
             _restore(model, steps.state0)
         writer.write_profile(steps.kernels)
-        graph_path = None
-        if steps.g0 is not None:
-            semantics.annotate(steps.g0, steps.plan0)
-            graph_path = writer.write_graph(steps.g0, steps.plan0, notes)
+        graph_path = steps.write_graph(notes)
         if local:
-            writer.write_local_error(steps.local_rows.values())
+            writer.write_local_error(steps.local_error_rows())
         files = writer.write_overrides(overrides, keep_dtype if isinstance(keep_dtype, (str, os.PathLike)) else None,
                                        customize_dtypes)
         notes += stage.backup_notes()
         writer.write_run_json(steps=len(wl.batches), training=wl.loss_fn is not None, dump=dump,
                               low_dtype=low, lists_source=lists.source, **files,
+                              fusion=fusion.summary(steps.fz0) if steps.fz0 is not None else None,
                               unmapped_ops=sorted(steps.unmapped), notes=notes,
                               graph=str(graph_path.relative_to(out_dir)) if graph_path else None,
                               n_ops=len(steps.g0) if steps.g0 is not None else 0, options=wl.options or {},
@@ -372,7 +391,9 @@ class _Steps:
         self.unmapped: dict[str, str] = {}
         self.ref_sig = None
         self.ref_plan: tuple[list, list[bool]] | None = None
+        self.ref_fz: fusion.FusionResult | None = None
         self.g0 = self.plan0 = None
+        self.fz0: fusion.FusionResult | None = None
         self.local_rows: dict[str, dict] = {}
         self.round_cache: dict = {}
         self.stats_cache: dict = {}
@@ -386,16 +407,17 @@ class _Steps:
         if step == 0:
             _check_traced(fp, self.target)
         _restore(self.model, self.state0)
-        precs, cpu = self._plan(step, g, fp)
+        precs, cpu, fz = self._plan(step, g, fp)
         for r in fp.ops:
             if not r.mapped:
                 self.unmapped[f"aten.{r.packet}.{r.overload}"] = r.type
+        groups = {m: (i.node, i.round_out) for m, i in fz.members.items()}
         mx = self._user_run("mixed", step, lambda: run_step(
             self.model, batch, self.wl.loss_fn, params=self.params, plan=precs, reference=fp.ops, seed=self.seed,
-            step=step, cache=self.round_cache, loss_scale=self.loss_scale, numerics=self.numerics))
+            step=step, cache=self.round_cache, loss_scale=self.loss_scale, numerics=self.numerics, groups=groups))
         _restore(self.model, self.state0)
-        self.kernels.extend(_kernel_rows(step, fp, precs, cpu))
-        self._write_dumps(step, fp, mx, precs)
+        self.kernels.extend(_kernel_rows(step, fp, precs, cpu, fz))
+        self._write_dumps(step, fp, mx, precs, fz.members)
         if self.local:  # every step: a hazard may show only in some batches; rows keep the worst
             self._local_errors(fp)
 
@@ -410,33 +432,52 @@ class _Steps:
             raise InputError(self.target, f"the model failed in the {which} run (step {step}): "
                                           f"{describe_user_error(e)}") from None
 
-    def _plan(self, step: int, g, fp: StepRecord) -> tuple[list, list[bool]]:
+    def _plan(self, step: int, g, fp: StepRecord) -> tuple[list, list[bool], fusion.FusionResult]:
         """The planned dtypes of every op of the step (``Plan.exec_dtypes``: a precision, or an (input, output)
-        pair where they differ) and whether it runs on AI CPU: step 0's plan when the op sequence is the same,
-        else planned separately (with a note)."""
+        pair where they differ), whether it runs on AI CPU, and the step's graph fusion: step 0's when the op
+        sequence is the same, else fused and planned separately (with a note).  GE's graph fusion runs before its
+        precision judge (advisor.fusion): the plan is the fused graph's, and every op executes the decision (its
+        dtypes, its placement) of the (possibly fused) node it belongs to."""
         sig = [r.func for r in fp.ops]
         if self.ref_sig is not None and sig == self.ref_sig:
-            return self.ref_plan
-        p = semantics.plan(g, self.lists, self.mode, self.overrides)
+            return (*self.ref_plan, self.ref_fz)
+        fz = fusion.fuse(g, self.lists.soc, self.lists)
+        p = semantics.plan(fz.graph, self.lists, self.mode, self.overrides)
         check_uniform_ports(p, self.target)
-        pairs = [p.exec_dtypes(r.name) for r in fp.ops]
+        nodes = [fz.node_of(r.name) for r in fp.ops]
+        pairs = [p.exec_dtypes(n) for n in nodes]
         precs = [a if a == b else (a, b) for a, b in pairs]
-        cpu = [p.on_ai_cpu(r.name) for r in fp.ops]
+        cpu = [p.on_ai_cpu(n) for n in nodes]
         if step == 0:
-            self.g0, self.plan0 = g, p
-            self.ref_sig, self.ref_plan = sig, (precs, cpu)
+            self.g0, self.plan0, self.fz0 = fz.graph, p, fz
+            self.ref_sig, self.ref_plan, self.ref_fz = sig, (precs, cpu), fz
         else:
             self.notes.append(f"step {step} has a different op sequence than step 0: planned separately")
-        return precs, cpu
+        return precs, cpu, fz
 
-    def _write_dumps(self, step: int, fp: StepRecord, mx: StepRecord, precs: list[str]) -> None:
-        """The FP32 (golden) and mixed (target) msprobe dumps of the step."""
+    def _write_dumps(self, step: int, fp: StepRecord, mx: StepRecord, precs: list,
+                     members: Mapping | None = None) -> None:
+        """The FP32 (golden) and mixed (target) msprobe dumps of the step (one entry per executed op, fused or
+        not; ``members``: the members of fused kernels, whose values between members are dumped as executed,
+        unrounded)."""
         for which, rec, pr in (("fp32", fp, ["fp32" if r.is_float else "n/a" for r in fp.ops]),
                                ("mixed", mx, precs)):
             static = _static_ptrs(self.params, self.round_cache)
             data, fl = _DumpBuilder(rec, pr, fp.ops, self.files, stats_cache=self.stats_cache,
-                                    static_ptrs=static, tensor_names=self.tensor_names).build()
+                                    static_ptrs=static, tensor_names=self.tensor_names,
+                                    members=members if which == "mixed" else None).build()
             self.writer.write_dump(which, step, data, fl or None, task="tensor" if self.files else "statistics")
+
+    def write_graph(self, notes: list[str]):
+        """The GE-style graph dump of step 0's fused graph, annotated with its plan (None: no graph)."""
+        if self.g0 is None:
+            return None
+        semantics.annotate(self.g0, self.plan0)
+        return self.writer.write_graph(self.g0, self.plan0, notes)
+
+    def local_error_rows(self):
+        """local_error.csv rows: one per float kernel op, plus one per fused node named after none of its ops."""
+        return (fusion.local_rows(self.fz0, self.local_rows) if self.fz0 else self.local_rows).values()
 
     def _local_errors(self, fp: StepRecord) -> None:
         """Every deterministic float kernel re-run alone in the low dtype; rows keep the worst step."""
@@ -450,22 +491,49 @@ class _Steps:
             self.local_rows[row["name"]] = worst_local(self.local_rows.get(row["name"]), row)
 
 
-def _kernel_rows(step: int, fp: StepRecord, precs: list, cpu: list[bool]) -> list[dict]:
-    """kernel_details rows of the mixed (profiled) run: one per kernel op, dtypes as executed, the core it ran
-    on and cost-model durations."""
+def _port(r, i: int, kind: str, prec: str) -> tuple:
+    """(shape, executed dtype) of input or output ``i`` of the recorded op ``r`` in a kernel row (``n/a`` when the
+    op was not recorded): float ports in ``prec``, statistics outputs (``AUX_FP32_OUTPUTS``) keep theirs."""
+    if r is None or i >= len(getattr(r, f"{kind}_dtypes")):
+        return None, "n/a"
+    aux = kind == "out" and i in AUX_FP32_OUTPUTS.get(r.packet, ())
+    return getattr(r, f"{kind}_shapes")[i], _exec_dtype_name(getattr(r, f"{kind}_dtypes")[i], prec, not aux)
+
+
+def _kernel_rows(step: int, fp: StepRecord, precs: list, cpu: list[bool], fz: fusion.FusionResult) -> list[dict]:
+    """kernel_details rows of the mixed (profiled) run: one per kernel of the fused graph, typed as GE judges it (a
+    fused kernel's row comes at its last member, with its external inputs and outputs), dtypes as executed (the
+    (possibly fused) node's input / output dtypes, ``exec_pair``), the core it ran on and cost-model durations."""
+    gf = fz.graph
+    by_name = {r.name: r for r in fp.ops} if fz.members else {}
     rows = []
     for r, prec, on_cpu in zip(fp.ops, precs, cpu):
-        if not r.kernel:
+        node = fz.node_of(r.name)
+        a = gf.nodes[node] if node in gf else {}
+        m = fz.members.get(r.name)
+        if m is not None:
+            if not m.last:
+                continue
+            ins = [(by_name.get(mm), i) for mm, i in a.get("ports_in", ())]
+            outs = [(by_name.get(mm), j) for mm, j in a.get("ports_out", ())]
+        elif not r.kernel or not a.get("kernel", True):
             continue
-        aux = AUX_FP32_OUTPUTS.get(r.packet, ())
+        else:
+            skip = set(a.get("attr_inputs") or ())     # constants a ConstToAttr pass made attributes
+            ins = [(r, i) for i in range(len(r.in_dtypes)) if i not in skip]
+            outs = [(r, j) for j in range(len(r.out_dtypes))]
         pin, pout = exec_pair(prec)
-        ind = [_exec_dtype_name(d, pin, True) for d in r.in_dtypes]
-        outd = [_exec_dtype_name(d, pout, j not in aux) for j, d in enumerate(r.out_dtypes)]
-        flops = costmodel.estimate_flops(r.type, r.in_shapes, r.out_shapes)
-        nbytes = costmodel.estimate_bytes(r.in_shapes, r.out_shapes, ind, outd)
-        rows.append({"step": step, "name": r.name, "type": r.type, "core": costmodel.core_type(r.type, on_cpu),
-                     "duration_us": costmodel.op_time_us(r.type, flops, nbytes, pin, ai_cpu=on_cpu),
-                     "in_shapes": r.in_shapes, "in_dtypes": ind, "out_shapes": r.out_shapes,
+        pi = [_port(rr, i, "in", pin) for rr, i in ins]
+        po = [_port(rr, j, "out", pout) for rr, j in outs]
+        in_shapes, ind = [x for x, _ in pi], [d for _, d in pi]
+        out_shapes, outd = [x for x, _ in po], [d for _, d in po]
+        typ = str(a.get("type", r.type))
+        flops = costmodel.estimate_flops(typ, in_shapes, out_shapes)
+        nbytes = costmodel.estimate_bytes(in_shapes, out_shapes, ind, outd)
+        rows.append({"step": step, "name": str(a.get("name", node)) if a else r.name, "type": typ,
+                     "core": costmodel.core_type(typ, on_cpu),
+                     "duration_us": costmodel.op_time_us(typ, flops, nbytes, pin, ai_cpu=on_cpu),
+                     "in_shapes": in_shapes, "in_dtypes": ind, "out_shapes": out_shapes,
                      "out_dtypes": outd, "framework_op": f"aten::{r.packet}",
                      "phase": "bwd" if 0 <= fp.bwd_start <= r.index else "fwd"})
     return rows

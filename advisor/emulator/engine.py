@@ -164,9 +164,12 @@ class EmuMode(TorchDispatchMode):
     def __init__(self, graph=None, params: dict | None = None, inputs: dict | None = None,
                  plan: list[str] | None = None, reference: list[OpRecord] | None = None,
                  keep_entries: bool = True, keep_local_inputs: bool = False, low: str | None = None,
-                 cache: dict | None = None, numerics: Numerics = IEEE):
+                 cache: dict | None = None, numerics: Numerics = IEEE, groups: dict | None = None):
         super().__init__()
         self.numerics = numerics          # the chip's overflow mode and HF32 (mixed run; the FP32 run is IEEE)
+        # members of fused kernels (mixed run): op name -> (fused node, its outputs leave the kernel); a value one
+        # member hands another inside the kernel is neither rounded nor saturated (advisor.fusion)
+        self.groups = groups or {}
         # rounded copies of parameters (and their views), reused across ops and steps: keyed by
         # storage, geometry and version counter, so an updated parameter is rounded again
         self.cache = cache if cache is not None else {}
@@ -224,8 +227,9 @@ class EmuMode(TorchDispatchMode):
                                      "cannot be emulated")
             rec = self.reference[idx]
             prec, out_prec = exec_pair(self.plan[idx])
+            grp = self.groups.get(rec.name) if self.groups else None
         else:
-            rec = None
+            rec = grp = None
             prec = out_prec = "fp32"
         mutates = _mutated_arg_positions(func) if func._schema.is_mutable else ()
         # ---- execute
@@ -244,6 +248,10 @@ class EmuMode(TorchDispatchMode):
             def rnd(x):
                 if isinstance(x, torch.Tensor) and x.dtype in FLOAT_DTYPES and (x.dtype != low_t or sat) \
                         and id(x) not in mut_ids:
+                    if grp is not None:
+                        src = self.producer.get(id(x))
+                        if src is not None and src[0] is x and self.groups.get(src[1], _NO_GROUP)[0] == grp[0]:
+                            return x       # inside one fused kernel: neither rounded nor saturated between members
                     r = self.rounded.get(id(x))
                     if r is not None and r[0] is x and ((low_t is not None and r[1] == prec)
                                                         or (low_t is None and not hf32)):
@@ -282,7 +290,7 @@ class EmuMode(TorchDispatchMode):
         flat_out, _ = tree_flatten(out)
         tout = [x for x in flat_out if isinstance(x, torch.Tensor)]
         out_t = LOW_TORCH.get(out_prec)
-        if replay and kernel and (out_t is not None or sat):
+        if replay and kernel and (out_t is not None or sat) and (grp is None or grp[1]):
             aux = AUX_FP32_OUTPUTS.get(packet, ())
             for j, t in enumerate(tout):
                 if t.dtype in FLOAT_DTYPES and (t.dtype != out_t or sat):
@@ -353,6 +361,9 @@ class EmuMode(TorchDispatchMode):
             for k, t in enumerate(outs):
                 if id(t) in ids:
                     outs[k] = t.detach().clone()
+
+
+_NO_GROUP = (None, True)
 
 
 def map_tree(fn, x):

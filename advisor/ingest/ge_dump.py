@@ -5,6 +5,7 @@ The exact subset written and read is documented in docs/formats.md ("GE graph du
 """
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -30,7 +31,12 @@ NO_KERNEL_TYPES = GRAPH_OUTPUT_TYPES | frozenset({"Identity", "IdentityN", "NoOp
 _MAX_SLOTS = 1 << 16
 _ADV = "_advisor."  # prefix of advisor's own round-trip attributes (ignored by GE tools)
 _WRITTEN = {"type", "name", "role", "kernel", "decides", "float", "dtype", "cast_to", "origin_dtype",
-            "in_shapes", "out_shapes", "in_dtypes", "out_dtypes", "order", "stream", "precision", "why"}
+            "in_shapes", "out_shapes", "in_dtypes", "out_dtypes", "order", "stream", "precision", "why",
+            "in_origin_dtypes"}
+# list attributes of graph fusion (advisor.fusion) and graph outputs, written as JSON strings
+_JSON_ATTRS = frozenset({"members", "member_types", "ports_in", "ports_out", "internal", "net_outputs", "value",
+                         "attr_ports", "member_onnx"})
+FUSION_MARK = "advisor: graph fusion applied"      # doc_string of a dump of a post-fusion graph
 
 
 # --------------------------------------------------------------------------------------------
@@ -94,7 +100,10 @@ def render_ge_onnx(g: nx.DiGraph, plan: Any = None, graph_name: str = "graph_0")
     nodes = sorted(g.nodes, key=_order_key(g))
     ids = {n: i for i, n in enumerate(nodes)}
     out_dt = _output_dtypes(g, nodes, prec)
-    lines = ["ir_version: 3", 'producer_name: "GE"', "graph {", f"  name: {quote(graph_name)}"]
+    lines = ["ir_version: 3", 'producer_name: "GE"']
+    if g.graph.get("fusion") == "applied":
+        lines.append(f"doc_string: {quote(FUSION_MARK)}")
+    lines += ["graph {", f"  name: {quote(graph_name)}"]
     for n in nodes:
         _node_lines(lines, g, n, ids[n], out_dt)
     lines.append("}")
@@ -208,7 +217,9 @@ def _node_attrs(lines: list[str], a: dict, typ: Any) -> None:
     for k, v in a.items():
         if k in _WRITTEN or v is None:
             continue
-        if isinstance(v, (bool, int, float, str)):
+        if k in _JSON_ATTRS and isinstance(v, (list, tuple, dict)):
+            _attr(lines, _ADV + k, json.dumps(v, separators=(",", ":")))
+        elif isinstance(v, (bool, int, float, str)):
             _attr(lines, _ADV + k, v if not isinstance(v, bool) else ("true" if v else "false"))
 
 
@@ -406,6 +417,10 @@ def _graph_node(nd: dict, path: object) -> dict[str, Any]:
     a: dict[str, Any] = {"type": typ, "name": name, "role": role,
                          "in_dtypes": in_dt, "out_dtypes": out_dt,
                          }
+    if any(f"input_desc_origin_dtype:{i}" in at for i in range(n_in)):
+        # the dtypes before GE's precision judge (what fusion passes check: advisor.fusion)
+        a["in_origin_dtypes"] = [from_ge_dtype(at.get(f"input_desc_origin_dtype:{i}", "DT_UNDEFINED"))
+                                 for i in range(n_in)]
     if any(f"input_desc_shape:{i}" in at for i in range(n_in)):
         a["in_shapes"] = [shape_str(at.get(f"input_desc_shape:{i}")) for i in range(n_in)]
     if any(f"output_desc_shape:{i}" in at for i in range(n_out)):
@@ -419,6 +434,8 @@ def _graph_node(nd: dict, path: object) -> dict[str, Any]:
             key = k[len(_ADV):]
             if key in ("decides", "float", "kernel"):
                 a[key] = _bool_attr(v)
+            elif key in _JSON_ATTRS and isinstance(v, str):
+                a[key] = _json_list(v, name, key, path)
             elif isinstance(v, str) and v in ("true", "false"):
                 a[key] = v == "true"
             else:
@@ -428,6 +445,17 @@ def _graph_node(nd: dict, path: object) -> dict[str, Any]:
     else:
         _op_facts(a, at, typ, n_out)
     return a
+
+
+def _json_list(v: str, name: str, key: str, path: object) -> Any:
+    try:
+        out = json.loads(v)
+    except ValueError:
+        out = None
+    if not isinstance(out, dict if key == "member_onnx" else list):
+        raise InputError(path, f"node {name!r} attribute {_ADV + key} is not a JSON "
+                               f"{'object' if key == 'member_onnx' else 'list'}")
+    return out
 
 
 def _op_facts(a: dict[str, Any], at: dict, typ: str, n_out: int) -> None:
@@ -513,4 +541,6 @@ def read_ge_dump(path: str | os.PathLike) -> nx.DiGraph:
     except (ValueError, TypeError, KeyError) as e:
         raise InputError(p, f"malformed GE graph dump: {e}") from None
     g.graph.update(source=str(p), format=kind)
+    if FUSION_MARK in str(first(root, "doc_string", "") or ""):
+        g.graph["fusion"] = "applied"
     return g

@@ -23,11 +23,11 @@ from __future__ import annotations
 import base64
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
-from .. import costmodel, semantics
+from .. import costmodel, fusion, semantics
 from .. import graph as G
 from ..errors import AdvisorError, InputError
 from ..mixlist import Mixlist
@@ -91,9 +91,9 @@ class Executor:
         return [np.asarray(o) if isinstance(o, (np.ndarray, np.generic)) else o for o in outs]
 
     def run(self, feed: dict, ports: dict | None = None, seed: int = 0, numerics: Numerics = IEEE) -> dict:
-        """Every value of one run by ONNX value name.  ``ports``: node index -> (input dtypes, output dtypes)
-        of the nodes with a float kernel to run under the plan; None = the FP32 run.  ``numerics``: the chip's
-        overflow mode and HF32 (``advisor.numerics``) the planned nodes run under."""
+        """Every value of one run by ONNX value name.  ``ports``: node index -> ``Ports`` of the nodes with a
+        float kernel to run under the plan; None = the FP32 run.  ``numerics``: the chip's overflow mode and HF32
+        (``advisor.numerics``) the planned nodes run under."""
         np.random.seed(seed)   # the reference runtime's random ops draw from numpy's global generator
         vals: dict[str, Any] = dict(self.model.initializers)
         vals.update(feed)
@@ -102,13 +102,15 @@ class Executor:
             args = [vals.get(i) if i else None for i in nd.inputs]
             pr = ports.get(nd.index) if ports is not None else None
             if pr is not None:
-                args = [round_to(a, pr[0][j], ov) if j < len(pr[0]) else a for j, a in enumerate(args)]
-                if numerics.hf32_on(nd.ge.type):      # fp32 operands read as HF32 inside the cube
-                    args = [hf32_array(a) if j < len(pr[0]) and pr[0][j] == "fp32" and isinstance(a, np.ndarray)
-                            else a for j, a in enumerate(args)]
+                raw = pr.raw_in          # fed by another member of its fused kernel: neither rounded nor saturated
+                args = [round_to(a, pr.ins[j], ov) if j < len(pr.ins) and j not in raw else a
+                        for j, a in enumerate(args)]
+                if numerics.hf32_on(pr.ge_type or nd.ge.type):      # fp32 operands read as HF32 inside the cube
+                    args = [hf32_array(a) if j < len(pr.ins) and pr.ins[j] == "fp32" and j not in raw
+                            and isinstance(a, np.ndarray) else a for j, a in enumerate(args)]
             outs = self.node(nd.index, args, vals)
-            if pr is not None:
-                outs = [round_to(o, pr[1][j], ov) if j < len(pr[1]) else o for j, o in enumerate(outs)]
+            if pr is not None and not pr.raw_out:
+                outs = [round_to(o, pr.outs[j], ov) if j < len(pr.outs) else o for j, o in enumerate(outs)]
             for o, v in zip(nd.outputs, outs):
                 if o:
                     vals[o] = v
@@ -166,38 +168,35 @@ def capture_onnx(model: Any, out: str | os.PathLike, mode: str = semantics.DEFAU
             writer.write_mixlist(ml.to_json())
         kernels: list[dict] = []
         local_rows: dict[str, dict] = {}
-        g = p = ports = None
+        g = p = ports = fz = pre = None
         for step, feed in enumerate(data):
             v32 = _run(ex, feed, None, seed + step, target, f"the FP32 run (step {step})")
             if g is None:
-                g = _graph(m, v32, run_name)
-                p = semantics.plan(g, lists, mode, overrides)
-                ports = _ports(m, g, p)
+                pre, fz, p, ports = _fused_plan(m, v32, run_name, lists, mode, overrides)
+                g = fz.graph
                 notes += _override_notes(overrides, g)
             vmx = _run(ex, feed, {k: v for k, v in ports.items() if v[2]}, seed + step, target,
                        f"the mixed run (step {step})", numerics)
-            kernels.extend(_kernels(m, g, p, ports, vmx, step))
+            kernels.extend(_kernels(m, fz, p, ports, vmx, step))
             for which, vals, pr in (("fp32", v32, None), ("mixed", vmx, ports)):
                 d, fl = _dump_data(m, vals, pr, files_on, numerics.overflow)
                 writer.write_dump(which, step, d, fl or None, task="tensor" if files_on else "statistics")
             if local:   # every step: a hazard may show only in some batches; rows keep the worst
-                for row in _local_errors(ex, m, g, v32, low_for_local, numerics.overflow):
+                for row in _local_errors(ex, m, pre, v32, low_for_local, numerics.overflow):
                     local_rows[row["name"]] = worst_local(local_rows.get(row["name"]), row)
         writer.write_profile(kernels)
-        for k, nd in enumerate(m.nodes):      # the graph dump shows the dtypes as executed
-            if not nd.const and nd.name in g:
-                g.nodes[nd.name]["in_dtypes"], g.nodes[nd.name]["out_dtypes"] = ports[k][0], ports[k][1]
+        _executed_dtypes(m, fz, ports)        # the graph dump shows the dtypes as executed
         semantics.annotate(g, p)
         graph_path = writer.write_graph(g, p, notes)
         if local:
-            writer.write_local_error(local_rows.values())
+            writer.write_local_error(fusion.local_rows(fz, local_rows).values())
         files = writer.write_overrides(overrides, keep_dtype if isinstance(keep_dtype, (str, os.PathLike)) else None,
                                        customize_dtypes)
         notes += stage.backup_notes()
         writer.write_run_json(steps=len(data), training=False, dump=dump, low_dtype=low, lists_source=lists.source,
                               unmapped_ops=m.unmapped(), notes=notes,
                               graph=str(graph_path.relative_to(out_dir)) if graph_path else None,
-                              n_ops=sum(1 for _ in G.op_nodes(g)), options={}, **files,
+                              n_ops=sum(1 for _ in G.op_nodes(g)), options={}, **files, fusion=fusion.summary(fz),
                               onnx={"opset": m.opset, "inputs": [n for n, _, _ in m.inputs], "outputs": m.outputs,
                                     "ge_types": _ge_source()})
     return stage.out
@@ -227,6 +226,15 @@ def _run(ex: Executor, feed: dict, ports: dict | None, seed: int, target: Any, w
         raise InputError(target, f"the model failed in {what}: {type(e).__name__}: {_first(e)}") from None
 
 
+def _fused_plan(m: Model, v32: dict, run_name: str, lists, mode: str, overrides) -> tuple:
+    """(pre-fusion graph, ``fusion.FusionResult``, plan, ``_ports``) from step 0's FP32 run: GE's graph fusion runs
+    before its precision judge, so the plan is the fused graph's."""
+    pre = _graph(m, v32, run_name)
+    fz = fusion.fuse(pre, lists.soc, lists)
+    p = semantics.plan(fz.graph, lists, mode, overrides)
+    return pre, fz, p, _ports(m, pre, fz, p)
+
+
 def _graph(m: Model, v32: dict, run_name: str):
     """The op graph of step 0's FP32 run, each node carrying what replay needs to re-execute it."""
     g = build_graph(m, v32, run_name)
@@ -243,18 +251,58 @@ def _ge_source() -> str:
     return source()
 
 
-def _ports(m: Model, g, p) -> dict[int, tuple[list[str], list[str], bool]]:
-    """node index -> (input dtypes, output dtypes as executed, runs under the plan): the plan's port
-    dtypes (``semantics.Plan.port_dtypes``) of every op node; constants are not op nodes."""
+class Ports(NamedTuple):
+    """How one ONNX node executes in the mixed run: its input and output dtypes as executed, whether it runs under
+    the plan, the inputs and outputs that stay inside a fused kernel (never rounded nor saturated: ``raw_in``,
+    ``raw_out``) and the GE type whose HF32 rule applies (the post-fusion type; a fused kernel's member: its own)."""
+
+    ins: list
+    outs: list
+    planned: bool
+    raw_in: frozenset = frozenset()
+    raw_out: bool = False
+    ge_type: str | None = None
+
+
+def _ports(m: Model, pre, fz: fusion.FusionResult, p) -> dict[int, Ports]:
+    """node index -> ``Ports``: the plan's port dtypes (``semantics.Plan.port_dtypes``: float inputs in the compute
+    dtype, float outputs in the output dtype) of the (fused) node each ONNX node belongs to; inside a fused kernel
+    the values one member hands another keep their dtype (not rounded).  Constants are not op nodes."""
     out = {}
     for nd in m.nodes:
-        if nd.const or nd.name not in g:
+        if nd.const or nd.name not in pre:
             continue
-        a = g.nodes[nd.name]
-        ins, outs = p.port_dtypes(nd.name, list(a["in_dtypes"]), list(a["out_dtypes"]), nd.aux)
-        planned = bool(a.get("kernel", True)) and bool(a.get("float", True))
-        out[nd.index] = (ins, outs, planned)
+        a, node = pre.nodes[nd.name], fz.node_of(nd.name)
+        ins, outs = p.port_dtypes(node, list(a["in_dtypes"]), list(a["out_dtypes"]), nd.aux)
+        mem = fz.members.get(nd.name)
+        raw_in, raw_out = frozenset(), False
+        if mem is not None:
+            raw_in, raw_out = mem.internal_in, not mem.round_out
+            ins = [a["in_dtypes"][j] if j in raw_in else d for j, d in enumerate(ins)]
+            if raw_out:
+                outs = list(a["out_dtypes"])
+        planned = (bool(a.get("kernel", True)) and bool(a.get("float", True))
+                   and bool(fz.graph.nodes[node].get("kernel", True)))
+        typ = nd.ge.type if mem is not None else str(fz.graph.nodes[node].get("type", nd.ge.type))
+        out[nd.index] = Ports(ins, outs, planned, raw_in, raw_out, typ)
     return out
+
+
+def _executed_dtypes(m: Model, fz: fusion.FusionResult, ports: dict) -> None:
+    """The fused graph's in/out dtypes as executed (a fused node's from its members' ports)."""
+    g = fz.graph
+    idx = {nd.name: nd.index for nd in m.nodes if not nd.const}
+    for n, a in g.nodes(data=True):
+        if a.get("members"):
+            a["in_dtypes"] = [_port_dt(ports, idx, mm, j, 0) for mm, j in a.get("ports_in", ())]
+            a["out_dtypes"] = [_port_dt(ports, idx, mm, j, 1) for mm, j in a.get("ports_out", ())]
+        elif n in idx and idx[n] in ports:
+            a["in_dtypes"], a["out_dtypes"] = ports[idx[n]][0], ports[idx[n]][1]
+
+
+def _port_dt(ports: dict, idx: dict, member: str, j: int, side: int) -> str:
+    pr = ports.get(idx.get(member, -1))
+    return pr[side][j] if pr is not None and j < len(pr[side]) else "n/a"
 
 
 def _override_notes(ov, g) -> list[str]:
@@ -279,23 +327,44 @@ def _override_notes(ov, g) -> list[str]:
     return out
 
 
-def _kernels(m: Model, g, p, ports, vals, step: int) -> list[dict]:
-    """kernel_details rows of the mixed (target) run: one per op with a kernel, dtypes as executed."""
+def _kernels(m: Model, fz: fusion.FusionResult, p, ports, vals, step: int) -> list[dict]:
+    """kernel_details rows of the mixed (target) run: one per kernel of the fused graph, typed as GE judges it (a
+    fused kernel's row comes at its last member, with its external inputs and outputs), dtypes as executed."""
+    g = fz.graph
+    by_name = {nd.name: nd for nd in m.nodes if not nd.const}
     rows = []
     for nd in m.nodes:
         if nd.const or not nd.ge.kernel:
             continue
-        ins = [vals.get(i) if i else None for i in nd.inputs]
-        outs = [vals.get(o) for o in nd.outputs]
-        in_shapes = [list(np.shape(x)) if x is not None else None for x in ins]
-        out_shapes = [list(np.shape(x)) if x is not None else None for x in outs]
-        ind, outd = ports[nd.index][0], ports[nd.index][1]
-        typ = nd.ge.type
+        node = fz.node_of(nd.name)
+        a = g.nodes[node]
+        mem = fz.members.get(nd.name)
+        if mem is not None:
+            if not mem.last:
+                continue
+            ins = [(by_name[mm], j) for mm, j in a.get("ports_in", ()) if mm in by_name]
+            outs = [(by_name[mm], j) for mm, j in a.get("ports_out", ()) if mm in by_name]
+        elif not a.get("kernel", True):
+            continue
+        else:
+            skip = set(a.get("attr_inputs") or ())     # constants a ConstToAttr pass made attributes
+            ins = [(nd, j) for j in range(len(nd.inputs)) if j not in skip]
+            outs = [(nd, j) for j in range(len(nd.outputs))]
+
+        def val(x, j, side):
+            names = x.outputs if side else x.inputs
+            v = vals.get(names[j]) if j < len(names) and names[j] else None
+            return list(np.shape(v)) if v is not None else None, ports[x.index][side][j] if j < len(
+                ports[x.index][side]) else "n/a"
+        pin, pout = [val(x, j, 0) for x, j in ins], [val(x, j, 1) for x, j in outs]
+        in_shapes, ind = [s for s, _ in pin], [d for _, d in pin]
+        out_shapes, outd = [s for s, _ in pout], [d for _, d in pout]
+        typ = str(a.get("type", nd.ge.type))
         flops = costmodel.estimate_flops(typ, in_shapes, out_shapes)
         nbytes = costmodel.estimate_bytes(in_shapes, out_shapes, ind, outd)
-        cpu = p.on_ai_cpu(nd.name)
-        rows.append({"step": step, "name": nd.name, "type": typ, "core": costmodel.core_type(typ, cpu),
-                     "duration_us": costmodel.op_time_us(typ, flops, nbytes, p[nd.name], ai_cpu=cpu),
+        cpu = p.on_ai_cpu(node)
+        rows.append({"step": step, "name": str(a.get("name", node)), "type": typ, "core": costmodel.core_type(typ, cpu),
+                     "duration_us": costmodel.op_time_us(typ, flops, nbytes, p[node], ai_cpu=cpu),
                      "in_shapes": in_shapes, "in_dtypes": ind, "out_shapes": out_shapes, "out_dtypes": outd})
     return rows
 

@@ -248,6 +248,7 @@ def build_graph(model: Model, vals: dict[str, Any], name: str = "model"):
     """The op graph of one FP32 run (``vals``: every value of the run by ONNX value name)."""
     g = G.new_graph(framework="onnx", step=0, name=name)
     producer: dict[str, tuple[str, int]] = {}
+    outputs = set(model.outputs)
     for n, dt, _ in model.inputs:
         a = vals.get(n)
         G.add_op(g, n, "Data", role="data", dtype=dtype_name(a), kernel=False,
@@ -257,14 +258,15 @@ def build_graph(model: Model, vals: dict[str, Any], name: str = "model"):
     for n, a in model.initializers.items():
         if n in used and n not in producer:
             G.add_op(g, n, "Const", role="const", dtype=dtype_name(a), kernel=False,
-                     out_shapes=[list(a.shape)], out_dtypes=[dtype_name(a)])
+                     out_shapes=[list(a.shape)], out_dtypes=[dtype_name(a)], **_small_value(a))
             producer[n] = (n, 0)
     for nd in model.nodes:
         outs = [vals.get(o) for o in nd.outputs]
         if nd.const:
             a = outs[0] if outs else None
             G.add_op(g, nd.name, "Const", role="const", dtype=dtype_name(a), kernel=False,
-                     out_shapes=[list(np.shape(a))], out_dtypes=[dtype_name(a)], onnx_op=nd.op_type)
+                     out_shapes=[list(np.shape(a))], out_dtypes=[dtype_name(a)], onnx_op=nd.op_type,
+                     **_small_value(a))
             for j, o in enumerate(nd.outputs):
                 producer[o] = (nd.name, j)
             continue
@@ -278,6 +280,11 @@ def build_graph(model: Model, vals: dict[str, Any], name: str = "model"):
                      mapped=nd.ge.mapped, onnx_op=nd.op_type, onnx_domain=nd.domain or "ai.onnx")
         if nd.ge.type == "Cast" and outs and is_float_array(outs[0]):
             attrs["cast_to"] = dtype_name(outs[0])
+        if nd.op_type == "Einsum":    # read by GE's EinsumPass (advisor.fusion)
+            attrs["equation"] = _attr_str(model.proto.graph.node[nd.index], "equation")
+        net = [j for j, o in enumerate(nd.outputs) if o and o in outputs]
+        if net:
+            attrs["net_outputs"] = net
         G.add_op(g, nd.name, nd.ge.type, role="op", **attrs)
         for k, i in enumerate(nd.inputs):
             if not i:
@@ -290,6 +297,22 @@ def build_graph(model: Model, vals: dict[str, Any], name: str = "model"):
             if o:
                 producer[o] = (nd.name, j)
     return g
+
+
+def _small_value(a: Any) -> dict:
+    """``value`` of a constant with at most 8 elements (scalars such as a Pow exponent or an epsilon, axes): what
+    GE's fusion passes read from Const nodes (advisor.fusion)."""
+    if not isinstance(a, np.ndarray) or a.size > 8 or a.dtype.kind not in "fiub":
+        return {}
+    v = a.reshape(-1).tolist()
+    return {"value": v[0] if a.ndim == 0 else v}
+
+
+def _attr_str(node: Any, name: str) -> str | None:
+    for at in node.attribute:
+        if at.name == name:
+            return at.s.decode("utf-8", "replace") if isinstance(at.s, bytes) else str(at.s)
+    return None
 
 
 __all__ = ["Model", "Node", "read_model", "load_model", "batches_for", "parse_input_shapes", "read_npz",

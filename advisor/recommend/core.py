@@ -175,6 +175,8 @@ class SearchContext:
             self.notes.append(f"precision mode {a.mode!r} ignores modify_mixlist (GE applies it only in "
                               "mixed_float16/mixed_bfloat16 / allow_mix_precision*); edits below assume the mixed mode.")
             self.mode = mixed_mode_of(a.mode)
+        from ..fusion import notes as fusion_notes
+        self.notes.extend(fusion_notes(a.graph, {"the base mixlist": self.start}))
         table = table_note(a.defaults, a.compiled.types)     # the run's types whose default list changed with CANN
         if table:
             self.notes.append(table)

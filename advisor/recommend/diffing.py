@@ -127,6 +127,7 @@ def diff(run: Any, a: Any, b: Any, *, tolerance: Any = None, soc: str | None = N
         mb = _load_side(b, "B")
         if mb is not None:
             mx.check_op_types(mb, an.defaults, types)
+    notes += _fused_away(an, ma, mb)
     mode = an.mode
     if not uses_mixlist(mode) and (overrides_b is None or overrides_b == overrides_a):
         notes.append(f"precision mode {mode!r} ignores mixlists; flips shown for the mixed mode")
@@ -152,6 +153,12 @@ def diff(run: Any, a: Any, b: Any, *, tolerance: Any = None, soc: str | None = N
     return DiffResult(str(a) if a is not None else "defaults", str(b), mx.list_changes(la, lb), flips, pred, notes,
                       an.tolerance.to_dict(), mode, an.defaults.soc, mb,
                       curve(an.compiled, None, None, None, pa, pb, an.times))
+
+
+def _fused_away(an: Analysis, ma: Any, mb: Any) -> list[str]:
+    """Fusion notes: the types GE never judges, and each side's entries naming one (they match nothing)."""
+    from ..fusion import notes
+    return notes(an.graph, {"A": ma, "B": mb})
 
 
 def write_diff_outputs(res: DiffResult, out_dir: str | Path, html: bool = True) -> dict[str, Path]:

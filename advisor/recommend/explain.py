@@ -46,6 +46,7 @@ def worst_instances(c: Compiled, e: Edit, nodes: Sequence[int], without: Plan, w
     key = np.nan_to_num(score[cand], nan=0.0, posinf=1e300)
     own = np.array([c.types[i] == e.type for i in cand.tolist()], dtype=bool)
     cand = cand[np.lexsort((-key, ~own))][:limit]             # the edited type's instances first
+    from ..fusion import describe_node
     out = []
     for i in cand.tolist():
         node = c.order[i]
@@ -55,7 +56,7 @@ def worst_instances(c: Compiled, e: Edit, nodes: Sequence[int], without: Plan, w
             local_rel_l2=_num(ev.local if ev is not None else None, i),
             local_nonfinite=bool(ev.local_nf[i]) if ev is not None else None,
             received_rel_l2=_num(ev.inp if ev is not None else None, i),
-            inrnd_rel_l2=_num(ev.inrnd if ev is not None else None, i)))
+            inrnd_rel_l2=_num(ev.inrnd if ev is not None else None, i), fused=describe_node(c.graph, node)))
     return out
 
 
@@ -104,7 +105,8 @@ def explain(e: Edit, purpose: str, worst: list[WorstInstance], without: PlanSumm
                          f"{wb['root']}; {e.type} is on that decision chain)")
             elif str(wb["rule"]).startswith("gray"):
                 chain = f" (gray, inherits {w.precision_before} from {wb['via']})"
-            parts.append(f"{w.node} ({w.type}) {src} in low precision{chain}.")
+            fused = f" [{w.fused}]" if w.fused else ""
+            parts.append(f"{w.node} ({w.type}){fused} {src} in low precision{chain}.")
         parts.append(f"{e}: {nflips} op instance(s) flip; {how} final error {_final(without)} without it -> "
                      f"{_final(with_)} with it; time {dt:+.1f} us.")
     else:

@@ -40,7 +40,7 @@ from collections import Counter
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any, Hashable, Iterable, Sequence
+from typing import Any, Hashable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -503,4 +503,10 @@ def dump_scope(a: Any, first: Hashable) -> list[str]:
     cap = max(len(seeds), int(MAX_SCOPE_SHARE * sum(1 for n in c.order if is_op(n))))
     core = (must + more)[:cap]
     near = set(core) | {p for n in core for p in g.predecessors(n) if is_op(p)}
-    return sorted({str(g.nodes[n].get("dump") or g.nodes[n].get("name", n)) for n in near})
+    return sorted({m for n in near for m in _dump_names(g.nodes[n], n)})
+
+
+def _dump_names(a: Mapping, n: Hashable) -> list[str]:
+    """The dump entry names of a node: a fused kernel's every member (each is its own dump entry, advisor.fusion),
+    else its dump prefix."""
+    return [str(m) for m in a["members"]] if a.get("members") else [str(a.get("dump") or a.get("name", n))]

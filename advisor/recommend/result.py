@@ -125,6 +125,7 @@ class WorstInstance:
     local_nonfinite: bool | None = None
     received_rel_l2: float | None = None
     inrnd_rel_l2: float | None = None
+    fused: str | None = _opt()      # how GE's graph fusion made the node (advisor.fusion.describe_node)
 
 
 @dataclass

@@ -1,12 +1,14 @@
 """``capture_tf``: run a TensorFlow/Keras workload on the CPU the way GE (through the Ascend TF adapter)
 would under a mode and mixlist, and write the same run directory as the PyTorch capture.
 
-Pipeline: freeze the workload (``freeze``) -> op graph with GE types (``graph``) -> the semantics
-module's plan (``advisor.semantics.plan``, never decided here) -> GraphDef rewritten to execute the
-plan (``rewrite``) -> one FP32 and one mixed session run per batch, fetching every node's outputs
--> ``advisor.rundir.RunWriter``: kernel_details.csv (dtypes as executed = the plan, cost-model
-durations), GE-style graph dump, msprobe-format dumps (``framework: tensorflow``, ``.npy`` tensor
-files) and local_error.csv (the worst over all steps).
+Pipeline: freeze the workload (``freeze``) -> op graph with GE types (``graph``) -> GE's graph fusion
+(``advisor.fusion``) -> the semantics module's plan of the fused graph (``advisor.semantics.plan``, never
+decided here) -> GraphDef rewritten to execute the plan, each TF node at the decision of the (fused) node
+it belongs to (``rewrite``; the members of a fused kernel run one by one in fp32, only the values that
+leave the kernel rounded) -> one FP32 and one mixed session run per batch, fetching every node's outputs ->
+``advisor.rundir.RunWriter``: kernel_details.csv (dtypes as executed = the plan, cost-model durations), GE-style
+graph dump, msprobe-format dumps (``framework: tensorflow``, ``.npy`` tensor files) and local_error.csv (the
+worst over all steps).
 """
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from .. import costmodel, semantics
+from .. import costmodel, fusion, semantics
 from .. import graph as G
 from ..errors import AdvisorError, InputError
 from ..mixlist import Mixlist
@@ -169,11 +171,12 @@ def capture_tf(workload: Any, out: str | os.PathLike, mode: str = semantics.DEFA
     gd = prune(fr.graph_def, fetch_nodes + [split_tensor(t)[0] for t in fr.inputs])
     _fix_seeds(gd, seed)
     g, info = build(tf, gd, name=wl.name)
-    p = semantics.plan(g, lists, mode, overrides)
+    fz = fusion.fuse(g, lists.soc, lists)
+    p = semantics.plan(fz.graph, lists, mode, overrides)
     check_uniform_ports(p, target)
-    precision = p.precision
     low_dtype = low or "fp16"
-    rw = apply_plan(tf, gd, info, precision, low_dtype, g, dict(zip(p.compiled.order, p.emit_list)), numerics)
+    precision, emit, types = _node_plan(g, fz, p)
+    rw = apply_plan(tf, gd, info, precision, low_dtype, g, emit, numerics, members=fz.members, types=types)
 
     n_params = sum(int(np.prod(g.nodes[n].get("out_shapes", [[0]])[0] or [0])) for n in g
                    if g.nodes[n]["role"] == "const" and g.nodes[n].get("dtype") in ("fp32", "fp16", "bf16"))
@@ -191,14 +194,17 @@ def capture_tf(workload: Any, out: str | os.PathLike, mode: str = semantics.DEFA
                                      **numerics.to_meta()}, final_dir=stage.out)
         if ml is not None:
             writer.write_mixlist(ml.to_json())
-        kernels, local_rows = _run_steps(tf, wl, fr, gd, g, info, rw, p, writer, target=target, files_on=files_on,
-                                         local=local, low_dtype=low_dtype, numerics=numerics)
+        kernels, local_rows = _run_steps(tf, wl, fr, gd, g, info, rw, (fz, p), writer, target=target,
+                                         files_on=files_on, local=local, low_dtype=low_dtype, numerics=numerics)
         writer.write_profile(kernels)
         _executed_dtypes(tf, g, rw)
-        semantics.annotate(g, p)
-        graph_path = writer.write_graph(g, p, notes)
+        for n, a in fz.graph.nodes(data=True):   # the fused graph's nodes that kept their TF node
+            if n in g and not a.get("members"):
+                a["in_dtypes"], a["out_dtypes"] = g.nodes[n].get("in_dtypes"), g.nodes[n].get("out_dtypes")
+        semantics.annotate(fz.graph, p)
+        graph_path = writer.write_graph(fz.graph, p, notes)
         if local:
-            writer.write_local_error(local_rows.values())
+            writer.write_local_error(fusion.local_rows(fz, local_rows).values())
         unknown = sorted({g.nodes[n]["type"] for n in G.op_nodes(g)
                           if g.nodes[n].get("kernel", True) and not lists.is_known(g.nodes[n]["type"])})
         cube_style = sorted({g.nodes[n]["type"] for n, s in rw.style.items() if s == "cube-style"})
@@ -209,7 +215,7 @@ def capture_tf(workload: Any, out: str | os.PathLike, mode: str = semantics.DEFA
                               lists_source=lists.source, unmapped_ops=unknown, notes=notes,
                               graph=str(graph_path.relative_to(out_dir)) if graph_path else None,
                               n_ops=sum(1 for _ in G.op_nodes(g)), options=wl.options or {},
-                              tf={"cube_style_types": cube_style, "inputs": fr.inputs})
+                              tf={"cube_style_types": cube_style, "inputs": fr.inputs}, fusion=fusion.summary(fz))
     return stage.out
 
 
@@ -221,6 +227,15 @@ def _freeze(wl, target: Any) -> Frozen:
         raise
     except Exception as e:  # user model code
         raise InputError(target, f"freezing the TensorFlow model failed: {one_line(e)}") from None
+
+
+def _node_plan(g, fz: fusion.FusionResult, p) -> tuple[dict, dict, dict]:
+    """Per TF node of ``g``, from the (fused) node it belongs to: its precision, its output dtype
+    (``Plan.exec_dtypes``) and the GE type it executes as (post-fusion; a fused kernel's member: its own, which
+    decides HF32)."""
+    nodes = {n: fz.node_of(n) for n in g if fz.node_of(n) in fz.graph}
+    types = {n: str(fz.graph.nodes[v].get("type")) for n, v in nodes.items() if n not in fz.members}
+    return {n: p[v] for n, v in nodes.items()}, {n: p.exec_dtypes(v)[1] for n, v in nodes.items()}, types
 
 
 def _run_steps(tf, wl, fr: Frozen, gd, g, info, rw, p, writer: RunWriter, *, target: Any, files_on: bool,
@@ -311,27 +326,52 @@ def _reset_keras_naming() -> None:
         pass
 
 
-def _kernels(g, info, rw, p, vals, step: int) -> list[dict]:
-    """kernel_details rows of the mixed (target) run: one per op with a kernel, dtypes as executed."""
+def _kernels(g, info, rw, fused, vals, step: int) -> list[dict]:
+    """kernel_details rows of the mixed (target) run: one per kernel of the fused graph, typed as GE judges it (a
+    fused kernel's row comes at its last member, under the fused node's name, with its external inputs and
+    outputs), dtypes as executed, the core it ran on (the fused node's placement) and cost-model durations."""
+    fz, p = fused
     rows = []
     for n in info.order:
         a = g.nodes[n]
         if a["role"] != "op" or not a.get("kernel", True):
             continue
-        skip = set(a.get("attr_inputs", ()))  # D variants take these operands as attributes
-        srcs = [s for i, s in enumerate(info.inputs[n]) if i not in skip]
-        in_shapes = [list(np.shape(vals[s])) if s in vals else None for s in srcs]
-        n_out = len(info.out_dtypes[n])
-        out_shapes = [list(np.shape(vals[(n, k)])) if (n, k) in vals else None for k in range(n_out)]
-        ind = [_enum_name_np(e) for i, e in enumerate(rw.in_dtypes.get(n, [])) if i not in skip]
-        outd = [_enum_name_np(e) for e in rw.out_dtypes.get(n, [])]
-        prec, cpu = p[n], p.on_ai_cpu(n)
-        flops = costmodel.estimate_flops(a["type"], in_shapes, out_shapes)
+        node = fz.node_of(n)
+        fa = fz.graph.nodes[node] if node in fz.graph else a
+        m = fz.members.get(n)
+        if (m is not None and not m.last) or not fa.get("kernel", True):
+            continue
+        if m is not None:
+            ins, outs = [tuple(x) for x in fa.get("ports_in", ())], [tuple(x) for x in fa.get("ports_out", ())]
+        else:
+            skip = set(fa.get("attr_inputs") or ())  # constants a ConstToAttr pass made attributes
+            ins = [(n, i) for i in range(len(info.inputs[n])) if i not in skip]
+            outs = [(n, k) for k in range(len(info.out_dtypes[n]))]
+        in_shapes, ind = _kernel_ports(info, rw, vals, ins, True)
+        out_shapes, outd = _kernel_ports(info, rw, vals, outs, False)
+        prec, cpu = (p[node], p.on_ai_cpu(node)) if node in fz.graph else ("fp32", False)
+        typ = fa["type"]
+        flops = costmodel.estimate_flops(typ, in_shapes, out_shapes)
         nbytes = costmodel.estimate_bytes(in_shapes, out_shapes, ind, outd)
-        rows.append({"step": step, "name": n, "type": a["type"], "core": costmodel.core_type(a["type"], cpu),
-                     "duration_us": costmodel.op_time_us(a["type"], flops, nbytes, prec, ai_cpu=cpu),
+        rows.append({"step": step, "name": str(fa.get("name", n)), "type": typ, "core": costmodel.core_type(typ, cpu),
+                     "duration_us": costmodel.op_time_us(typ, flops, nbytes, prec, ai_cpu=cpu),
                      "in_shapes": in_shapes, "in_dtypes": ind, "out_shapes": out_shapes, "out_dtypes": outd})
     return rows
+
+
+def _kernel_ports(info, rw, vals, ports: list, inputs: bool) -> tuple[list, list[str]]:
+    """(shapes, executed dtypes) of a kernel row's ports, each ``(TF node, its input / output index)``."""
+    shapes, dts = [], []
+    for n, j in ports:
+        if inputs:
+            srcs = info.inputs.get(n, [])
+            key = srcs[j] if j < len(srcs) else None
+        else:
+            key = (n, j)
+        got = (rw.in_dtypes if inputs else rw.out_dtypes).get(n, [])
+        shapes.append(list(np.shape(vals[key])) if key in vals else None)
+        dts.append(_enum_name_np(got[j]) if j < len(got) else "n/a")
+    return shapes, dts
 
 
 _ENUM_CANON = {1: "fp32", 2: "fp64", 14: "bf16", 19: "fp16", 3: "int32", 9: "int64", 10: "bool", 4: "uint8",

@@ -18,6 +18,7 @@ from .. import graph as G
 from . import opmap
 
 FLOAT_TF = ("float32", "float16", "bfloat16", "float64")
+STRIDED_SLICE_MASKS = ("begin_mask", "end_mask", "ellipsis_mask", "new_axis_mask", "shrink_axis_mask")
 
 
 def split_tensor(name: str) -> tuple[str, int]:
@@ -137,11 +138,11 @@ def build(tf, graph_def, name: str = "model") -> tuple[nx.DiGraph, TFGraphInfo]:
             G.add_op(g, n, "Const", role="const", dtype=G.normalize_dtype(outs[0]) if outs else "n/a",
                      tf_type=nd.op, out_shapes=info.out_shapes[n])
             continue
-        const_in = {i for i, s in enumerate(srcs) if g.has_node(s[0]) and g.nodes[s[0]]["role"] == "const"}
         attrs = {}
         if "is_training" in nd.attr:
             attrs["is_training"] = bool(nd.attr["is_training"].b)
-        ge_t = opmap.ge_type(nd.op, attrs, const_in)
+        masks = {k: int(nd.attr[k].i) for k in STRIDED_SLICE_MASKS if k in nd.attr}   # read by graph fusion
+        ge_t = opmap.ge_type(nd.op, attrs)      # the parser's type; its D variant is graph fusion's (advisor.fusion)
         is_float = (any_float_out or any(d in FLOAT_TF for d in in_dtypes)) and nd.op not in opmap.SHAPE_ONLY
         extra: dict[str, Any] = {}
         if nd.op == "Cast" and "DstT" in nd.attr:
@@ -149,11 +150,12 @@ def build(tf, graph_def, name: str = "model") -> tuple[nx.DiGraph, TFGraphInfo]:
         origin = next((d for d in outs + in_dtypes if d in FLOAT_TF), "float32")
         if G.normalize_dtype(origin) != "fp32":
             extra["origin_dtype"] = G.normalize_dtype(origin)
-        if opmap.attr_inputs(ge_t):
-            extra["attr_inputs"] = list(opmap.attr_inputs(ge_t))
+        extra.update(masks)
         kernel = nd.op not in opmap.NO_KERNEL and nd.op not in opmap.HOST_SHAPE
         G.add_op(g, n, ge_t, role="op", tf_type=nd.op, kernel=kernel, float=is_float,
-                 dump=n, in_shapes=[_shape(t) for t in op.inputs], out_shapes=info.out_shapes[n], **extra)
+                 dump=n, in_shapes=[_shape(t) for t in op.inputs], out_shapes=info.out_shapes[n],
+                 in_dtypes=[G.normalize_dtype(d) for d in in_dtypes], out_dtypes=[G.normalize_dtype(d) for d in outs],
+                 **extra)
         for i, (src, k) in enumerate(srcs):
             if not g.has_node(src):
                 continue

@@ -13,12 +13,11 @@ inferences are documented in docs/tensorflow.md:
   ``"EinSum"`` <- ``"Einsum"``, ``"BatchNorm"`` <- ``FusedBatchNorm*``), consistent with the 52 real
   ModelZoo mixlists (TF users black-list ``Add``, ``SoftmaxV2``, ``ReduceSumD``, ``ReduceMeanD``,
   ``StridedSliceD``, ``TileD``, ``OneHotD`` — never ``AddV2``/``Sum``/``Mean``);
-* ``CONST_TO_ATTR``: when an op's axes/shape/multiples operand is a constant (always the case in a
-  frozen graph), GE's ConstToAttr pass turns it into an attribute and the op becomes its ``D``
-  variant.  This matters: on ascend910b ``ReduceMeanD`` is black while ``ReduceMean`` is gray.
-  (From the ModelZoo mixlists, and GE's own LayerNormFusionPass, which matches ``ReduceMeanD``
-  nodes in TF graphs; the dynamic-shape ``ReduceMean`` etc. are used when the operand is not
-  constant.)
+* the ``D`` variants (``ReduceMeanD``, ``TileD``, ...): the parser builds the original type; when its axes /
+  shape / multiples operand is a constant (always the case in a frozen graph) GE's graph fusion passes turn the
+  operand into an attribute before the precision judge.  That is ``advisor.fusion`` (``fusion.D_TYPES``, one rule
+  for every framework), which the TF capture runs on this graph like the others.  It matters: on ascend910b
+  ``ReduceMeanD`` is black while ``ReduceMean`` is gray.
 """
 from __future__ import annotations
 
@@ -45,7 +44,7 @@ TF_TO_GE: dict[str, str] = {
     "FusedBatchNormGradV3": "BNTrainingUpdateGrad",
     "FusedBatchNormGrad": "BNTrainingUpdateGrad",
     "FusedBatchNormGradV2": "BNTrainingUpdateGrad",
-    # reductions (dynamic forms; CONST_TO_ATTR gives the D forms)
+    # reductions (the D forms with constant axes: advisor.fusion)
     "Sum": "ReduceSum",
     "Mean": "ReduceMean",
     "Max": "ReduceMax",
@@ -65,27 +64,6 @@ TF_TO_GE: dict[str, str] = {
 # advisor keeps one node per TF op, typed BNInfer / BNTrainingUpdate / BNTrainingUpdateGrad (the
 # split parts are all gray on every chip shipped, so the precision is the same).
 BATCHNORM_TRAINING = "BNTrainingUpdate"
-
-# GE type -> its ConstToAttr "D" variant, used when the listed input indices are all constants.
-CONST_TO_ATTR: dict[str, tuple[str, tuple[int, ...]]] = {
-    "ReduceSum": ("ReduceSumD", (1,)),
-    "ReduceMean": ("ReduceMeanD", (1,)),
-    "ReduceMax": ("ReduceMaxD", (1,)),
-    "ReduceMin": ("ReduceMinD", (1,)),
-    "ReduceProd": ("ReduceProdD", (1,)),
-    "ReduceAll": ("ReduceAllD", (1,)),
-    "ReduceAny": ("ReduceAnyD", (1,)),
-    "StridedSlice": ("StridedSliceD", (1, 2, 3)),
-    "Tile": ("TileD", (1,)),
-    "OneHot": ("OneHotD", (1,)),
-    "Pad": ("PadD", (1,)),
-    "Split": ("SplitD", (0,)),
-    "SplitV": ("SplitVD", (1, 2)),
-    "DepthwiseConv2DBackpropInput": ("DepthwiseConv2DBackpropInputD", (0,)),
-    "DepthwiseConv2DBackpropFilter": ("DepthwiseConv2DBackpropFilterD", (1,)),
-    "Conv2DBackpropInput": ("Conv2DBackpropInputD", (0,)),
-    "Conv2DBackpropFilter": ("Conv2DBackpropFilterD", (1,)),
-}
 
 # TF nodes GE removes or resolves at build time: advisor bypasses them (their consumers are
 # connected straight to their producers) and they get no kernel row.
@@ -123,38 +101,34 @@ def is_random(tf_type: str) -> bool:
 NOT_IN_TABLES = frozenset({"EinSum"})
 
 
-def ge_type(tf_type: str, attrs: dict | None = None, const_inputs: set[int] | frozenset[int] = frozenset()) -> str:
-    """The GE op type of a TF node.  ``attrs``: decoded attributes that change the mapping
-    (``is_training`` of FusedBatchNorm*); ``const_inputs``: input indices fed by constants."""
+def ge_type(tf_type: str, attrs: dict | None = None) -> str:
+    """The GE op type GE's TF parser gives a TF node (before graph fusion).  ``attrs``: decoded attributes that
+    change the mapping (``is_training`` of FusedBatchNorm*)."""
     attrs = attrs or {}
     if tf_type.startswith("FusedBatchNorm") and "Grad" not in tf_type and attrs.get("is_training"):
         return BATCHNORM_TRAINING
-    t = TF_TO_GE.get(tf_type, tf_type)
-    d = CONST_TO_ATTR.get(t)
-    if d is not None and all(i in const_inputs for i in d[1]):
-        return d[0]
-    return t
+    return TF_TO_GE.get(tf_type, tf_type)
 
 
-def attr_inputs(ge_t: str) -> tuple[int, ...]:
-    """Input indices a ``D`` variant takes as attributes (not kernel inputs)."""
-    for d, idx in CONST_TO_ATTR.values():
-        if d == ge_t:
-            return idx
-    return ()
+# TF op types GE's parser keeps by name that graph fusion turns into a D variant with a constant operand
+# (``fusion.D_TYPES``; the ModelZoo mixlists name StridedSliceD, TileD, OneHotD)
+SAME_NAME_D_ORIGINALS = frozenset({"StridedSlice", "Tile", "OneHot", "Pad", "Split", "SplitV", "Cumsum",
+                                   "Conv2DBackpropInput", "Conv2DBackpropFilter"})
 
 
 def table_markdown() -> str:
-    """The mapping as a Markdown table (docs/tensorflow.md embeds it)."""
+    """The mapping as a Markdown table (docs/tensorflow.md embeds it); the D variants are graph fusion's
+    (``fusion.D_TYPES``), for the GE types a TF node can have."""
+    from ..fusion import D_TYPES
     rows = ["| TF op type | GE op type | note |", "|---|---|---|"]
     for tf_t, ge_t in sorted(TF_TO_GE.items()):
         note = ""
-        if ge_t in CONST_TO_ATTR:
-            note = f"`{CONST_TO_ATTR[ge_t][0]}` when the axes operand is constant (frozen graphs)"
+        if ge_t in D_TYPES:
+            note = f"`{D_TYPES[ge_t][0]}` when the operand is constant (frozen graphs; {D_TYPES[ge_t][2]})"
         if tf_t.startswith("FusedBatchNorm") and "Grad" not in tf_t:
             note = f"`{BATCHNORM_TRAINING}` when is_training"
         rows.append(f"| `{tf_t}` | `{ge_t}` | {note} |")
-    for ge_t, (d, _) in sorted(CONST_TO_ATTR.items()):
-        if ge_t not in TF_TO_GE.values():
-            rows.append(f"| `{ge_t}` | `{ge_t}` | `{d}` when the operand is constant |")
+    for ge_t, (d, _, pass_name) in sorted(D_TYPES.items()):
+        if ge_t in SAME_NAME_D_ORIGINALS:
+            rows.append(f"| `{ge_t}` | `{ge_t}` | `{d}` when the operand is constant ({pass_name}) |")
     return "\n".join(rows)

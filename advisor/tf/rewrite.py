@@ -187,12 +187,14 @@ class _Builder:
         return self.cast(base, src, src_t, want)
 
     def emit_op(self, nd, name: str, inputs: list[tuple[str, int]], low: int | None, cube: bool,
-                opdef, round_out: bool = True, kernel: bool = False,
-                hf32: bool = False) -> tuple[list[str], list[int], list[int], str]:
+                opdef, round_out: bool = True, kernel: bool = False, hf32: bool = False,
+                raw_in: frozenset = frozenset(), leaves: bool = True) -> tuple[list[str], list[int], list[int], str]:
         """Emit ``nd`` as ``name`` fed by ``inputs`` [(tensor, dtype)] in precision ``low`` (None =
         as in the graph; ``round_out=False``: a cube-style op's fp32 outputs stay fp32, the fp16-in / fp32-out
         kernel).  ``kernel``: the node is a kernel the chip's overflow mode applies to (saturation: every float
-        tensor it reads and writes); ``hf32``: an fp32 kernel reading its fp32 inputs as HF32.
+        tensor it reads and writes); ``hf32``: an fp32 kernel reading its fp32 inputs as HF32.  A member of a
+        fused kernel (advisor.fusion): ``raw_in`` its inputs another member produced, read as they are (neither
+        rounded, saturated nor HF32); ``leaves=False``: its outputs never leave the kernel (not saturated).
         Returns (output tensor names, consumed input dtypes, output dtypes, style)."""
         m = self.tf.compat.v1.NodeDef()
         m.CopyFrom(nd)
@@ -209,7 +211,10 @@ class _Builder:
         for i, (src, src_t) in enumerate(inputs):
             w = want[i] if i < len(want) else src_t
             sat = kernel or low is not None
-            if style == "cube-style" and w == DT_FLOAT and src_t in FLOAT_ENUMS:
+            if i in raw_in:
+                m.input.append(self.to_dtype(f"{name}/advisor_cast_in{i}", src, src_t, w))
+                consumed.append(w if (src_t in FLOAT_ENUMS and w in FLOAT_ENUMS) else src_t)
+            elif style == "cube-style" and w == DT_FLOAT and src_t in FLOAT_ENUMS:
                 # inputs rounded to the low dtype, fp32 compute (the cube unit's fp32 accumulation)
                 t = self.to_dtype(f"{name}/advisor_round_in{i}", src, src_t, low)
                 t = self.saturate(f"{name}/in{i}", t, low) if sat else t
@@ -232,7 +237,7 @@ class _Builder:
                 if t == DT_FLOAT:
                     outs[k] = self.cast(f"{name}/advisor_round_out{k}", outs[k], DT_FLOAT, low)
                     outs_t[k] = low
-        if kernel or low is not None:
+        if (kernel or low is not None) and leaves:
             outs = [self.saturate(f"{name}/out{k}", t, dt) for k, (t, dt) in enumerate(zip(outs, outs_t))]
         return outs, consumed, outs_t, style
 
@@ -246,10 +251,14 @@ def _opdef(op: str):
 
 
 def apply_plan(tf, graph_def, info: TFGraphInfo, precision: Mapping[str, str], low_dtype: str,
-               g=None, outputs: Mapping[str, str] | None = None, numerics: Numerics = IEEE) -> Rewritten:
+               g=None, outputs: Mapping[str, str] | None = None, numerics: Numerics = IEEE,
+               members: Mapping[str, Any] | None = None, types: Mapping[str, str] | None = None) -> Rewritten:
     """The GraphDef that executes ``precision`` (node -> fp32/fp16/bf16/n/a from a semantics Plan) with the
     output dtypes ``outputs`` (node -> the plan's output dtype; default: its precision), the way the chip
-    rounds (``numerics``: its overflow mode and HF32)."""
+    rounds (``numerics``: its overflow mode and HF32).  ``members``: the members of fused kernels
+    (``fusion.Member``: ``internal_in``, ``round_out``), executed cube-style (fp32 compute) so a value one member
+    hands another is never rounded; ``types``: the GE type each node executes as (post-fusion; default its graph
+    type), which decides HF32."""
     out = tf.compat.v1.GraphDef()
     out.versions.CopyFrom(graph_def.versions)
     out.library.CopyFrom(graph_def.library)
@@ -291,12 +300,16 @@ def apply_plan(tf, graph_def, info: TFGraphInfo, precision: Mapping[str, str], l
                 or (is_cube_type(g.nodes[name]["type"]) if (g is not None and name in g) else False))
         # fp16 inputs with an fp32 output (force_fp32's cube ops): inputs rounded, fp32 compute, output kept
         round_out = (outputs or {}).get(name, p) in LOW_ENUM
+        mem = (members or {}).get(name)
+        if mem is not None:     # inside a fused kernel: fp32 compute, only what leaves the kernel is rounded
+            cube, round_out = True, round_out and mem.round_out
         cube = cube or not round_out
         a = g.nodes[name] if (g is not None and name in g) else {}
         kernel = is_op and bool(a.get("kernel", True)) and p in ("fp16", "bf16", "fp32")
-        hf32 = kernel and p == "fp32" and numerics.hf32_on(a.get("type"))
-        outs, consumed, outs_t, style = b.emit_op(nd, name, ins, LOW_ENUM[p] if want_low else None, cube, opdef,
-                                                  round_out, kernel=kernel, hf32=hf32)
+        hf32 = kernel and p == "fp32" and numerics.hf32_on((types or {}).get(name, a.get("type")))
+        outs, consumed, outs_t, style = b.emit_op(
+            nd, name, ins, LOW_ENUM[p] if want_low else None, cube, opdef, round_out, kernel=kernel, hf32=hf32,
+            raw_in=mem.internal_in if mem is not None else frozenset(), leaves=mem is None or mem.round_out)
         for k, (t, dt) in enumerate(zip(outs, outs_t)):
             cur[(name, k)] = (t, dt)
             rw.tensor[(name, k)] = t
