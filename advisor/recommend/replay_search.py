@@ -24,8 +24,8 @@ construction, and that is checked by replay anyway.
    the type-level edit with a longer file) -- and, before the keep of the same op, a ``customize`` candidate
    where the op can take fp16 inputs with an fp32 output (``semantics.fp16_in_fp32_out_entry``: the per-op form
    of ``cube_fp16in_fp32out``, an ATC ``--customize_dtypes`` line; its compute stays fp16, so it keeps more
-   time low than the keep, and it is offered for a single instance too).  Sets mixing them with type-level edits, at least one keep in each,
-   are replayed in share order -- only those whose share beats the best type-level set by more than
+   time low than the keep, and it is offered for a single instance too).  Sets mixing them with type-level edits,
+   at least one per-op edit in each, are replayed in share order -- only those whose share beats the best type-level set by more than
    ``KEEP_MARGIN`` -- and the first that passes replaces the type-level answer, which is kept as the
    alternative.  The weighing: a type-level edit is simpler (one line that survives re-export of the
    model, where op names may change), so per-op advice must buy at least one point of float time.

@@ -95,7 +95,8 @@ def deployment_snippets(mixlist_path: str, mode: str, fp32_types: Iterable[str],
     kd = f" --keep_dtype={keep_path}" if lines else ""
     cd = f" --customize_dtypes={customize_path}" if custom else ""
     out["atc"] = f"atc --model=model.onnx --framework=5 --output=model --soc_version=<soc> {pm}{ml}{kd}{cd}"
-    opts = {**({"keep_dtype": keep_path} if lines else {}), **({"ge.customizeDtypes": customize_path} if custom else {}),
+    opts = {**({"keep_dtype": keep_path} if lines else {}),
+            **({"ge.customizeDtypes": customize_path} if custom else {}),
             **({"modify_mixlist": mixlist_path} if ml else {})}
     out["ir_build_options"] = ("# GE IR build (aclgrphBuildModel / ge.ir_option): keep_dtype and customize_dtypes "
                                "are build options\n"
