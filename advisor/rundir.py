@@ -534,17 +534,20 @@ def override_settings(keep_dtype: Any = None, customize_dtypes: Any = None):
 
 
 def check_uniform_ports(plan: Any, target: Any = None) -> None:
-    """The PyTorch and TensorFlow emulators run each op in one precision: a --customize_dtypes entry whose
-    float dtypes differ between an op's ports (``InputDtype:float16,OutputDtype:float``) is emulated only
-    for ONNX models; refused here in one line rather than run differently from what it says."""
-    ctx = plan.ctx
-    for i, cd in (ctx.custom or {}).items():
-        p = plan.precision_list[i]
-        given = {d for d in cd.inputs + cd.outputs if d in ("fp16", "bf16", "fp32", "fp64")}
-        if given - {p}:
+    """The PyTorch and TensorFlow emulators run an op with one dtype for its float inputs and one for its float
+    outputs (``Plan.exec_dtypes``: an fp16-in / fp32-out cube op is such a pair).  A --customize_dtypes entry giving
+    one op's float inputs (or outputs) different dtypes, or leaving an output of an fp16-in / fp32-out op empty, is
+    emulated only for ONNX models (per port, ``Plan.port_dtypes``); refused here in one line."""
+    floats = ("fp16", "bf16", "fp32", "fp64")
+    for i, cd in (plan.ctx.custom or {}).items():
+        p, q = plan.precision_list[i], plan.emit_list[i]
+        ins, outs = {d for d in cd.inputs if d in floats}, {d for d in cd.outputs if d in floats}
+        n_out = sum(str(d) in floats for d in plan.compiled.graph.nodes[plan.compiled.order[i]].get("out_dtypes") or ())
+        if ins - {p} or outs - {q} or (p != q and len(cd.outputs) < max(n_out, 1)):
             raise InputError(target, f"customize_dtypes gives op {plan.compiled.names[i]!r} different dtypes per "
-                                     f"port ({', '.join(sorted(given | {p}))}); this emulator runs an op in one "
-                                     "precision: per-port dtypes are emulated for ONNX models only")
+                                     f"port ({', '.join(sorted(ins | outs | {p}))}); this emulator runs an op with "
+                                     "one dtype for its inputs and one for its outputs: per-port dtypes are emulated "
+                                     "for ONNX models only")
 
 
 # precision_mode_v2 spellings among advisor's modes (the others are precision_mode ones): ATC words its refusal by

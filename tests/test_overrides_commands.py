@@ -40,9 +40,23 @@ def test_pytorch_emulator_executes_keep_dtype(tmp_path):
     assert meta["keep_dtype"] == "keep_dtype.cfg" and meta["customize_dtypes"] is None
 
 
-def test_pytorch_emulator_refuses_per_port_customize_in_one_line(tmp_path):
+def test_pytorch_emulator_executes_fp16_inputs_with_an_fp32_output(tmp_path):
+    """An entry giving every float input one dtype and the output another is one (input, output) pair: the PyTorch
+    emulator executes it, as it executes force_fp32's cube ops."""
     cf = tmp_path / "c.cfg"
     cf.write_text("Aten.addmm.default.0::InputDtype:float16,float16,float16,OutputDtype:float\n", encoding="utf-8")
+    run = capture(str(REPO / "examples" / "layernorm_bias.py") + ":workload", tmp_path / "run", customize_dtypes=cf,
+                  batches=1)
+    a = analyze(run)
+    row = a.run.kernels.set_index("name").loc["Aten.addmm.default.0"]
+    assert (row["in_dtypes"], row["out_dtypes"]) == ("FLOAT16;FLOAT16;FLOAT16", "FLOAT")
+    assert a.plan.why("Aten.addmm.default.0").rule is S.Rule.CUSTOMIZE_DTYPE
+    assert a.plan["Aten.native_layer_norm.default.0"] == "fp32"     # gray: it inherits the fp32 output
+
+
+def test_pytorch_emulator_refuses_per_port_customize_in_one_line(tmp_path):
+    cf = tmp_path / "c.cfg"
+    cf.write_text("Aten.addmm.default.0::InputDtype:float16,float,float16,OutputDtype:float\n", encoding="utf-8")
     with pytest.raises(InputError, match="per-port dtypes are emulated for ONNX models only"):
         capture(str(REPO / "examples" / "layernorm_bias.py") + ":workload", tmp_path / "run", customize_dtypes=cf,
                 batches=1)

@@ -1,8 +1,9 @@
-"""Per-op advice (ATC --keep_dtype lines) beside type-level list edits (recommend's granularity).
+"""Per-op advice (ATC --keep_dtype / --customize_dtypes lines) beside type-level list edits (recommend's
+granularity).
 
 Every claim is checked by an independent oracle: a fresh emulator capture with the written files
-(modify_mixlist.json + keep_dtype.cfg), judged by compare and measured for its low-precision share from its
-own kernel_details.csv -- not by the replay that chose the advice.
+(modify_mixlist.json + keep_dtype.cfg / customize_dtypes.cfg), judged by compare and measured for its
+low-precision share from its own kernel_details.csv -- not by the replay that chose the advice.
 """
 from __future__ import annotations
 
@@ -26,9 +27,10 @@ def _fresh(target: str, out, advice_dir, mode: str = "mixed_float16"):
     """A fresh capture with the advice files; (compare verdict ok, measured low-precision share)."""
     from advisor.semantics import uses_mixlist
     ml = load_mixlist(advice_dir / "modify_mixlist.json") if uses_mixlist(mode) else None   # ATC refuses one there
-    keep = advice_dir / "keep_dtype.cfg"
+    keep, custom = advice_dir / "keep_dtype.cfg", advice_dir / "customize_dtypes.cfg"
     d = capture(load_target(target), out, mode=mode, mixlist=ml, dump="stats", local=False,
-                keep_dtype=str(keep) if keep.exists() else None)
+                keep_dtype=str(keep) if keep.exists() else None,
+                customize_dtypes=str(custom) if custom.exists() else None)
     att, _ = run_attribution(str(d), Tolerance())
     return att.verdict.ok, analyze(d).measured_low_share
 
@@ -57,12 +59,15 @@ def test_pytorch_biased_linear_layernorm_per_op_passes_fresh_capture(deep_ln, tm
     capture, where the best type-level advice (shown beside it) keeps far less."""
     rec = recommend(deep_ln, granularity="op")
     assert rec.status == "recommended"
-    assert rec.keep_dtype, "per-op advice expected"
+    assert rec.keep_dtype or rec.customize_dtypes, "per-op advice expected"
     tl = rec.type_level_alternative
-    assert tl is not None and not any(str(e).startswith("keep_dtype") and "(" in str(e) for e in tl.edits)
+    assert tl is not None and not any(e.per_op for e in tl.edits)
     paths = write_outputs(rec, tmp_path / "advice")
-    assert (tmp_path / "advice" / "keep_dtype.cfg").read_text().splitlines() == rec.keep_dtype
-    assert "keep_dtype" in paths and "type_level_mixlist" in paths
+    for name, lines in (("keep_dtype", rec.keep_dtype), ("customize_dtypes", rec.customize_dtypes)):
+        assert (name in paths) == bool(lines)
+        if lines:
+            assert (tmp_path / "advice" / f"{name}.cfg").read_text().splitlines() == lines
+    assert "type_level_mixlist" in paths
     ok, share = _fresh("examples/layernorm_bias.py:deep_workload", tmp_path / "fresh", tmp_path / "advice")
     assert ok
     assert share >= 0.80
@@ -70,7 +75,11 @@ def test_pytorch_biased_linear_layernorm_per_op_passes_fresh_capture(deep_ln, tm
     tl_ok, tl_share = _fresh_type_level(tmp_path, tl)
     assert tl_ok and tl_share < share - KEEP_MARGIN
     d = json.loads((tmp_path / "advice" / "recommendation.json").read_text())
-    assert "--keep_dtype=" in d["snippets"]["atc"] and "keep_dtype" in d["snippets"]["ir_build_options"]
+    if rec.keep_dtype:
+        assert "--keep_dtype=" in d["snippets"]["atc"] and "keep_dtype" in d["snippets"]["ir_build_options"]
+    if rec.customize_dtypes:
+        assert "--customize_dtypes=" in d["snippets"]["atc"]
+        assert "ge.customizeDtypes" in d["snippets"]["ir_build_options"]
     assert d["type_level_alternative"]["edits"] == [str(e) for e in tl.edits]
 
 
@@ -104,12 +113,13 @@ def onnx_ln(tmp_path_factory):
     return capture(load_target("examples/onnx_models.py:layernorm_bias"), tmp / "run")
 
 
-def test_onnx_biased_linear_layernorm_keeps_the_gemm(onnx_ln, tmp_path):
-    """ONNX (ATC) runs get per-op advice by default; the keep names the ONNX node, a fresh capture with the
-    files passes and keeps >= 80 % of the compute low."""
+def test_onnx_biased_linear_layernorm_per_op_advice_names_the_gemm(onnx_ln, tmp_path):
+    """ONNX (ATC) runs get per-op advice by default; its lines (keep_dtype or customize_dtypes) name the ONNX
+    node, a fresh capture with the files passes and keeps >= 80 % of the compute low."""
     rec = recommend(onnx_ln)
-    assert rec.status == "recommended" and rec.keep_dtype
-    names = {n for n in rec.keep_dtype if not n.startswith("OpType::")}
+    assert rec.status == "recommended" and (rec.keep_dtype or rec.customize_dtypes)
+    names = ({n for n in rec.keep_dtype if not n.startswith("OpType::")}
+             | {ln.split("::")[0] for ln in rec.customize_dtypes})
     assert names and all(n.startswith("/") for n in names)       # ONNX node names
     write_outputs(rec, tmp_path / "advice")
     ok, share = _fresh("examples/onnx_models.py:layernorm_bias", tmp_path / "fresh", tmp_path / "advice")
@@ -117,17 +127,18 @@ def test_onnx_biased_linear_layernorm_keeps_the_gemm(onnx_ln, tmp_path):
     assert rec.type_level_alternative.predicted.low_precision_share < share - KEEP_MARGIN
 
 
-def test_force_fp16_advice_is_keep_lines_only(tmp_path):
-    """force_fp16 applies no mixlist: the advice is keep_dtype lines (OpType:: for whole types), the mixlist
-    stays empty, and a fresh force_fp16 capture with the keep file passes."""
+def test_force_fp16_advice_is_per_op_lines_only(tmp_path):
+    """force_fp16 applies no mixlist: the advice is keep_dtype lines (OpType:: for whole types) and customize_dtypes
+    lines, the mixlist stays empty, and a fresh force_fp16 capture with the files passes."""
     run = capture(load_target("examples/onnx_models.py:layernorm_bias"), tmp_path / "run", mode="force_fp16")
     rec = recommend(run)
     assert rec.status == "recommended"
-    assert rec.modify_mixlist.is_empty() and rec.keep_dtype
-    assert all(e.edit.is_keep for e in rec.edits)
+    assert rec.modify_mixlist.is_empty() and (rec.keep_dtype or rec.customize_dtypes)
+    assert all(e.edit.is_override for e in rec.edits)
     write_outputs(rec, tmp_path / "advice")
-    keep = load_overrides(tmp_path / "advice" / "keep_dtype.cfg")
-    assert keep.keep_names or keep.keep_types
+    if rec.keep_dtype:
+        keep = load_overrides(tmp_path / "advice" / "keep_dtype.cfg")
+        assert keep.keep_names or keep.keep_types
     ok, share = _fresh("examples/onnx_models.py:layernorm_bias", tmp_path / "fresh", tmp_path / "advice",
                        mode="force_fp16")
     assert ok and share > 0.5
@@ -150,7 +161,7 @@ def test_per_op_only_where_it_beats_type_level(name, tmp_path):
     rec = recommend(prof, granularity="op")
     typed = recommend(prof, granularity="type")
     assert rec.status == typed.status
-    if not rec.keep_dtype:
+    if not (rec.keep_dtype or rec.customize_dtypes):
         assert [str(e.edit) for e in rec.edits] == [str(e.edit) for e in typed.edits]
         return
     assert name != "cnn_control"

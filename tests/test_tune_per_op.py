@@ -1,5 +1,6 @@
-"""tune with per-op advice: keep_dtype lines as candidates beside list edits, applied by the runner in each run,
-journaled and resumed exactly, written as keep_dtype.cfg when the confirmed list has them."""
+"""tune with per-op advice: keep_dtype / customize_dtypes lines as candidates beside list edits, applied by the runner
+in each run, journaled and resumed exactly, written as keep_dtype.cfg / customize_dtypes.cfg when the confirmed list
+has them."""
 from __future__ import annotations
 
 import json
@@ -24,20 +25,24 @@ def _tune(out, *extra):
 
 
 @pytest.mark.slow
-def test_onnx_tune_confirms_a_keep_and_the_run_applied_it(tmp_path):
+def test_onnx_tune_confirms_per_op_lines_and_the_run_applied_them(tmp_path):
     s = _tune(tmp_path / "t")
-    assert s["confirmed"] and s["keep_dtype"], s["stop_reason"]
-    assert (tmp_path / "t" / "keep_dtype.cfg").read_text().splitlines() == s["keep_dtype"]
+    lines = {k: s.get(k) or [] for k in ("keep_dtype", "customize_dtypes")}
+    assert s["confirmed"] and any(lines.values()), s["stop_reason"]
     assert s["low_precision_time_share"] >= 0.80              # measured in the confirming run's own profile
     best = tmp_path / "t" / f"iter_{s['best_iteration']:02d}" / "run"
     meta = json.loads((best / "run.json").read_text())
-    applied = (best / meta["keep_dtype"]).read_text().splitlines()
-    assert set(s["keep_dtype"]) <= set(applied)                # the run itself applied the lines
-    # the journal holds the keep edits and reads back; --resume of a finished tune runs nothing more
+    for k, ls in lines.items():
+        assert (tmp_path / "t" / f"{k}.cfg").exists() == bool(ls)
+        if ls:
+            assert (tmp_path / "t" / f"{k}.cfg").read_text().splitlines() == ls
+            assert set(ls) <= set((best / meta[k]).read_text().splitlines())   # the run itself applied them
+    # the journal holds the per-op edits and reads back; --resume of a finished tune runs nothing more
     st = read_journal(tmp_path / "t" / "tune_state.json")
-    assert any(e.list == "keep_dtype" for it in st.iterations for e in it.edits)
+    assert any(e.per_op for it in st.iterations for e in it.edits)
     again = _tune(tmp_path / "t", "--resume")
-    assert again["runs"] == s["runs"] and again["keep_dtype"] == s["keep_dtype"]
+    assert again["runs"] == s["runs"] and again.get("keep_dtype") == s.get("keep_dtype")
+    assert again.get("customize_dtypes") == s.get("customize_dtypes")
 
 
 @pytest.mark.slow
@@ -54,12 +59,15 @@ def test_bad_granularity_is_exit_2(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_malformed_keep_edit_in_the_journal_is_refused(tmp_path):
-    _tune(tmp_path / "t")
+@pytest.mark.parametrize("bad", [["keep_dtype", "keep", "   "], ["customize_dtypes", "customize", "   "],
+                                 ["customize_dtypes", "customize", "/fc/Gemm::InputDtype:float17"]])
+def test_a_malformed_per_op_edit_in_the_journal_is_refused(tmp_path, bad):
+    r = CliRunner().invoke(app, ["--quiet", "tune", TARGET, "--out", str(tmp_path / "t"), "--max-runs", "2"])
+    assert r.exit_code in (0, 1), r.output
     p = tmp_path / "t" / "tune_state.json"
     d = json.loads(p.read_text())
-    it = next(i for i in d["iterations"] if any(e[0] == "keep_dtype" for e in i["edits"]))
-    it["edits"] = [["keep_dtype", "keep", "   "] if e[0] == "keep_dtype" else e for e in it["edits"]]
+    it = d["iterations"][0]
+    it["edits"] = [*it["edits"], bad]
     p.write_text(json.dumps(d))
     r = CliRunner().invoke(app, ["tune", TARGET, "--out", str(tmp_path / "t"), "--resume"])
     assert r.exit_code == 2 and "edits" in r.output

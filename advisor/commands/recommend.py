@@ -37,8 +37,9 @@ def register(app: typer.Typer) -> None:
         workers: Optional[int] = WorkersOption, ray: Optional[str] = RayOption,
         step: Optional[int] = typer.Option(None, "--step", help="profile step to build the graph from"),
         no_perf: bool = typer.Option(False, "--no-perf", help="do not look for performance edits"),
-        granularity: str = typer.Option("auto", "--granularity", help="op: per-op keep_dtype lines where they keep "
-                                        "more compute low than list edits (keep_dtype.cfg); type: list edits only; "
+        granularity: str = typer.Option("auto", "--granularity", help="op: per-op keep_dtype / customize_dtypes "
+                                        "lines where they keep more compute low than list edits (keep_dtype.cfg, "
+                                        "customize_dtypes.cfg); type: list edits only; "
                                         "auto: op for ONNX models, force_fp16-like modes and runs using keep_dtype"),
         tol: Tolerance = None,
     ) -> None:

@@ -26,9 +26,10 @@ _Timeout = typer.Option(None, "--timeout", help="Seconds before a run (emulator 
 _Mixlist = typer.Option(None, "--mixlist", help="Start from this modify_mixlist instead of the default lists.")
 _Dump = typer.Option(None, "--dump", help="Emulator runs: tensors | stats (default as capture: tensors up to 2M "
                                          "parameters). Tensor dumps let recommend replay candidates on larger models.")
-_Granularity = typer.Option("auto", "--granularity", help="type: list edits only; op: per-op keep_dtype lines "
-                            "too where they keep more compute low (each run applies them: the emulator itself, a "
-                            "command through ADVISOR_KEEP_DTYPE); auto: op for ONNX models with the emulator runner")
+_Granularity = typer.Option("auto", "--granularity", help="type: list edits only; op: per-op keep_dtype / "
+                            "customize_dtypes lines too where they keep more compute low (each run applies them: the "
+                            "emulator itself, a command through ADVISOR_KEEP_DTYPE / ADVISOR_CUSTOMIZE_DTYPES); auto: "
+                            "op for ONNX models with the emulator runner")
 _Inputs = typer.Option(None, "--inputs", help="ONNX model TARGET: .npz of its inputs (repeat for more batches).")
 _InputShape = typer.Option(None, "--input-shape", help="ONNX model TARGET: generated input of this shape, "
                                                        "name:1,3,224,224.")

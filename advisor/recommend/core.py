@@ -1,4 +1,5 @@
-"""recommend(): the smallest list edits (and, where they keep more compute low, per-op keep_dtype lines) that bring
+"""recommend(): the smallest list edits (and, where they keep more compute low, per-op keep_dtype / customize_dtypes
+lines) that bring
 a run within tolerance while keeping the most compute in low precision, each explained (docs/recommend.md).
 
 The order of evidence: what was **measured** decides whether a change is needed at all (the run's own final
@@ -26,10 +27,11 @@ from ..numerics import hf32_note
 from ..oplists import BLACK, table_note
 from ..semantics import DEFAULT_MODE, FP32_BY_LIST, NodeKind, Plan, cpu_mask, low_mask, uses_mixlist
 from . import findings as F
-from .edits import (Edit, edits_mixlist, keep_line_edit, keeps_apply, lists_with, mixed_mode_of, overrides_with,
-                    proposable)
+from .edits import (Edit, edits_mixlist, keep_line_edit, keeps_apply, lists_with, mixed_mode_of, mixlist_of,
+                    overrides_with, override_edits, proposable)
 from .explain import curve, explain, flips, local_vs_received, worst_instances
-from .granularity import KEEP_DTYPE_NAME, MIXLIST_NAME, per_op_by_default, rec_snippets
+from .granularity import CUSTOMIZE_DTYPES_NAME, KEEP_DTYPE_NAME, MIXLIST_NAME, per_op_by_default, rec_snippets
+from .replay_search import plan_key
 from .result import (Alternative, Calibration, EditEvidence, EditReport, Minimality, MinimalityCheck, PlanSummary,
                      Predicted, Recommendation, SearchStats, ToleranceLimits)
 
@@ -223,7 +225,7 @@ class SearchContext:
         final = {"final_rel_l2": worst.get("rel_l2"), "final_nonfinite": worst.get("finite") is False,
                  "final_cosine": worst.get("cosine")}
         return MeasuredRun(verdict, train, gradient_only, final, steps,
-                           self.start == a.run_mixlist or self.base_plan.precision_list == a.plan.precision_list)
+                           self.start == a.run_mixlist or plan_key(self.base_plan) == plan_key(a.plan))
 
     def unchanged(self, m: MeasuredRun) -> Outcome:
         s = self.plan_summary(self.base_plan, m.final, "measured")
@@ -253,9 +255,9 @@ class SearchContext:
     # ------------------------------------------------------------------ replayed
     def replayed(self, budget: int) -> Outcome:
         from .replay_search import ReplaySearch
-        skip = {tuple(self.a.compiled.plan(self.a.lists_with(m), self.mode,
-                                           overrides_with(self.base_plan.overrides, [keep_line_edit(ln) for ln in keeps])
-                                           ).precision_list) for m, keeps in map(_avoided, self.avoid)}
+        skip = {plan_key(self.a.compiled.plan(self.a.lists_with(m), self.mode,
+                                              overrides_with(self.base_plan.overrides, ov)))
+                for m, ov in map(_avoided, self.avoid)}
         s = ReplaySearch(self.a, self.base_lists, self.steps, exclude=self.exclude, budget=budget,
                          max_exhaustive=min(3, self.max_edits), skip=skip, widen=self.widen, per_op=self.per_op,
                          mode=self.mode)
@@ -321,6 +323,11 @@ class SearchContext:
     def keep_lines(self, keeps: list[Edit]) -> list[str]:
         """keep_dtype.cfg lines: the run's own and ``keeps``."""
         return overrides_with(self.base_plan.overrides, keeps).keep_dtype_text().splitlines() if keeps else []
+
+    def customize_lines(self, customs: list[Edit]) -> list[str]:
+        """customize_dtypes.cfg lines: the run's own and ``customs`` (an advised line replaces the run's for the
+        same op; the search never proposes one for an op the run customizes)."""
+        return overrides_with(self.base_plan.overrides, customs).customize_text().splitlines() if customs else []
 
     # ------------------------------------------------------------------ estimated
     def estimated(self, ops: pd.DataFrame | None, measured_final: float | None, max_candidates: int,
@@ -421,11 +428,13 @@ class SearchContext:
             search=_with_max_edits(out.search, self.max_edits), loss_scale=(measured.train if measured and
                                                                             measured.train else None),
             notes=self.notes, keep_dtype=self.keep_lines([e for e in out.chosen if e.is_keep]),
+            customize_dtypes=self.customize_lines([e for e in out.chosen if e.is_customize]),
             type_level_alternative=out.type_level, mixed_mode_alternative=out.mixed_mode, dump_scope=out.dump_scope,
             curve=curve(a.compiled, out.errors_before, out.errors_after, None, out.base_plan, chosen_plan, a.times))
         rec.out_dir = None if out_dir is None else str(Path(out_dir).resolve())
         base = Path(rec.out_dir) if rec.out_dir else Path()
-        rec.snippets = rec_snippets(rec, str(base / MIXLIST_NAME), str(base / KEEP_DTYPE_NAME))
+        rec.snippets = rec_snippets(rec, str(base / MIXLIST_NAME), str(base / KEEP_DTYPE_NAME),
+                                    str(base / CUSTOMIZE_DTYPES_NAME))
         return rec
 
     def report(self, out: Outcome, e: Edit, purpose: str = "fix", without_plan: Plan | None = None,
@@ -526,9 +535,14 @@ def _with_max_edits(stats: SearchStats, max_edits: int) -> SearchStats:
     return stats
 
 
-def _avoided(item: Any) -> tuple[Mixlist | None, tuple]:
-    """An ``avoid`` entry: a mixlist, or a (mixlist, keep_dtype lines) pair."""
-    return item if isinstance(item, tuple) else (item, ())
+def _avoided(item: Any) -> tuple[Mixlist | None, frozenset]:
+    """An ``avoid`` entry -- a mixlist, a (mixlist, keep_dtype lines) pair, or an edit set (relative to the chip
+    defaults: list edits and per-op overrides) -- as (mixlist, per-op override edits)."""
+    if isinstance(item, frozenset):
+        return mixlist_of(item), override_edits(item)
+    if isinstance(item, tuple):
+        return item[0], frozenset(keep_line_edit(ln) for ln in item[1])
+    return item, frozenset()
 
 
 def _errors(pred: Any) -> np.ndarray | None:

@@ -15,17 +15,26 @@ MAX_FLIPS_PER_EDIT = 200
 
 
 def flips(a: Plan, b: Plan, limit: int = MAX_FLIPS_PER_EDIT) -> tuple[int, list[Flip]]:
-    """(number of instances whose precision differs, records of the first ``limit`` in topological order with
-    semantics' Why for both plans) - flips_between without building every record."""
+    """(number of instances whose precision or output dtype differs -- an op given fp16 inputs and an fp32 output
+    flips by its output --, records of the first ``limit`` in topological order with semantics' Why for both
+    plans) - flips_between without building every record.  A precision reads ``fp16 (fp32 output)`` where the
+    op's output dtype is not its compute dtype."""
     pa = np.array(a.precision_list, dtype=object)
     pb = np.array(b.precision_list, dtype=object)
-    idx = np.flatnonzero(pa != pb)
+    ea = np.array(a.emit_list, dtype=object)
+    eb = np.array(b.emit_list, dtype=object)
+    idx = np.flatnonzero((pa != pb) | (ea != eb))
     c = a.compiled
     out = []
     for i in idx[:limit].tolist():
         node = c.order[i]
-        out.append(Flip(str(node), c.types[i], pa[i], pb[i], a.why(node).to_dict(), b.why(node).to_dict()))
+        out.append(Flip(str(node), c.types[i], _prec(pa[i], ea[i]), _prec(pb[i], eb[i]), a.why(node).to_dict(),
+                        b.why(node).to_dict()))
     return int(len(idx)), out
+
+
+def _prec(p: str, e: str) -> str:
+    return p if p == e else f"{p} ({e} output)"
 
 
 def _num(a: np.ndarray | None, i: int) -> float | None:
@@ -109,6 +118,9 @@ def explain(e: Edit, purpose: str, worst: list[WorstInstance], without: PlanSumm
             parts.append(f"{w.node} ({w.type}){fused} {src} in low precision{chain}.")
         parts.append(f"{e}: {nflips} op instance(s) flip; {how} final error {_final(without)} without it -> "
                      f"{_final(with_)} with it; time {dt:+.1f} us.")
+        if e.is_customize:
+            parts.append(f"{e.op} keeps fp16 inputs, so its compute stays in low precision, and writes an fp32 "
+                         "output (the per-op form of precision mode cube_fp16in_fp32out).")
     else:
         parts.append(f"{e}: {nflips} op instance(s) move to low precision; {how} final error {_final(with_)} "
                      f"(still within tolerance); time {dt:+.1f} us.")

@@ -13,6 +13,7 @@ if TYPE_CHECKING:
 
 MIXLIST_NAME = "modify_mixlist.json"
 KEEP_DTYPE_NAME = "keep_dtype.cfg"
+CUSTOMIZE_DTYPES_NAME = "customize_dtypes.cfg"
 
 
 def per_op_by_default(a: "Analysis") -> bool:
@@ -24,12 +25,14 @@ def per_op_by_default(a: "Analysis") -> bool:
             or not a.plan.overrides.is_empty())
 
 
-def rec_snippets(rec: "Recommendation", mixlist_path: str, keep_path: str) -> dict[str, str]:
-    """The deployment snippets of a Recommendation (its list edits; its keep_dtype file when it has one; the
-    PyTorch policy from the type-level alternative when per-op advice won), naming the files at these paths."""
+def rec_snippets(rec: "Recommendation", mixlist_path: str, keep_path: str, customize_path: str = "") -> dict[str, str]:
+    """The deployment snippets of a Recommendation (its list edits; its keep_dtype and customize_dtypes files when
+    it has them; the PyTorch policy from the type-level alternative when per-op advice won), naming the files at
+    these paths."""
     from .snippets import deployment_snippets
     kinds = [e.edit for e in rec.edits]
     tl = rec.type_level_alternative
     return deployment_snippets(mixlist_path, rec.mode, sorted(e.type for e in kinds if e.kind == "black-add"),
                                sorted(e.type for e in kinds if e.kind == "white-add"), keep_path, rec.keep_dtype,
-                               any(not e.is_keep for e in kinds), tl.fp32_types if tl is not None else None)
+                               any(not e.is_override for e in kinds), tl.fp32_types if tl is not None else None,
+                               customize_path, rec.customize_dtypes)

@@ -19,10 +19,13 @@ construction, and that is checked by replay anyway.
    type if needed; then edits are dropped one by one (the costliest in share first) while the rest passes,
    until the set is 1-minimal by replay.
 4. **Per-op keeps** (``per_op``: the mode honours ATC ``--keep_dtype``): the onsets, their producers and the
-   ops on those producers' decision chains, one ``keep`` candidate per op instance (at most ``MAX_KEEPS``,
-   worst replayed error first; only for types with several low instances, since otherwise a keep is the
-   type-level edit with a longer file).  Sets mixing them with type-level edits, at least one keep in each,
-   are replayed in share order -- only those whose share beats the best type-level set by more than
+   ops on those producers' decision chains, one ``keep`` candidate per op instance (at most ``MAX_KEEPS``
+   instances, worst replayed error first; only for types with several low instances, since otherwise a keep is
+   the type-level edit with a longer file) -- and, before the keep of the same op, a ``customize`` candidate
+   where the op can take fp16 inputs with an fp32 output (``semantics.fp16_in_fp32_out_entry``: the per-op form
+   of ``cube_fp16in_fp32out``, an ATC ``--customize_dtypes`` line; its compute stays fp16, so it keeps more
+   time low than the keep, and it is offered for a single instance too).  Sets mixing them with type-level edits,
+   at least one per-op edit in each, are replayed in share order -- only those whose share beats the best type-level set by more than
    ``KEEP_MARGIN`` -- and the first that passes replaces the type-level answer, which is kept as the
    alternative.  The weighing: a type-level edit is simpler (one line that survives re-export of the
    model, where op names may change), so per-op advice must buy at least one point of float time.
@@ -45,14 +48,20 @@ from typing import Any, Hashable, Iterable, Mapping, Sequence
 import numpy as np
 
 from ..oplists import BLACK, WHITE, OpLists
-from ..semantics import LOW, Plan, uses_mixlist
-from .edits import KEEP, Edit, keeps_apply, lists_with, overrides_with, proposable
+from ..semantics import LOW, Plan, fp16_in_fp32_out_entry, uses_mixlist
+from .edits import CUSTOMIZE, KEEP, Edit, keeps_apply, lists_with, overrides_with, proposable
 
 DEFAULT_BUDGET = 200
 MAX_EXHAUSTIVE = 3
 MAX_TYPES = 24
 MAX_KEEPS = 8
 KEEP_MARGIN = 0.01        # per-op advice must keep this much more float time low than type-level advice
+
+
+def plan_key(plan: Plan) -> tuple:
+    """What a replay of ``plan`` executes: every node's compute and output dtype (two plans with equal keys
+    replay equally; an fp16-in / fp32-out op differs from an fp16 one only in its output)."""
+    return tuple(plan.precision_list), tuple(plan.emit_list)
 
 
 @dataclass
@@ -62,7 +71,7 @@ class Trial:
     edits: frozenset
     plan: Plan
     share: float
-    key: tuple                              # the plan's precisions (sets with equal keys replay equally)
+    key: tuple                              # ``plan_key`` (sets with equal keys replay equally)
     ok: bool | None = None                  # None: not replayed
     reasons: tuple = ()
     metrics: list = field(default_factory=list)
@@ -153,10 +162,10 @@ class ReplaySearch:
         if not edits:
             plan = self._base_plan
         else:
-            keeps = any(e.is_keep for e in edits)
+            keeps = any(e.is_override for e in edits)
             plan = self.a.compiled.what_if(self._base_plan, lists_with(self.base_lists, edits),
                                            overrides_with(self._base_plan.overrides, edits) if keeps else None)
-        return Trial(frozenset(edits), plan, self.a.low_share(plan), tuple(plan.precision_list))
+        return Trial(frozenset(edits), plan, self.a.low_share(plan), plan_key(plan))
 
     def replay_trial(self, t: Trial) -> Trial:
         """Replay ``t`` (once per distinct plan) and fill its verdict."""
@@ -230,7 +239,8 @@ class ReplaySearch:
 
     def reasons(self, edits: Iterable[Edit]) -> dict:
         """Edit -> (node indices of its type among the candidates' ops, why it was a candidate)."""
-        return {e: (self._keep_nodes[e], "an error onset, a producer of one or on its decision chain: kept alone")
+        return {e: (self._keep_nodes[e], "an error onset, a producer of one or on its decision chain: "
+                    + ("fp16 inputs, fp32 output (customize_dtypes)" if e.is_customize else "kept alone"))
                 if e in self._keep_nodes else
                 (self._cand_nodes.get(e.type, []), "on the path from an error onset to the outputs, or a producer of it")
                 for e in edits}
@@ -295,8 +305,9 @@ class ReplaySearch:
         return out
 
     def _instance_keeps(self, onsets: list, errs: dict, kernels: set, types: set) -> list[Edit]:
-        """Per-op keep candidates: the onsets, their producers and those producers' decision chains (low
-        kernels of a candidate type with more than one low instance), onsets first, then worst error."""
+        """Per-op candidates: the onsets, their producers and those producers' decision chains (low kernels of a
+        candidate type), onsets first, then worst error; for each, a customize (fp16 inputs, fp32 output) where
+        the op takes one (``_customize``), then a keep where its type has more than one low instance."""
         a, c, g, plan = self.a, self.a.compiled, self.a.graph, self._base_plan
         near: dict = {n: 0 for n in onsets}
         for n in onsets:
@@ -310,8 +321,8 @@ class ReplaySearch:
                     near.setdefault(v, 2)
                     q, k = v, k + 1
         count = Counter(c.types[c.index[n]] for n in kernels)
-        picked = [n for n in near if n in kernels and c.types[c.index[n]] in types
-                  and count[c.types[c.index[n]]] > 1]
+        custom = {n: self._customize(n) for n in near if n in kernels and c.types[c.index[n]] in types}
+        picked = [n for n in custom if count[c.types[c.index[n]]] > 1 or custom[n] is not None]
 
         def err(n) -> float:
             e, nf = errs.get(n, (0.0, False))
@@ -319,10 +330,25 @@ class ReplaySearch:
         picked.sort(key=lambda n: (near[n], -err(n), str(n)))
         out = []
         for n in picked[:MAX_KEEPS]:
-            e = Edit(KEEP, c.types[c.index[n]], str(a.graph.nodes[n].get("name", n)))
-            self._keep_nodes[e] = [c.index[n]]
-            out.append(e)
+            i = c.index[n]
+            name = str(a.graph.nodes[n].get("name", n))
+            edits = [Edit(CUSTOMIZE, c.types[i], name, custom[n])] if custom[n] is not None else []
+            if count[c.types[i]] > 1:
+                edits.append(Edit(KEEP, c.types[i], name))
+            for e in edits:
+                self._keep_nodes[e] = [i]
+                out.append(e)
         return out
+
+    def _customize(self, n: Hashable):
+        """The customize_dtypes entry giving op ``n`` fp16 inputs and an fp32 output (``semantics.
+        fp16_in_fp32_out_entry`` on the search's lists), or None: not such an op, not in fp16 now, or already
+        customized by the run's own file (the user's entry stands)."""
+        c, plan = self.a.compiled, self._base_plan
+        i = c.index[n]
+        if plan.precision_list[i] != "fp16" or plan.emit_list[i] != "fp16" or i in plan.ctx.custom:
+            return None
+        return fp16_in_fp32_out_entry(self.base_lists, c.types[i], [p for p, _ in c.ranked[i]])
 
     # ------------------------------------------------------------------ search
     def run(self) -> SearchResult:

@@ -4,7 +4,9 @@
 Format (docs/formats.md "recommendation.json"): ``schema`` "advisor.recommendation/1" names the family every
 version of the file belongs to -- a reader of an earlier version reads a later one, which only adds keys;
 ``version`` (absent before version 2) says which.  Version 2: the keys of version 1 unchanged, plus ``version``
-and ``dump_scope``; an edit's rank evidence (``ranks``, ``driven``) is a part of every edit report.
+and ``dump_scope``; an edit's rank evidence (``ranks``, ``driven``) is a part of every edit report.  Version 3:
+plus ``customize_dtypes`` (the customize_dtypes.cfg lines, when the advice gives an op fp16 inputs and an fp32
+output) and the edit kind ``customize`` (``customize_dtypes NAME::InputDtype:...,OutputDtype:... (TYPE)``).
 """
 from __future__ import annotations
 
@@ -17,7 +19,7 @@ from ..results import OMIT_EMPTY, OMIT_NONE, TRANSIENT, from_json, register_code
 from .edits import Edit
 
 SCHEMA = "advisor.recommendation/1"
-VERSION = 2
+VERSION = 3
 
 
 def _decode_edit(x: Any, where: str) -> Edit:
@@ -180,7 +182,7 @@ class EditReport:
 def _edit_parts(e: Edit) -> dict[str, str]:
     """What readers of recommendation.json find beside an edit's sentence."""
     return {"list": e.list, "action": e.action, "type": e.type, "kind": e.kind,
-            **({"op": e.op, "line": e.line} if e.is_keep else {})}
+            **({"op": e.op, "line": e.line} if e.is_override else {})}
 
 
 @dataclass
@@ -299,6 +301,8 @@ class Recommendation:
     notes: list[str] = field(default_factory=list)
     snippets: dict[str, str] = field(default_factory=dict)
     keep_dtype: list[str] = field(default_factory=list)          # keep_dtype.cfg lines (the run's own and the advised)
+    customize_dtypes: list[str] = field(default_factory=list, metadata=OMIT_EMPTY)   # customize_dtypes.cfg lines
+    # (the run's own and the advised), when the advice customizes an op
     type_level_alternative: Alternative | None = None            # when per-op keeps won: the best type-level advice
     mixed_mode_alternative: Alternative | None = None            # force_fp16 & co: a mixed mode keeping more low
     ranks: RankEvidence | None = field(default=None, metadata=OMIT_NONE)

@@ -74,34 +74,46 @@ def mixlist_snippets(mixlist_path: str, mode: str, fp32_types: Iterable[str], lo
 
 def deployment_snippets(mixlist_path: str, mode: str, fp32_types: Iterable[str], low_types: Iterable[str] = (),
                         keep_path: str | None = None, keep_lines: Iterable[str] = (),
-                        has_list_edits: bool = True, type_level_fp32: Iterable[str] | None = None
+                        has_list_edits: bool = True, type_level_fp32: Iterable[str] | None = None,
+                        customize_path: str | None = None, customize_lines: Iterable[str] = ()
                         ) -> dict[str, str]:
-    """``mixlist_snippets`` and, when the advice has keep_dtype lines, the consumers of per-op files
-    (docs/recommend.md, "Per-op advice"): the full atc command line (``--keep_dtype``), the IR-build option
-    (``aclgrphBuildModel``'s ``keep_dtype``), TF 1.x's ``npu_scope.keep_dtype_scope()``; torch_npu eager and
-    torchair take no per-op file, so their snippets stay type-level (the type-level alternative)."""
+    """``mixlist_snippets`` and, when the advice has keep_dtype or customize_dtypes lines, the consumers of
+    per-op files (docs/recommend.md, "Per-op advice"): the full atc command line (``--keep_dtype``,
+    ``--customize_dtypes``), the IR-build options (``aclgrphBuildModel``'s ``keep_dtype`` and
+    ``ge.customizeDtypes``: hicann/ge ``inc/graph_metadef/external/ge_common/ge_common_api_types.h:664, 729``),
+    TF 1.x's ``npu_scope.keep_dtype_scope()`` for keeps; torch_npu eager and torchair take no per-op file, so
+    their snippets stay type-level (the type-level alternative)."""
     out = mixlist_snippets(mixlist_path, mode, fp32_types, low_types)
-    lines = list(keep_lines)
-    if not keep_path or not lines:
+    lines = list(keep_lines) if keep_path else []
+    custom = list(customize_lines) if customize_path else []
+    if not lines and not custom:
         return out
     mixed = uses_mixlist(mode)
     bf16 = _is_bf16(mode)
     pm = ("--precision_mode_v2=" + ("mixed_bfloat16" if bf16 else "mixed_float16")) if mixed else f"--precision_mode={mode}"
     ml = f" --modify_mixlist={mixlist_path}" if mixed and has_list_edits else ""
-    out["atc"] = (f"atc --model=model.onnx --framework=5 --output=model --soc_version=<soc> {pm}{ml} "
-                  f"--keep_dtype={keep_path}")
-    opts = {"keep_dtype": keep_path, **({"modify_mixlist": mixlist_path} if ml else {})}
-    out["ir_build_options"] = ("# GE IR build (aclgrphBuildModel / ge.ir_option): keep_dtype is a build option\n"
+    kd = f" --keep_dtype={keep_path}" if lines else ""
+    cd = f" --customize_dtypes={customize_path}" if custom else ""
+    out["atc"] = f"atc --model=model.onnx --framework=5 --output=model --soc_version=<soc> {pm}{ml}{kd}{cd}"
+    opts = {**({"keep_dtype": keep_path} if lines else {}),
+            **({"ge.customizeDtypes": customize_path} if custom else {}),
+            **({"modify_mixlist": mixlist_path} if ml else {})}
+    out["ir_build_options"] = ("# GE IR build (aclgrphBuildModel / ge.ir_option): keep_dtype and customize_dtypes "
+                               "are build options\n"
                                f"build_options = {json.dumps(opts)}\n")
-    names = [ln for ln in lines if not ln.startswith("OpType::")]
-    out["tf1_keep_dtype_scope"] = (
-        "# TF 1.x (TF Adapter): no keep_dtype session option; build the kept ops inside keep_dtype_scope\n"
-        "from npu_bridge.estimator.npu import npu_scope\n"
-        "with npu_scope.keep_dtype_scope():\n"
-        "    ...  # the layers creating: " + (", ".join(names) or "(type-level lines only)") + "\n")
-    out["per_op_not_accepted"] = ("torch_npu eager and torchair take no keep_dtype file: use the type-level "
-                                  "alternative there (modify_mixlist.type_level.json, type_level_alternative in "
-                                  "recommendation.json); the PyTorch eager policy above follows it.")
+    if lines:
+        names = [ln for ln in lines if not ln.startswith("OpType::")]
+        out["tf1_keep_dtype_scope"] = (
+            "# TF 1.x (TF Adapter): no keep_dtype session option; build the kept ops inside keep_dtype_scope\n"
+            "from npu_bridge.estimator.npu import npu_scope\n"
+            "with npu_scope.keep_dtype_scope():\n"
+            "    ...  # the layers creating: " + (", ".join(names) or "(type-level lines only)") + "\n")
+    if custom:
+        out["customize_dtypes_cfg"] = "".join(f"{ln}\n" for ln in custom)
+    out["per_op_not_accepted"] = ("torch_npu eager and torchair take no keep_dtype or customize_dtypes file: use the "
+                                  "type-level alternative there (modify_mixlist.type_level.json, "
+                                  "type_level_alternative in recommendation.json); the PyTorch eager policy above "
+                                  "follows it.")
     if type_level_fp32 is not None:
         out["pytorch_eager_autocast"] = _torch_policy(sorted(set(type_level_fp32)), sorted(set(low_types)), bf16)
     return out

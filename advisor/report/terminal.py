@@ -157,6 +157,7 @@ def print_tune_summary(s: Mapping, out: str, console: Console | None = None) -> 
     for h in s["history"]:
         ed = [f"{lst[:5]} {a} {t}" for lst, v in h["edits"].items() for a in ("to-add", "to-remove") for t in v[a]]
         ed += [f"keep_dtype {ln}" for ln in h.get("keep_dtype") or []]
+        ed += [f"customize_dtypes {ln}" for ln in h.get("customize_dtypes") or []]
         mark = "PASS" if h["ok"] else ("----" if h["ok"] is None else "fail")
         p = h.get("predicted") or {}
         pred = ""
@@ -184,6 +185,7 @@ def print_tune_summary(s: Mapping, out: str, console: Console | None = None) -> 
         con.print(f"predictions: {pr['runs_with_a_prediction']} checked by a run, {pr['misses']} wrong"
                   + (f"; replay miss rate {rate:.0%}" if rate is not None else ""), markup=False)
     keep = f", {out}/keep_dtype.cfg" if s.get("keep_dtype") else ""
+    keep += f", {out}/customize_dtypes.cfg" if s.get("customize_dtypes") else ""
     con.print(f"wrote {out}/modify_mixlist.json{keep}, {out}/summary.json, {out}/report.html", markup=False)
 
 

@@ -56,15 +56,17 @@ def _fmt(x, spec=".4g"):
 
 
 def _keep_html(s: dict) -> str:
-    """keep_dtype.cfg of the confirmed list (per-op advice), when it has one."""
-    lines = s.get("keep_dtype") or []
-    if not lines:
-        return ""
-    return ('<h2>keep_dtype.cfg</h2><pre id="keep_dtype">' + html.escape("".join(f"{ln}\n" for ln in lines))
-            + "</pre>")
+    """keep_dtype.cfg and customize_dtypes.cfg of the confirmed list (per-op advice), when it has them."""
+    out = ""
+    for name in ("keep_dtype", "customize_dtypes"):
+        lines = s.get(name) or []
+        if lines:
+            out += (f'<h2>{name}.cfg</h2><pre id="{name}">' + html.escape("".join(f"{ln}\n" for ln in lines))
+                    + "</pre>")
+    return out
 
 
-def _edits_txt(ed: dict, keeps: list | None = None) -> str:
+def _edits_txt(ed: dict, keeps: list | None = None, customs: list | None = None) -> str:
     """An iteration's list edits against the default lists, one per line."""
     parts = []
     for lst, v in ed.items():
@@ -72,6 +74,7 @@ def _edits_txt(ed: dict, keeps: list | None = None) -> str:
             for t in v.get(action, []):
                 parts.append(f"{lst} {action} <code>{html.escape(t)}</code>")
     parts += [f"keep_dtype <code>{html.escape(ln)}</code>" for ln in keeps or []]
+    parts += [f"customize_dtypes <code>{html.escape(ln)}</code>" for ln in customs or []]
     return "<br>".join(parts) or "<i>default lists</i>"
 
 
@@ -115,7 +118,7 @@ def _iteration_row(h: dict, out: Path | None) -> str:
     return (
         f"<tr class='iteration {cls}' data-iteration='{h['iteration']}' data-ok='{str(bool(h['ok'])).lower()}'>"
         f"<td>{h['iteration']}</td><td>{e(h['dir'])}<br>{_links(h, out)}</td><td>{e(h['reason'])}</td>"
-        f"<td>{_edits_txt(h['edits'], h.get('keep_dtype'))}</td><td>{e(h['status'])}</td><td class='{cls}'>{_fmt(h['ok'])}</td>"
+        f"<td>{_edits_txt(h['edits'], h.get('keep_dtype'), h.get('customize_dtypes'))}</td><td>{e(h['status'])}</td><td class='{cls}'>{_fmt(h['ok'])}</td>"
         f"<td>{_fmt(h['calibration_ok'])}</td><td>{_fmt(h['holdout_ok'])}</td><td>{_fmt(h['cosine'], '.6f')}</td>"
         f"<td>{_fmt(h['rel_l2'])}</td><td>{_fmt(h['finite'])}</td><td>{_fmt(h['low_precision_time_share'], '.1%')}</td>"
         f"<td>{_prediction(h)}</td><td>{_fmt((h['predicted'] or {}).get('rel_l2'))}</td><td>{_fmt(h['runs_after'])}</td>"

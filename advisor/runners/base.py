@@ -111,12 +111,13 @@ class Runner(ABC):
 
     @abstractmethod
     def run(self, mixlist: Mixlist | None, mode: str, run_dir: Path, loss_scale: float | None = None,
-            keep_dtype: Sequence[str] = ()) -> RunResult:
+            keep_dtype: Sequence[str] = (), customize_dtypes: Sequence[str] = ()) -> RunResult:
         """Execute the workload with ``mixlist`` (None = the default lists) under ``mode`` and
         leave a run directory at ``run_dir``; ``loss_scale``: the static loss scale of a training
-        workload's backward (None: the workload's own); ``keep_dtype``: ATC --keep_dtype lines the run adds
-        (per-op advice).  The loop passes ``loss_scale`` / ``keep_dtype`` only when it sets them, so a runner
-        written without the parameters keeps working until then."""
+        workload's backward (None: the workload's own); ``keep_dtype`` / ``customize_dtypes``: ATC --keep_dtype /
+        --customize_dtypes lines the run adds (per-op advice).  The loop passes ``loss_scale`` / ``keep_dtype`` /
+        ``customize_dtypes`` only when it sets them, so a runner written without the parameters keeps working
+        until then."""
 
     def reference(self, run_dir: Path) -> RunResult:
         """Execute the FP32 reference into ``run_dir`` (only needed when ``run`` results have no
@@ -156,6 +157,22 @@ def write_keep_file(lines: Sequence[str], path: Path, base: str | None = None) -
     from ..overrides import load
     own = load(base).keep_dtype_text().splitlines() if base else []
     atomic_write_text(path, "".join(f"{ln}\n" for ln in dict.fromkeys([*own, *lines])))
+    return path
+
+
+def write_customize_file(lines: Sequence[str], path: Path, base: str | None = None) -> Path | None:
+    """Write the customize_dtypes file a run uses: the entries of ``base`` (the user's own file, if any) and
+    ``lines`` (atomically); None when there is nothing to customize.  One entry per op: the user's entry for an op
+    stands (GE keeps the first entry of a name, ``op_cust_dtypes_config_parser.cc``; recommend never proposes a
+    line for an op the run's file customizes)."""
+    if not lines:
+        return None
+    from ..fsutil import atomic_write_text
+    from ..overrides import load, read_customize_text
+    own = load(None, base).customize_text().splitlines() if base else []
+    keys = {(e.kind, e.key) for e in read_customize_text("".join(f"{ln}\n" for ln in own)).entries} if own else set()
+    new = [ln for ln in lines if not any((e.kind, e.key) in keys for e in read_customize_text(f"{ln}\n").entries)]
+    atomic_write_text(path, "".join(f"{ln}\n" for ln in dict.fromkeys([*own, *new])))
     return path
 
 

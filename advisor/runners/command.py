@@ -12,6 +12,9 @@ The command gets, in its environment:
 ``ADVISOR_REFERENCE`` "1" for the FP32 reference run, else "0"
 ``ADVISOR_KEEP_DTYPE`` an ATC --keep_dtype file the run adds (per-op advice; "" = none): pass it to atc /
                     the IR build (``tune --granularity op``)
+``ADVISOR_CUSTOMIZE_DTYPES`` an ATC --customize_dtypes file the run adds (per-op advice: an op's fp16 inputs
+                    and fp32 output; "" = none): pass it to atc (``--customize_dtypes``) / the IR build
+                    (``ge.customizeDtypes``)
 
 ``advisor.npu.apply()`` reads these in the user's script.  stdout/stderr go to files beside the
 run directory; a non-zero exit, a timeout or a run directory with nothing ingestible is recorded
@@ -30,14 +33,15 @@ from typing import Sequence
 
 from ..errors import InputError
 from ..mixlist import Mixlist
-from .base import (FAILED, NO_OUTPUT, OK, REFERENCE_MODE, TIMEOUT, Heartbeat, Runner, RunResult, write_keep_file,
-                   write_mixlist_file)
+from .base import (FAILED, NO_OUTPUT, OK, REFERENCE_MODE, TIMEOUT, Heartbeat, Runner, RunResult,
+                   write_customize_file, write_keep_file, write_mixlist_file)
 from .proctree import start_tree, stop_tree
 
 ENV_MIXLIST, ENV_MODE, ENV_RUN_DIR = "ADVISOR_MIXLIST", "ADVISOR_MODE", "ADVISOR_RUN_DIR"
 ENV_DUMP_DIR, ENV_PROFILE_DIR, ENV_REFERENCE = "ADVISOR_DUMP_DIR", "ADVISOR_PROFILE_DIR", "ADVISOR_REFERENCE"
 ENV_LOSS_SCALE = "ADVISOR_LOSS_SCALE"           # the static loss scale to train with ("" = the script's own)
 ENV_KEEP_DTYPE = "ADVISOR_KEEP_DTYPE"           # an ATC --keep_dtype file the run adds ("" = none)
+ENV_CUSTOMIZE_DTYPES = "ADVISOR_CUSTOMIZE_DTYPES"   # an ATC --customize_dtypes file the run adds ("" = none)
 ENV_DEVICES = "ASCEND_RT_VISIBLE_DEVICES"    # the NPUs a run may use (torch_npu / CANN read it)
 
 
@@ -92,12 +96,14 @@ class CommandRunner(Runner):
         return self._execute(None, REFERENCE_MODE, run_dir, reference=True)
 
     def run(self, mixlist: Mixlist | None, mode: str, run_dir: Path, loss_scale: float | None = None,
-            keep_dtype: Sequence[str] = ()) -> RunResult:
-        return self._execute(mixlist, mode, run_dir, reference=False, loss_scale=loss_scale, keep_dtype=keep_dtype)
+            keep_dtype: Sequence[str] = (), customize_dtypes: Sequence[str] = ()) -> RunResult:
+        return self._execute(mixlist, mode, run_dir, reference=False, loss_scale=loss_scale, keep_dtype=keep_dtype,
+                             customize_dtypes=customize_dtypes)
 
     # ------------------------------------------------------------------
     def _execute(self, mixlist: Mixlist | None, mode: str, run_dir: Path, reference: bool,
-                 loss_scale: float | None = None, keep_dtype: Sequence[str] = ()) -> RunResult:
+                 loss_scale: float | None = None, keep_dtype: Sequence[str] = (),
+                 customize_dtypes: Sequence[str] = ()) -> RunResult:
         run_dir = Path(run_dir).resolve()
         logs = run_dir.parent
         logs.mkdir(parents=True, exist_ok=True)
@@ -105,6 +111,7 @@ class CommandRunner(Runner):
             shutil.rmtree(run_dir)
         ml_path = write_mixlist_file(mixlist, logs / ("reference_mixlist.json" if reference else "mixlist_used.json"))
         keep_path = write_keep_file(keep_dtype, logs / "keep_dtype_used.cfg")
+        custom_path = write_customize_file(customize_dtypes, logs / "customize_dtypes_used.cfg")
         out_path = logs / ("reference_stdout.txt" if reference else "stdout.txt")
         err_path = logs / ("reference_stderr.txt" if reference else "stderr.txt")
         env = dict(os.environ)
@@ -118,6 +125,7 @@ class CommandRunner(Runner):
             ENV_REFERENCE: "1" if reference else "0",
             ENV_LOSS_SCALE: format(loss_scale, ".17g") if loss_scale is not None else "",
             ENV_KEEP_DTYPE: str(keep_path) if keep_path else "",
+            ENV_CUSTOMIZE_DTYPES: str(custom_path) if custom_path else "",
         })
         t0 = time.monotonic()
         status, rc, msg = OK, None, ""

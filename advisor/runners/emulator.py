@@ -22,7 +22,8 @@ from ..errors import AdvisorError, InputError
 from ..fsutil import make_out_dir
 from ..mixlist import Mixlist
 from ..workload import check_target, is_onnx_target
-from .base import FAILED, OK, TIMEOUT, Heartbeat, Runner, RunResult, write_keep_file, write_mixlist_file
+from .base import (FAILED, OK, TIMEOUT, Heartbeat, Runner, RunResult, write_customize_file, write_keep_file,
+                   write_mixlist_file)
 
 
 class EmulatorRunner(Runner):
@@ -118,7 +119,8 @@ class EmulatorRunner(Runner):
         return True
 
     def run(self, mixlist: Mixlist | None, mode: str, run_dir: Path, loss_scale: float | None = None,
-            keep_dtype: Sequence[str] = (), dump_tensors: Sequence[str] = ()) -> RunResult:
+            keep_dtype: Sequence[str] = (), dump_tensors: Sequence[str] = (),
+            customize_dtypes: Sequence[str] = ()) -> RunResult:
         run_dir = Path(run_dir)
         if run_dir.exists():  # a run whose iteration was not recorded (interrupted tune): ours to replace
             shutil.rmtree(run_dir)
@@ -133,6 +135,10 @@ class EmulatorRunner(Runner):
         keep = write_keep_file(keep_dtype, run_dir.parent / "keep_dtype_used.cfg", self.fixed.get("keep_dtype"))
         if keep is not None:          # the user's own keep lines and the candidate's, in one ATC file
             kw["keep_dtype"] = str(keep)
+        custom = write_customize_file(customize_dtypes, run_dir.parent / "customize_dtypes_used.cfg",
+                                      self.fixed.get("customize_dtypes"))
+        if custom is not None:        # likewise the customize_dtypes entries
+            kw["customize_dtypes"] = str(custom)
         if isinstance(self.target, (str, Path)):
             return self._run_isolated(mixlist, run_dir, kw)
         t0 = time.monotonic()

@@ -88,18 +88,19 @@ class RayRunner(Runner):
             self.session.close()
 
     def run(self, mixlist: Mixlist | None, mode: str, run_dir: Path, loss_scale: float | None = None,
-            keep_dtype: Sequence[str] = ()) -> RunResult:
-        return self._submit("run", mixlist, mode, run_dir, loss_scale, tuple(keep_dtype))
+            keep_dtype: Sequence[str] = (), customize_dtypes: Sequence[str] = ()) -> RunResult:
+        return self._submit("run", mixlist, mode, run_dir, loss_scale, tuple(keep_dtype), tuple(customize_dtypes))
 
     def reference(self, run_dir: Path) -> RunResult:
         return self._submit("reference", None, None, run_dir, None)
 
-    def _submit(self, kind: str, mixlist, mode, run_dir: Path, loss_scale, keep_dtype: tuple = ()) -> RunResult:
+    def _submit(self, kind: str, mixlist, mode, run_dir: Path, loss_scale, keep_dtype: tuple = (),
+                customize_dtypes: tuple = ()) -> RunResult:
         self.session.open()
         import ray
         task = ray.remote(run_on_node).options(resources={NPU: self.npus}, num_cpus=1, max_retries=0)
         ref = task.remote(self.inner, self.cwd, kind, mixlist, mode, str(Path(run_dir).absolute()), loss_scale,
-                          keep_dtype)
+                          keep_dtype, customize_dtypes)
         try:
             return ray_result(ref)
         except KeyboardInterrupt:
@@ -108,7 +109,7 @@ class RayRunner(Runner):
 
 
 def run_on_node(inner: Runner, cwd: str, kind: str, mixlist, mode, run_dir: str, loss_scale,
-                keep_dtype: tuple = ()) -> RunResult:
+                keep_dtype: tuple = (), customize_dtypes: tuple = ()) -> RunResult:
     """The Ray task: one run of ``inner`` on the node Ray chose, with the NPUs Ray assigned."""
     import ray
     node = ray.util.get_node_ip_address()
@@ -129,7 +130,8 @@ def run_on_node(inner: Runner, cwd: str, kind: str, mixlist, mode, run_dir: str,
             res = inner.reference(Path(run_dir))
         else:
             kw = {**({"loss_scale": loss_scale} if loss_scale is not None else {}),
-                  **({"keep_dtype": keep_dtype} if keep_dtype else {})}
+                  **({"keep_dtype": keep_dtype} if keep_dtype else {}),
+                  **({"customize_dtypes": customize_dtypes} if customize_dtypes else {})}
             res = inner.run(mixlist, mode, Path(run_dir), **kw)
     finally:
         inner.close()

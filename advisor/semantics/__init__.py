@@ -22,7 +22,10 @@ modes) or the mode:
 ``mode_*``           the other modes (force_fp32 gives the fe.ini ``fp16.op_type`` cube ops fp16 inputs and an
                      fp32 output; allow_fp32_to_fp16 lowers exactly those; allow_fp32_to_bf16 lowers nothing its
                      kernel supports in fp32; force_fp16 everything; must_keep_origin_dtype nothing).
-``keep_dtype`` / ``customize_dtype``  ATC's per-op overrides.
+``keep_dtype`` / ``customize_dtype``  ATC's per-op overrides (``fp16_in_fp32_out``: THE rule for which ops can take
+                     fp16 inputs with an fp32 output; ``fp16_in_fp32_out_entry``: the customize_dtypes entry that
+                     gives one op that, where GE would take it; ``custom_matches``: GE's filter of a kernel's
+                     combinations by a customize entry).
 
 With a kernel table (``OpLists.kernels``) each decision is GE's choice among the dtype combinations the op's
 ops-info declares (``matching``: exact, rise, reduce over the ranked inputs, then the outputs).
@@ -30,7 +33,7 @@ ops-info declares (``matching``: exact, rise, reduce over the ranked inputs, the
 Complexity: ``compile_graph`` is O(V + E) once per graph; ``plan`` is O(V) with a tight loop; ``what_if`` only
 revisits the ops downstream of the edited types whose inputs' dtypes changed.
 """
-from .matching import FP16_OP_TYPES
+from .matching import FP16_OP_TYPES, custom_matches, fp16_in_fp32_out, fp16_in_fp32_out_entry
 from .plan import (AI_CORE_CORES, Compiled, Flip, Plan, annotate, compile_graph, cpu_mask, flips_between, low_mask,
                    plan, what_if)
 from .rules import (AI_CPU_RULES, BF16, DEFAULT_MODE, FP16, FP32, FP32_BY_LIST, HCCL_TYPES, INHERITED, LOW, MODES,
@@ -39,4 +42,5 @@ from .rules import (AI_CPU_RULES, BF16, DEFAULT_MODE, FP16, FP32, FP32_BY_LIST, 
 __all__ = ["AI_CORE_CORES", "AI_CPU_RULES", "BF16", "DEFAULT_MODE", "FP16", "FP16_OP_TYPES", "FP32", "FP32_BY_LIST",
            "HCCL_TYPES", "INHERITED", "LOW", "MODES", "NA", "WEAK_PRODUCER_TYPES", "Compiled", "Context", "Decision",
            "Flip", "NodeKind", "Plan", "Rule", "Why", "annotate", "compile_graph", "cpu_mask", "flips_between",
-           "low_mask", "mode_info", "plan", "uses_mixlist", "what_if"]
+           "low_mask", "mode_info", "plan", "uses_mixlist", "what_if", "custom_matches", "fp16_in_fp32_out",
+           "fp16_in_fp32_out_entry"]

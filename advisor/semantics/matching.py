@@ -24,6 +24,8 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Sequence
 
+from ..overrides import CustomDtypes
+
 FP32, FP16, BF16, FP64 = "fp32", "fp16", "bf16", "fp64"
 _FLOATS = frozenset({FP32, FP16, BF16, FP64})
 
@@ -96,6 +98,68 @@ def combos_of(kernel, op_type: str) -> Combos:
         return synthetic(op_type in FP16_OP_TYPES)
     n = kernel.n_combos
     return Combos([_padded(p, n) for p in kernel.inputs], [_padded(p, n) for p in kernel.outputs])
+
+
+# ---------------------------------------------------------------------- fp16 inputs, fp32 output (cube ops)
+def combos(src, op_type: str) -> Combos:
+    """The dtype combinations GE chooses among for ``op_type``: ``src`` is the lists (``OpLists``, their kernel
+    table), a rules ``Context`` (its cached table) or the type's ``Combos`` itself."""
+    if isinstance(src, Combos):
+        return src
+    if hasattr(src, "lists"):                          # a rules.Context: None = undeclared (synthetic)
+        k = src.kernel(op_type)
+        return k if k is not None else synthetic(op_type in FP16_OP_TYPES)
+    return combos_of(src.kernel(op_type), op_type)
+
+
+def fp16_in_fp32_out(src, op_type: str) -> bool:
+    """THE rule for "this op can take fp16 inputs and write an fp32 output": its type is one of fe.ini's
+    ``fp16.op_type`` (``FP16_OP_TYPES``, ``Configuration::GetFp16OpTypeList``, used by the force_fp32 strategy:
+    ``op_dtype_selection_strategy_force_fp32.cc:36-50``) and its kernel has a combination with input 0 fp16 and
+    output 0 fp32 (``IsNodeSupport16In32out``, ``op_format_dtype_judge.cc:218-266``; an undeclared kernel: the
+    synthetic combinations, which have it for these types -- choice).  force_fp32 / cube_fp16in_fp32out gives
+    such an op fp16 inputs and an fp32 output (``rules.mode_force_fp32``); recommend proposes the per-op form,
+    a --customize_dtypes line (``fp16_in_fp32_out_entry``).  ``src``: as ``combos``."""
+    return op_type in FP16_OP_TYPES and combos(src, op_type).cube16
+
+
+def custom_matches(src, op_type: str, inputs: Sequence, outputs: Sequence) -> bool | None:
+    """Whether some combination of the type's kernel has the dtypes a customize_dtypes entry gives per port
+    (``InitMatchedIndexByCustomDtype`` / ``FilterDtypeIndexByCustom``, ``op_format_dtype_judge.cc:610-670``:
+    every given port index filters the combinations, an empty slot constrains nothing; when none is left GE
+    fails the op: "After filtering dtypes by custom dtypes, the supported dtypes ... are empty").  None: the
+    kernel declares no dtypes (its op-select function decides at build time: unknown)."""
+    k = combos(src, op_type)
+    if k.synthetic:
+        return None
+    cand = set(range(k.n))
+    for cols, given in ((k.col_in, inputs), (k.col_out, outputs)):
+        for j, d in enumerate(given):
+            col = cols(j) if d is not None else None
+            if col is not None:
+                cand = {c for c in cand if c < len(col) and col[c] == d}
+    return bool(cand)
+
+
+def fp16_in_fp32_out_entry(src, op_type: str, float_inputs: Sequence[int]) -> CustomDtypes | None:
+    """The customize_dtypes entry that gives one op fp16 inputs and an fp32 output -- the per-op form of
+    ``cube_fp16in_fp32out`` -- or None where GE would not take
+    it: the op is not ``fp16_in_fp32_out``, its input 0 is not a float input (``float_inputs``: the node's float
+    input ports), or its declared kernel has no combination with every float input fp16 and output 0 fp32
+    (``custom_matches``).  A declared kernel: every float input port is given fp16 (nothing left for GE to
+    choose).  An undeclared one (``dynamicFormat``: MatMulV2, Conv2D, ...): the two operands the cube reads (the
+    first two float input ports) are given fp16 and any further port (a bias) is left empty, for GE to choose
+    among what the op-select function offers -- the line then never asks for a combination the kernel lacks;
+    advisor executes the empty slot in fp16, as the synthetic combination has it (choice)."""
+    ports = sorted(set(float_inputs))
+    if not ports or ports[0] != 0 or not fp16_in_fp32_out(src, op_type):
+        return None
+    given = ports if not combos(src, op_type).synthetic else ports[:2]
+    ins = tuple(FP16 if j in given else None for j in range(given[-1] + 1))
+    outs = (FP32,)
+    if custom_matches(src, op_type, ins, outs) is False:
+        return None
+    return CustomDtypes(ins, outs)
 
 
 # ---------------------------------------------------------------------- the matchers

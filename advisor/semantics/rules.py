@@ -369,15 +369,13 @@ def mode_origin(c, i: int, emit: list, root: list, ctx: Context) -> Decision:
 
 
 def mode_force_fp32(c, i: int, emit: list, root: list, ctx: Context) -> Decision:
-    """force_fp32 / cube_fp16in_fp32out: fp32; a type of ``FP16_OP_TYPES`` whose kernel has an fp16-in / fp32-out
-    combination gives its first input (and so, the kernel being homogeneous, its inputs) fp16 and its output
-    fp32 -- when input 0 ranks first."""
+    """force_fp32 / cube_fp16in_fp32out: fp32; an op that can take fp16 inputs with an fp32 output
+    (``matching.fp16_in_fp32_out``) gets its first input (and so, the kernel being homogeneous, its inputs) fp16
+    and its output fp32 -- when input 0 ranks first."""
     o, t = c.dtype[i], c.types[i]
     r = c.ranked[i]
-    if t in FP16_OP_TYPES and o in (FP32, FP16, BF16) and r and r[0][0] == 0:
-        k = ctx.kernel(t)
-        if k is None or k.cube16:
-            return FP16, FP32, Rule.FORCE_FP32_CUBE, -1, i
+    if o in (FP32, FP16, BF16) and r and r[0][0] == 0 and M.fp16_in_fp32_out(ctx, t):
+        return FP16, FP32, Rule.FORCE_FP32_CUBE, -1, i
     v = FP32 if o in (FP16, BF16, FP32) else o
     return v, v, Rule.FORCE_FP32, -1, i
 

@@ -19,8 +19,9 @@ from typing import Any, Callable, Sequence
 from ..errors import InputError
 from ..fsutil import atomic_write_json, read_user_json
 from ..mixlist import Mixlist, parse_obj
-from ..recommend.edits import (KEEP_ACTION, KEEP_LIST, edits_from_json, edits_of, edits_to_json, keep_lines,
-                               list_edits, mixlist_of)
+from ..recommend.edits import (CUSTOM_ACTION, CUSTOM_LIST, KEEP_ACTION, KEEP_LIST, customize_line_edit,
+                               customize_lines, edits_from_json, edits_of, edits_to_json, keep_lines, list_edits,
+                               mixlist_of)
 
 STATE_FILE = "tune_state.json"
 STATE_VERSION = 1
@@ -61,6 +62,11 @@ class Iteration:
     def keeps(self) -> tuple[str, ...]:
         """The keep_dtype lines this iteration adds (per-op advice)."""
         return keep_lines(self.edits)
+
+    @property
+    def customize(self) -> tuple[str, ...]:
+        """The customize_dtypes lines this iteration adds (per-op advice: fp16 inputs, fp32 output)."""
+        return customize_lines(self.edits)
 
     def as_mixlist(self) -> Mixlist | None:
         """The list this iteration runs (None: the chip defaults)."""
@@ -207,7 +213,16 @@ def _list_of(test: Callable) -> Callable:
 def _edit(x) -> bool:
     return (isinstance(x, list) and len(x) == 3 and all(isinstance(v, str) for v in x)
             and ((x[0] in ("black", "white", "gray") and x[1] in ("to-add", "to-remove"))
-                 or (x[0] == KEEP_LIST and x[1] == KEEP_ACTION and bool(x[2].strip()) and "\n" not in x[2])))
+                 or (x[0] == KEEP_LIST and x[1] == KEEP_ACTION and bool(x[2].strip()) and "\n" not in x[2])
+                 or (x[0] == CUSTOM_LIST and x[1] == CUSTOM_ACTION and _customize_line(x[2]))))
+
+
+def _customize_line(line: str) -> bool:
+    try:
+        customize_line_edit(line)
+    except ValueError:
+        return False
+    return True
 
 
 class _Check:
@@ -265,7 +280,7 @@ class _Check:
             self.bad(f"{w}.dir", f"is {it.get('dir')!r}, not the folder 'iter_{i:02d}' inside --out (a folder "
                                  "outside it is never used)")
         edits = self.get(it, "edits", w, _list_of(_edit), "a list of [list, action, op type] edits (or "
-                         "[\"keep_dtype\", \"keep\", line])")
+                         "[\"keep_dtype\", \"keep\", line], [\"customize_dtypes\", \"customize\", line])")
         ml = self.get(it, "mixlist", w, _dict, "a modify_mixlist object")
         try:
             m = parse_obj(ml, f"{w}.mixlist")

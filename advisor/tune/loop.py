@@ -184,16 +184,20 @@ class Tuner:
     def _start_run(self, it: Iteration, runner: Runner, ahead: int = 0) -> RunResult:
         d = self._folder(it.dir)
         d.mkdir(parents=True, exist_ok=True)
-        n = len(it.edits) - len(it.keeps)
+        n = len(it.edits) - len(it.keeps) - len(it.customize)
         what = f"{n} list edit{'s' if n != 1 else ''}" if n else "the starting lists"
         if it.loss_scale is not None:
             what += f", loss scale {scale_text(it.loss_scale)}"
         if it.keeps:
             what += f", {len(it.keeps)} keep_dtype line{'s' if len(it.keeps) != 1 else ''}"
+        if it.customize:
+            what += f", {len(it.customize)} customize_dtypes line{'s' if len(it.customize) != 1 else ''}"
         self.say(f"run {self.state.runs + 1 + ahead} of at most {self.cfg.max_runs}: {it.dir} ({what})")
-        # loss_scale / keep_dtype / dump_tensors only when set: a Runner written before them keeps working
+        # loss_scale / keep_dtype / customize_dtypes / dump_tensors only when set: a Runner written before them
+        # keeps working
         kw = {**({"loss_scale": it.loss_scale} if it.loss_scale is not None else {}),
               **({"keep_dtype": it.keeps} if it.keeps else {}),
+              **({"customize_dtypes": it.customize} if it.customize else {}),
               **({"dump_tensors": tuple(it.dump_tensors)} if it.dump_tensors else {})}
         return runner.run(it.as_mixlist(), self.cfg.mode, d / "run", **kw)
 
@@ -441,6 +445,7 @@ class Tuner:
             hist.append({
                 "iteration": it.index, "dir": it.dir, "reason": it.reason, "edits": edits_summary(it.edits),
                 **({"keep_dtype": list(it.keeps)} if it.keeps else {}),
+                **({"customize_dtypes": list(it.customize)} if it.customize else {}),
                 "status": r.get("status", "pending"), "message": r.get("message", ""),
                 "ok": v.get("ok"), "calibration_ok": (v.get("calibration") or {}).get("ok"),
                 "holdout_ok": (v.get("holdout") or {}).get("ok") if v.get("holdout") else None,
@@ -461,6 +466,7 @@ class Tuner:
             "max_runs": self.cfg.max_runs, "mode": self.cfg.mode, "measure_minimality": self.cfg.measure_minimality,
             "best_iteration": b.index if b else None, "edits": edits_summary(b.edits if b else frozenset()),
             "keep_dtype": list(b.keeps) if b else [],
+            **({"customize_dtypes": list(b.customize)} if b and b.customize else {}),
             "loss_scale": b.loss_scale if b else None,
             "final": {"cosine": meas.get("cosine"), "rel_l2": meas.get("rel_l2"), "finite": meas.get("finite")},
             "low_precision_time_share": b.low_precision_time_share if b else None,
@@ -480,8 +486,9 @@ class Tuner:
         from ..report.tune import render_html
         s = self.summary()
         b = self.best()
-        # the confirmed list (and, with per-op advice, ATC's --keep_dtype file) through recommend's writer
-        write_list_files(self.out, b.as_mixlist() if b else None, b.keeps if b else ())
+        # the confirmed list (and, with per-op advice, ATC's --keep_dtype / --customize_dtypes files) through
+        # recommend's writer
+        write_list_files(self.out, b.as_mixlist() if b else None, b.keeps if b else (), b.customize if b else ())
         atomic_write_json(self.out / "summary.json", s)
         atomic_write_text(self.out / "report.html", render_html(s, self.out), keep_existing=False)
         return s

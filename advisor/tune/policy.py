@@ -19,7 +19,7 @@ from typing import Any, Callable
 
 from ..compare.training import scale_text
 from ..mixlist import Mixlist
-from ..recommend.edits import Edit, edits_of, edits_to_json, keep_lines, mixlist_of
+from ..recommend.edits import Edit, customize_lines, edits_of, edits_to_json, keep_lines, mixlist_of, override_edits
 from ..recommend.result import Recommendation
 from .journal import Iteration, TuneState
 from .stages import Stages
@@ -49,6 +49,16 @@ class Candidate:
     @property
     def keeps(self) -> tuple[str, ...]:
         return keep_lines(self.edits)
+
+    @property
+    def customize(self) -> tuple[str, ...]:
+        return customize_lines(self.edits)
+
+
+def avoided(edits: frozenset):
+    """What recommend must not propose again (``recommend(avoid=)``): the list, or -- with per-op overrides
+    (keep_dtype / customize_dtypes lines) -- the whole edit set."""
+    return edits if override_edits(edits) else mixlist_of(edits)
 
 
 def prediction_of(rec: Recommendation, perf: bool = False, proved: bool = False) -> dict:
@@ -187,9 +197,9 @@ class Policy:
             rest = edits - {e}
             if rest in tried or rest in excluded:
                 continue
-            keeps = keep_lines(rest)
-            share = (self.stages.predicted_share(run, mixlist_of(rest), keeps=keeps) if keeps else
-                     self.stages.predicted_share(run, mixlist_of(rest)))
+            keeps, custom = keep_lines(rest), customize_lines(rest)
+            share = (self.stages.predicted_share(run, mixlist_of(rest), keeps=keeps, customize=custom)
+                     if keeps or custom else self.stages.predicted_share(run, mixlist_of(rest)))
             options.append((-(share if share is not None else 0.0), e.key, rest, share))
         if not options:
             return None
@@ -259,7 +269,8 @@ class Policy:
     def proposal(self, rec: Recommendation, src: Iteration, want_perf: bool) -> tuple[frozenset, dict]:
         """(edits relative to the chip defaults, predicted) of what recommend proposes: its list (with
         ``want_perf`` its performance list), or -- when it predicts no list to pass -- the closest one it
-        replayed or estimated.  The run's own keep lines stay; recommend adds to them."""
+        replayed or estimated.  The run's own keep / customize lines stay; recommend adds to them (an advised
+        customize line replaces the run's for the same op)."""
         if want_perf and rec.performance_mixlist is not None:
             m = rec.performance_mixlist
         elif rec.status == "no-solution" and rec.closest is not None and rec.closest.modify_mixlist is not None:
@@ -267,7 +278,9 @@ class Policy:
         else:
             m = rec.modify_mixlist
         keeps = set(src.keeps) | {e.edit.line for e in rec.edits if e.edit.is_keep}
-        edits = edits_of(m if m is not None and not m.is_empty() else None, sorted(keeps))
+        advised = {e.edit.op: e.edit.line for e in rec.edits if e.edit.is_customize}
+        custom = {e.op: e.line for e in src.edits if e.is_customize and e.op not in advised} | advised
+        edits = edits_of(m if m is not None and not m.is_empty() else None, sorted(keeps), sorted(custom.values()))
         perf = want_perf and rec.performance_mixlist is not None
         # replay's checks cover the edits recommend added: a proof for the whole list when it started from none
         proved = not perf and rec.status == "recommended" and rec.minimality.by_replay and not src.edits
@@ -289,8 +302,8 @@ class Policy:
                 e.type for e in base_edits}
         log: list[dict] = [{"learned_exclude": sorted(exclude_types)}] if exclude_types else []
         avoid_sets = self.tried() | set(self.excluded()) | set(also or [])
-        # what recommend must not propose again: lists, with their keep lines when they have some
-        avoid = [(mixlist_of(e), keep_lines(e)) if keep_lines(e) else mixlist_of(e) for e in avoid_sets]
+        # what recommend must not propose again: lists, with their per-op lines when they have some
+        avoid = [avoided(e) for e in avoid_sets]
         out, rec = None, None
         for attempt in range(MAX_SCREEN + 1):
             rec = self.stages.recommend(run, base, sorted(exclude_types), steps, avoid=avoid, widen=self.state.widen)
@@ -307,7 +320,7 @@ class Policy:
             elif not screened[0]:
                 self.state.exclude(edits, f"surrogate: measured effects of these edits predict rel_l2 "
                                           f"{screened[1]:.3g}", None, self.scale)
-                avoid.append((mixlist_of(edits), keep_lines(edits)) if keep_lines(edits) else mixlist_of(edits))
+                avoid.append(avoided(edits))
                 log.append({"attempt": attempt, "edits": edits_to_json(edits), "result": "surrogate rejected",
                             "predicted_rel_l2": screened[1]})
             else:

@@ -56,14 +56,15 @@ class Stages:
         """The measured low-precision share of float kernel time (costmodel.kernel_low_share, all steps)."""
         return run.measured_low_share
 
-    def predicted_share(self, run: Any, mixlist: Mixlist | None, keeps: Sequence[str] = ()) -> float | None:
-        """The predicted low-precision share of a list (and keep lines) on this run's graph (cost model; no run
-        spent)."""
+    def predicted_share(self, run: Any, mixlist: Mixlist | None, keeps: Sequence[str] = (),
+                        customize: Sequence[str] = ()) -> float | None:
+        """The predicted low-precision share of a list (and keep_dtype / customize_dtypes lines) on this run's
+        graph (cost model; no run spent)."""
         lists = run.lists_with(mixlist)
-        if not keeps:
+        if not keeps and not customize:
             return run.low_share(run.plan_of(lists))
-        from ..recommend.edits import keep_line_edit, overrides_with
-        ov = overrides_with(run.plan.overrides, [keep_line_edit(ln) for ln in keeps])
+        from ..recommend.edits import edits_of, overrides_with
+        ov = overrides_with(run.plan.overrides, edits_of(None, keeps, customize))
         return run.low_share(run.compiled.what_if(run.plan, lists, ov))
 
     # --- recommend
@@ -72,7 +73,7 @@ class Stages:
                   widen: bool = False) -> Recommendation:
         """recommend on a measured run (its Analysis), starting from ``base`` (the list that run used, with the
         keep lines the run applied), never editing ``exclude_types`` nor proposing a list with the plan of one in
-        ``avoid`` (already run: mixlists, or (mixlist, keep lines) pairs)."""
+        ``avoid`` (already run: mixlists, (mixlist, keep lines) pairs, or edit sets with per-op overrides)."""
         from ..recommend import recommend
         return recommend(run, self.tolerance, base_mixlist=base, exclude=tuple(exclude_types), steps=steps,
                          avoid=avoid, widen=widen, granularity=self.granularity)

@@ -74,7 +74,7 @@ class Surrogate:
         for p in self._finite():
             for e in p["edits"]:
                 c = eff.get(e.key)
-                if c is not None and not e.is_keep and self.identified(e) and c > -0.1 * max_rel_l2:
+                if c is not None and not e.is_override and self.identified(e) and c > -0.1 * max_rel_l2:
                     out.add(e.type)
         return out
 
