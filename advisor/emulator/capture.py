@@ -23,6 +23,7 @@ from ..workload import (Workload, describe_user_error, is_onnx_model, is_onnx_ta
 from ..oplists import AUX_FP32_OUTPUTS
 from .engine import FLOAT_DTYPES, ArgRef, EmuMode, StepRecord, dtype_name, eager_math_attention, exec_pair
 from .local import local_error
+from .train import TrainLoop
 from .stats import batched_stats
 
 SMALL_MODEL_PARAMS = 2_000_000   # default --dump tensors at or below this many parameters
@@ -32,20 +33,22 @@ SMALL_MODEL_PARAMS = 2_000_000   # default --dump tensors at or below this many 
 def run_step(model, batch: tuple, loss_fn=None, *, graph=None, params: dict | None = None,
              plan: list[str] | None = None, reference=None, keep_entries: bool = True,
              keep_local: bool = False, seed: int = 0, step: int = 0, cache: dict | None = None,
-             loss_scale: float | None = None, numerics: Numerics = IEEE) -> StepRecord:
+             loss_scale: float | None = None, numerics: Numerics = IEEE, overflow: list | None = None) -> StepRecord:
     """Run one step (forward, + loss and backward when ``loss_fn``) under the emulation mode.
 
     ``loss_scale`` S: backward starts from S (what ``(loss * S).backward()`` computes, without an extra
     op in the graph), so every backward op sees gradients S times larger and in the low dtype fewer of
     them underflow.  The recorded loss is unscaled; the parameter gradients are the scaled ones, as
     msprobe's gradient hooks see them on an NPU before the optimizer unscales them.  ``numerics``: the
-    chip's overflow mode and HF32, applied by the mixed run (``plan`` given)."""
+    chip's overflow mode and HF32, applied by the mixed run (``plan`` given).  ``overflow``: a list the mixed run
+    appends the index of every op that overflowed to (``EmuMode._note_overflow``; training steps)."""
     torch.manual_seed(seed + step)
     if loss_fn is not None and isinstance(model, torch.nn.Module):
         for p in model.parameters():
             p.grad = None
     inputs = {id(t): i for i, t in enumerate(batch) if isinstance(t, torch.Tensor)}
-    mode = EmuMode(graph, params, inputs, plan, reference, keep_entries, keep_local, cache=cache, numerics=numerics)
+    mode = EmuMode(graph, params, inputs, plan, reference, keep_entries, keep_local, cache=cache, numerics=numerics,
+                   overflow=overflow)
     with eager_math_attention():
         if loss_fn is not None:
             with torch.enable_grad(), mode:
@@ -54,7 +57,7 @@ def run_step(model, batch: tuple, loss_fn=None, *, graph=None, params: dict | No
                 if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
                     raise InputError(None, "loss_fn must return a scalar tensor")
                 mode.rec.bwd_start = len(mode.rec.ops)
-                if loss_scale:
+                if loss_scale is not None:
                     loss.backward(gradient=torch.full_like(loss, float(loss_scale)))
                 else:
                     loss.backward()
@@ -306,10 +309,17 @@ def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semanti
         raise InputError(target, "--inputs / --input-shape give the inputs of an ONNX model; this workload "
                                  "brings its own batches")
     loss_scale = check_loss_scale(loss_scale, wl, target)
+    if wl.trains and loss_scale is not None:
+        raise InputError(target, "--loss-scale is the static scale of a capture without optimizer steps; a workload "
+                                 "with an optimizer scales through its scaler (Workload(scaler=\"static\", "
+                                 "scaler_options={\"scale\": S}))")
     overrides = override_settings(keep_dtype, customize_dtypes)
     if not isinstance(wl.model, torch.nn.Module) and not callable(wl.model) or is_tf_model(wl.model):
         if loss_scale:
             raise InputError(target, "a loss scale is emulated for PyTorch training workloads only")
+        if wl.trains:
+            raise InputError(target, "training over optimizer steps is emulated for PyTorch workloads only (a Keras "
+                                     "model's own optimizer is not emulated yet)")
         return _delegate_tf(wl, out, target=target, **{k: v for k, v in onnx_kw.items() if k[:5] != "input"})
     low, ml, lists, notes = capture_settings(mode, dump, mixlist, soc, ops_info, cann)
     numerics, nnotes = resolve_numerics(soc, overflow_mode, allow_hf32)
@@ -328,9 +338,13 @@ def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semanti
         steps = _Steps(model, wl, target, lists, mode, seed, notes, writer, files=dump == "tensors", local=local,
                        low_for_local=low or "fp16", loss_scale=loss_scale, overrides=overrides, numerics=numerics,
                        tensor_names=dump_tensors)
+        train = None
         try:
-            for step, batch in enumerate(wl.batches):
-                steps.run(step, batch)
+            if wl.trains:      # optimizer steps: emulator/train.py
+                train = TrainLoop(steps, wl, target, numerics, seed).run()
+            else:
+                for step, batch in enumerate(wl.batches):
+                    steps.run(step, batch)
         finally:
             _restore(model, steps.state0)
         writer.write_profile(steps.kernels)
@@ -343,7 +357,8 @@ def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semanti
         files = writer.write_overrides(overrides, keep_dtype if isinstance(keep_dtype, (str, os.PathLike)) else None,
                                        customize_dtypes)
         notes += stage.backup_notes()
-        writer.write_run_json(steps=len(wl.batches), training=wl.loss_fn is not None, dump=dump,
+        writer.write_run_json(steps=train["steps"] if train else len(wl.batches), training=wl.loss_fn is not None,
+                              dump=dump, **({"train": train} if train else {}),
                               low_dtype=low, lists_source=lists.source, **files,
                               unmapped_ops=sorted(steps.unmapped), notes=notes,
                               graph=str(graph_path.relative_to(out_dir)) if graph_path else None,
@@ -448,6 +463,34 @@ class _Steps:
             except Exception:  # an op that cannot be re-run in isolation: no row
                 continue
             self.local_rows[row["name"]] = worst_local(self.local_rows.get(row["name"]), row)
+
+    # ------------------------------------------------------------------ what the training loop drives
+    # (emulator/train.py: the same steps with optimizer steps between them, two models, dumps every K steps)
+    def run_model(self, which: str, model, step: int, batch: tuple, **kw) -> StepRecord:
+        """``run_step`` of ``model`` on ``batch`` as run ``which`` ("FP32" / "mixed"); its failure an InputError."""
+        return self._user_run(which, step, lambda: run_step(model, batch, self.wl.loss_fn, seed=self.seed,
+                                                            step=step, **kw))
+
+    def plan_step(self, step: int, g, fp: StepRecord) -> tuple[list, list[bool]]:
+        """``_plan`` (step 0 also checks the model traced something); ``g`` may be None when ``fp``'s op
+        sequence is step 0's."""
+        if step == 0:
+            _check_traced(fp, self.target)
+        return self._plan(step, g, fp)
+
+    def record_step(self, step: int, fp: StepRecord, mx: StepRecord, precs: list, cpu: list[bool]) -> None:
+        """Kernel rows, both dumps and local errors (``fp`` kept its local inputs) of a dumped step."""
+        for r in fp.ops:
+            if not r.mapped:
+                self.unmapped[f"aten.{r.packet}.{r.overload}"] = r.type
+        self.kernels.extend(_kernel_rows(step, fp, precs, cpu))
+        self._write_dumps(step, fp, mx, precs)
+        if self.local:
+            self._local_errors(fp)
+
+    @staticmethod
+    def params_of(model) -> dict:
+        return param_names(model)
 
 
 def _kernel_rows(step: int, fp: StepRecord, precs: list, cpu: list[bool]) -> list[dict]:
