@@ -32,7 +32,7 @@ from ..compare.training import grad_element_flags
 from ..errors import InputError
 from ..ingest.steps import MAX_ANOMALIES, anomaly, write_steps
 from ..numerics import FLOAT_MAX, Numerics
-from ..scalers import TORCH_SCALERS, make_scaler
+from ..scalers import SCALERS, TORCH_SCALERS, make_scaler
 from ..workload import Workload, describe_user_error
 from .engine import StepRecord, dtype_name
 
@@ -43,7 +43,7 @@ class TrainLoop:
     """The N optimizer steps of a capture; ``steps`` is capture's per-step helper (plan, dumps, local errors)."""
 
     def __init__(self, steps: Any, wl: Workload, target: Any, numerics: Numerics, seed: int = 0) -> None:
-        if wl.scaler is not None and wl.scaler not in TORCH_SCALERS:
+        if wl.scaler in SCALERS and wl.scaler not in TORCH_SCALERS:
             raise InputError(target, f"scaler {wl.scaler!r} is a TensorFlow one; a PyTorch training loop takes "
                                      f"{', '.join(TORCH_SCALERS)} or None")
         if not isinstance(steps.model, torch.nn.Module):
