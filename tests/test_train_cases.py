@@ -75,3 +75,22 @@ def test_compare_on_a_healthy_training_run_exits_0(tmp_path, capsys):
     rc = main(["compare", "--run", str(run)])
     out = capsys.readouterr().out
     assert rc == 0 and "training steps:" in out and "no departure" in out
+
+
+def test_compare_html_draws_both_losses_the_scale_and_each_skipped_step(tmp_path):
+    case = make_train_case("grad_spiral", 2)
+    run = capture(case.workload(), tmp_path / "run", local=False)
+    out = tmp_path / "steps.html"
+    assert main(["compare", "--run", str(run), "--html", str(out)]) == 1
+    page = out.read_text()
+    for hook in ('id="training"', 'id="loss-plot"', 'id="scale-plot"', 'id="drift-plot"', 'id="departure"'):
+        assert hook in page
+    assert page.count('class="skipped-step"') == case.steps       # every step of the spiral is skipped
+    assert f'data-step="{case.expected_step}" data-reason="scale-collapse"' in page
+
+
+def test_compare_html_needs_a_training_run(tmp_path, capsys):
+    run = capture(f"{REPO / 'examples' / 'mlp_exp.py'}:workload",
+                  tmp_path / "run", local=False)
+    rc = main(["compare", "--run", str(run), "--html", str(tmp_path / "x.html")])
+    assert rc == 2 and "train/steps.jsonl" in capsys.readouterr().err

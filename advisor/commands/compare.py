@@ -46,6 +46,9 @@ def register(app: typer.Typer) -> None:
         xlsx_out: Optional[str] = typer.Option(None, "--xlsx", help="write msprobe's compare result table (its columns and "
                                                "'Accuracy Reached or Not' rule) as an Excel workbook"),
         msprobe_csv: Optional[str] = typer.Option(None, "--msprobe-csv", help="write msprobe's compare result table as CSV"),
+        html_out: Optional[str] = typer.Option(None, "--html", help="a run with training steps: write both loss "
+                                               "curves, the loss-scale trajectory, skipped steps and weight drift "
+                                               "as an HTML report"),
         top: int = typer.Option(15, "--top", help="rows of the worst-ops table"),
         step: Optional[List[int]] = typer.Option(None, "--step", help="only these steps (repeatable)"),
         mode: Optional[str] = typer.Option(None, "--mode", help="precision mode for the plan (default: run.json's)"),
@@ -75,7 +78,10 @@ def register(app: typer.Typer) -> None:
                                                  soc=chip.soc, ops_info=chip.ops_info, cann=chip.cann, mode=mode,
                                                  workers=workers, ray=ray)
             trained = training_steps(run, tol) if run else None     # a run with optimizer steps
-            steps_doc = {"training_steps": trained.to_dict()} if trained is not None else {}
+            if html_out and trained is None:
+                raise InputError(run or target, "--html draws training steps: give --run with a run directory that "
+                                                "has train/steps.jsonl (a capture of a workload with an optimizer)")
+            steps_doc = {"training_steps": trained[0].to_dict()} if trained is not None else {}
             console = Console(stderr=True) if as_json else None
             print_comparison(att, top, console)
             if trained is not None:
@@ -86,6 +92,11 @@ def register(app: typer.Typer) -> None:
                                              highlight=False, markup=False)
             kept = write_outputs(att, r, csv_out=csv_out, json_out=json_out, xlsx_out=xlsx_out,
                                  msprobe_csv=msprobe_csv, steps=step, extra={**ranks_doc, **steps_doc})
+            if html_out:
+                from ..fsutil import atomic_write_text
+                from ..report.html import render_training
+                kept.append((html_out, atomic_write_text(html_out, render_training(steps_doc["training_steps"],
+                                                                                   trained[1]), keep_existing=True)))
             for path, bak in kept:
                 if bak:
                     typer.echo(f"kept the previous {path} as {bak}", err=True)
