@@ -175,3 +175,22 @@ def test_malformed_steps_file_is_one_line_exit_2(tmp_path, capsys):
     rc = main(["compare", "--run", str(run)])
     err = capsys.readouterr().err
     assert rc == 2 and "steps.jsonl: line 2" in err and len(err.strip().splitlines()) == 1
+
+
+class Branchy(Net):
+    def forward(self, x, y):
+        if x.shape[0] == 6:          # another op sequence for the smaller batches
+            x = x * 2.0
+        return super().forward(x, y)
+
+
+def test_a_step_whose_op_sequence_differs_is_traced_and_planned_alone(tmp_path):
+    torch.manual_seed(5)
+    batches = [(torch.randn(8, 12), torch.randn(8, 3)), (torch.randn(6, 12), torch.randn(6, 3))]
+    wl = Workload(Branchy(), batches, _mse, optimizer=lambda p: torch.optim.SGD(p, lr=0.05), steps=5,
+                  scaler="torch_npu", dump_every=4)
+    losses, _ = _eager_losses(wl, 5)
+    run = capture(wl, tmp_path / "r", local=False)
+    assert read_steps(run).steps["loss_fp32"].tolist() == pytest.approx(losses, rel=1e-5)
+    notes = json.loads((run / "run.json").read_text())["notes"]
+    assert any("different op sequence" in n for n in notes)

@@ -55,15 +55,21 @@ class GradFlags:
     saturated: int       # saturation mode: at exactly ±max of the target's low dtype where the golden is not
 
 
-def grad_element_flags(at: np.ndarray, ag: np.ndarray, lim: float | None = None) -> GradFlags:
+def grad_element_flags(at: Any, ag: Any, lim: float | None = None) -> GradFlags:
     """The one rule of gradient underflow and overflow by element (compare's training signals, the training
     steps' per-parameter shares): ``lim`` the largest value of the target's low dtype in saturation mode, where an
-    overflow reads as ±max (docs/semantics.md "Overflow mode"), else None."""
-    gf = np.isfinite(ag)
+    overflow reads as ±max (docs/semantics.md "Overflow mode"), else None.  ``at`` / ``ag``: numpy arrays, or torch
+    tensors (the emulator's training loop: no copy to numpy)."""
+    xp = np if isinstance(at, np.ndarray) else _torch()
+    gf = xp.isfinite(ag)
     nz = (ag != 0) & gf
-    sat = int(np.count_nonzero((np.abs(at) == lim) & (np.abs(ag) != lim))) if lim is not None else 0
-    return GradFlags(int(np.count_nonzero((at == 0) & nz)), int(np.count_nonzero(nz)),
-                     int(np.count_nonzero(~np.isfinite(at) & gf)), sat)
+    sat = int(((xp.abs(at) == lim) & (xp.abs(ag) != lim)).sum()) if lim is not None else 0
+    return GradFlags(int(((at == 0) & nz).sum()), int(nz.sum()), int((~xp.isfinite(at) & gf).sum()), sat)
+
+
+def _torch() -> Any:
+    import torch
+    return torch
 
 
 def scale_text(s: float) -> str:

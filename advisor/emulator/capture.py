@@ -471,6 +471,9 @@ class _Steps:
         return self._user_run(which, step, lambda: run_step(model, batch, self.wl.loss_fn, seed=self.seed,
                                                             step=step, **kw))
 
+    def user_run(self, which: str, step: int, fn) -> StepRecord:
+        return self._user_run(which, step, fn)
+
     def plan_step(self, step: int, g, fp: StepRecord) -> tuple[list, list[bool]]:
         """``_plan`` (step 0 also checks the model traced something); ``g`` may be None when ``fp``'s op
         sequence is step 0's."""

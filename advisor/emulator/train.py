@@ -24,7 +24,6 @@ import copy
 import math
 from typing import Any
 
-import numpy as np
 import torch
 
 from .. import graph as G
@@ -34,7 +33,7 @@ from ..ingest.steps import MAX_ANOMALIES, anomaly, write_steps
 from ..numerics import FLOAT_MAX, Numerics
 from ..scalers import SCALERS, TORCH_SCALERS, make_scaler
 from ..workload import Workload, describe_user_error
-from .engine import StepRecord, dtype_name
+from .engine import ReplayMismatch, StepRecord, dtype_name, eager_math_attention
 
 MAX_DUMPED = 10          # default dump_every: at most this many dumped steps (choice)
 
@@ -66,6 +65,9 @@ class TrainLoop:
         self.param_rows: list[dict] = []
         self.dumped: list[int] = []
         self.reads: dict[str, list[str]] | None = None     # op name -> parameters it reads (step 0's graph)
+        self.ref_ops: list = []                 # step 0's op records: the op sequence of the untraced steps
+        self.ref_bwd = -1
+        self.fp_buffers: dict = {}
 
     def _optimizer(self, model) -> Any:
         try:
@@ -96,16 +98,23 @@ class TrainLoop:
     def step(self, s: int) -> None:
         batch = self.wl.batches[s % len(self.wl.batches)]
         dump = self.is_dumped(s)
-        fp, g = self._fp32(s, batch, dump)
-        precs, cpu = self.s.plan_step(s, g, fp)
+        traced = dump or s == 0
+        if traced:
+            fp, g = self._fp32(s, batch, dump)
+            precs, cpu = self.s.plan_step(s, g, fp)
+        else:
+            fp, (precs, cpu) = self._fp32_eager(s, batch), self.s.ref_plan
         if self.reads is None:
             self.reads = _param_reads(g, {v for k, v in self.s.params.items() if k != "__tensors__"})
-        self.s.round_cache.clear()            # the weights moved: their rounded copies are stale
-        flags: list[int] = []
-        scale = self.scaler.scale
-        mx = self.s.run_model("mixed", self.mx_model, s, batch, params=self.mx_params, plan=precs,
-                              reference=fp.ops, cache=self.s.round_cache, loss_scale=scale, numerics=self.numerics,
-                              keep_entries=dump, overflow=flags)
+        try:
+            mx, flags, scale = self._mixed(s, batch, fp, precs, dump, keep_state=not traced)
+        except ReplayMismatch:
+            if traced:
+                raise
+            # the op sequence left step 0's: trace this step and plan it alone, from the state it started in
+            fp, g = self._fp32(s, batch, dump, restore=True)
+            precs, cpu = self.s.plan_step(s, g, fp)
+            mx, flags, scale = self._mixed(s, batch, fp, precs, dump)
         if dump:
             self.s.record_step(s, fp, mx, precs, cpu)
             self.dumped.append(s)
@@ -134,23 +143,55 @@ class TrainLoop:
                                   self.reads.get(fp.ops[i].name, [])) for i in flags[:MAX_ANOMALIES]],
             "n_anomalies": len(flags), "dumped": dump})
 
-    def _fp32(self, s: int, batch: tuple, dump: bool) -> tuple[StepRecord, Any]:
-        """The FP32 run of step ``s`` (loss scale 1, so its op sequence is the mixed run's); traced into a graph at
-        step 0, and again when its op sequence differs from step 0's (then planned alone)."""
-        local = dump and self.s.local
-        kw = dict(params=self.s.params, keep_local=local, keep_entries=dump, loss_scale=1.0)
-        if s == 0:
-            g = G.new_graph(framework="pytorch", step=s)
-            return self.s.run_model("FP32", self.fp_model, s, batch, graph=g, **kw), g
-        buffers = {k: b.detach().clone() for k, b in self.fp_model.named_buffers()}
-        fp = self.s.run_model("FP32", self.fp_model, s, batch, **kw)
-        if [r.func for r in fp.ops] == self.s.ref_sig:
-            return fp, None
-        with torch.no_grad():                 # trace the step again from the same state
-            for k, b in self.fp_model.named_buffers():
-                b.copy_(buffers[k])
+    def _mixed(self, s: int, batch: tuple, fp: StepRecord, precs: list, dump: bool, keep_state: bool = False
+               ) -> tuple[StepRecord, list, float]:
+        """The mixed run of step ``s`` at the scaler's scale: (its record, the ops that overflowed, the scale).
+        ``keep_state``: a ``ReplayMismatch`` puts the model's buffers back as they were (the step runs again)."""
+        self.s.round_cache.clear()            # the weights moved: their rounded copies are stale
+        flags: list[int] = []
+        scale = self.scaler.scale
+        saved = {k: b.detach().clone() for k, b in self.mx_model.named_buffers()} if keep_state else {}
+        try:
+            mx = self.s.run_model("mixed", self.mx_model, s, batch, params=self.mx_params, plan=precs,
+                                  reference=fp.ops, cache=self.s.round_cache, loss_scale=scale,
+                                  numerics=self.numerics, keep_entries=dump, overflow=flags)
+        except ReplayMismatch:
+            _load_buffers(self.mx_model, saved)
+            raise
+        return mx, flags, scale
+
+    def _fp32(self, s: int, batch: tuple, dump: bool, restore: bool = False) -> tuple[StepRecord, Any]:
+        """The FP32 run of step ``s`` traced into a graph (step 0, dumped steps, or a step whose op sequence left step
+        0's); its loss scale 1 gives it the mixed run's op sequence.  ``restore``: from the state the step started in
+        (an eager run of it went before)."""
+        if restore:
+            _load_buffers(self.fp_model, self.fp_buffers)
+        kw = dict(params=self.s.params, keep_local=dump and self.s.local, keep_entries=dump, loss_scale=1.0)
         g = G.new_graph(framework="pytorch", step=s)
-        return self.s.run_model("FP32", self.fp_model, s, batch, graph=g, **kw), g
+        fp = self.s.run_model("FP32", self.fp_model, s, batch, graph=g, **kw)
+        if s == 0:
+            self.ref_ops, self.ref_bwd = fp.ops, fp.bwd_start
+        return fp, g
+
+    def _fp32_eager(self, s: int, batch: tuple) -> StepRecord:
+        """The FP32 run of a step that is neither dumped nor step 0, without the dispatch mode: what ``run_step``
+        computes for it (same seed, gradients from None, math attention, backward from a loss scale of 1), with step
+        0's op records standing for its op sequence (the mixed run checks them op by op: ``ReplayMismatch``)."""
+        model, loss_fn = self.fp_model, self.wl.loss_fn
+        self.fp_buffers = {k: b.detach().clone() for k, b in model.named_buffers()}
+
+        def run() -> StepRecord:
+            torch.manual_seed(self.seed + s)
+            for p in model.parameters():
+                p.grad = None
+            with eager_math_attention(), torch.enable_grad():
+                loss = loss_fn(model(*batch), batch)
+                if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+                    raise InputError(None, "loss_fn must return a scalar tensor")
+                loss.backward(gradient=torch.full_like(loss, 1.0))
+            return StepRecord(ops=self.ref_ops, loss=loss.detach(), bwd_start=self.ref_bwd,
+                              grads={n: p.grad for n, p in model.named_parameters() if p.grad is not None})
+        return self.s.user_run("FP32", s, run)
 
     # ------------------------------------------------------------------ what a step records
     def _grad_rows(self, s: int, fp: StepRecord, mx: StepRecord, scale: float) -> dict[str, dict]:
@@ -158,20 +199,20 @@ class TrainLoop:
         underflow share among the non-zero FP32 elements, overflow share (``compare.training.grad_element_flags``)."""
         out = {}
         rounded = mx.rounded
-        for name, gf in fp.grads.items():
-            gm = mx.grads.get(name)
-            if gm is None:
-                continue
-            r = rounded.get(id(gm))
-            low = r[1] if r is not None and r[0] is gm else dtype_name(gm.dtype)
-            lim = FLOAT_MAX.get(low) if self.numerics.saturating and low in ("fp16", "bf16") else None
-            a, b = gm.detach().double().numpy().reshape(-1), gf.detach().double().numpy().reshape(-1)
-            f = grad_element_flags(a, b, lim)
-            with np.errstate(over="ignore", invalid="ignore"):
-                nm = float(np.linalg.norm(a)) / scale if scale else math.nan
-            out[name] = {"step": s, "param": name, "grad_norm_fp32": float(np.linalg.norm(b)), "grad_norm_mixed": nm,
-                         "underflow": f.underflow / f.golden_nonzero if f.golden_nonzero else 0.0,
-                         "overflow": (f.nonfinite + f.saturated) / a.size if a.size else 0.0}
+        with torch.no_grad():
+            for name, gf in fp.grads.items():
+                gm = mx.grads.get(name)
+                if gm is None:
+                    continue
+                r = rounded.get(id(gm))
+                low = r[1] if r is not None and r[0] is gm else dtype_name(gm.dtype)
+                lim = FLOAT_MAX.get(low) if self.numerics.saturating and low in ("fp16", "bf16") else None
+                f = grad_element_flags(gm, gf, lim)
+                nm = float(torch.linalg.vector_norm(gm.double())) / scale if scale else math.nan
+                out[name] = {"step": s, "param": name, "grad_norm_fp32": float(torch.linalg.vector_norm(gf.double())),
+                             "grad_norm_mixed": nm,
+                             "underflow": f.underflow / f.golden_nonzero if f.golden_nonzero else 0.0,
+                             "overflow": (f.nonfinite + f.saturated) / gm.numel() if gm.numel() else 0.0}
         return out
 
     def _drift_rows(self, s: int, grads: dict[str, dict]) -> tuple[bool, bool]:
@@ -197,6 +238,13 @@ class TrainLoop:
                 row["drift_rel_l2"] = d / norms[n] if norms[n] > 0 else (0.0 if d == 0 else math.inf)
                 self.param_rows.append(row)
         return fin_fp, fin_mx
+
+
+def _load_buffers(model, saved: dict) -> None:
+    if saved:
+        with torch.no_grad():
+            for k, b in model.named_buffers():
+                b.copy_(saved[k])
 
 
 def _param_reads(g: Any, names: set) -> dict[str, list[str]]:
