@@ -118,6 +118,19 @@ def check_loss_scale(loss_scale: Any, wl: Workload, target: Any) -> float | None
     return None if s == 1.0 else s
 
 
+def _check_training(wl: Workload, target: Any, loss_scale: float | None) -> None:
+    """Optimizer steps (``Workload.optimizer``) are emulated for PyTorch models, scaled by their scaler."""
+    if not wl.trains:
+        return
+    if loss_scale is not None:
+        raise InputError(target, "--loss-scale is the static scale of a capture without optimizer steps; a workload "
+                                 "with an optimizer scales through its scaler (Workload(scaler=\"static\", "
+                                 "scaler_options={\"scale\": S}))")
+    if is_tf_model(wl.model):
+        raise InputError(target, "training over optimizer steps is emulated for PyTorch workloads only (a Keras "
+                                 "model's own optimizer is not emulated yet)")
+
+
 def _load_workload(target_or_workload: Any, batches: int | list | None) -> tuple[Workload, str]:
     """(Workload, the name capture records as its target); ``batches`` as ``capture`` takes it."""
     if isinstance(target_or_workload, str):
@@ -309,17 +322,11 @@ def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semanti
         raise InputError(target, "--inputs / --input-shape give the inputs of an ONNX model; this workload "
                                  "brings its own batches")
     loss_scale = check_loss_scale(loss_scale, wl, target)
-    if wl.trains and loss_scale is not None:
-        raise InputError(target, "--loss-scale is the static scale of a capture without optimizer steps; a workload "
-                                 "with an optimizer scales through its scaler (Workload(scaler=\"static\", "
-                                 "scaler_options={\"scale\": S}))")
+    _check_training(wl, target, loss_scale)
     overrides = override_settings(keep_dtype, customize_dtypes)
     if not isinstance(wl.model, torch.nn.Module) and not callable(wl.model) or is_tf_model(wl.model):
         if loss_scale:
             raise InputError(target, "a loss scale is emulated for PyTorch training workloads only")
-        if wl.trains:
-            raise InputError(target, "training over optimizer steps is emulated for PyTorch workloads only (a Keras "
-                                     "model's own optimizer is not emulated yet)")
         return _delegate_tf(wl, out, target=target, **{k: v for k, v in onnx_kw.items() if k[:5] != "input"})
     low, ml, lists, notes = capture_settings(mode, dump, mixlist, soc, ops_info, cann)
     numerics, nnotes = resolve_numerics(soc, overflow_mode, allow_hf32)
@@ -338,13 +345,8 @@ def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semanti
         steps = _Steps(model, wl, target, lists, mode, seed, notes, writer, files=dump == "tensors", local=local,
                        low_for_local=low or "fp16", loss_scale=loss_scale, overrides=overrides, numerics=numerics,
                        tensor_names=dump_tensors)
-        train = None
         try:
-            if wl.trains:      # optimizer steps: emulator/train.py
-                train = TrainLoop(steps, wl, target, numerics, seed).run()
-            else:
-                for step, batch in enumerate(wl.batches):
-                    steps.run(step, batch)
+            counted = steps.run_all()
         finally:
             _restore(model, steps.state0)
         writer.write_profile(steps.kernels)
@@ -357,8 +359,7 @@ def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semanti
         files = writer.write_overrides(overrides, keep_dtype if isinstance(keep_dtype, (str, os.PathLike)) else None,
                                        customize_dtypes)
         notes += stage.backup_notes()
-        writer.write_run_json(steps=train["steps"] if train else len(wl.batches), training=wl.loss_fn is not None,
-                              dump=dump, **({"train": train} if train else {}),
+        writer.write_run_json(**counted, training=wl.loss_fn is not None, dump=dump,
                               low_dtype=low, lists_source=lists.source, **files,
                               unmapped_ops=sorted(steps.unmapped), notes=notes,
                               graph=str(graph_path.relative_to(out_dir)) if graph_path else None,
@@ -391,6 +392,16 @@ class _Steps:
         self.local_rows: dict[str, dict] = {}
         self.round_cache: dict = {}
         self.stats_cache: dict = {}
+
+    def run_all(self) -> dict:
+        """Every step (batch i = step i; a workload with an optimizer: its optimizer steps, ``train.TrainLoop``);
+        returns run.json's ``steps`` (and ``train``) fields."""
+        if self.wl.trains:
+            train = TrainLoop(self, self.wl, self.target, self.numerics, self.seed).run()
+            return {"steps": train["steps"], "train": train}
+        for step, batch in enumerate(self.wl.batches):
+            self.run(step, batch)
+        return {"steps": len(self.wl.batches)}
 
     def run(self, step: int, batch: tuple) -> None:
         """One batch: FP32 run, plan, mixed run (the profiled target run), then its outputs."""
