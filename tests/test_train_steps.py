@@ -194,3 +194,20 @@ def test_a_step_whose_op_sequence_differs_is_traced_and_planned_alone(tmp_path):
     assert read_steps(run).steps["loss_fp32"].tolist() == pytest.approx(losses, rel=1e-5)
     notes = json.loads((run / "run.json").read_text())["notes"]
     assert any("different op sequence" in n for n in notes)
+
+
+def test_advisor_capture_cli_trains_a_workload_file(tmp_path, capsys):
+    src = tmp_path / "wl.py"
+    src.write_text(
+        "import torch\nimport torch.nn.functional as F\nfrom torch import nn\nfrom advisor.workload import Workload\n"
+        "class M(nn.Module):\n    def __init__(self):\n        super().__init__()\n        self.fc = nn.Linear(6, 2)\n"
+        "    def forward(self, x, y):\n        return self.fc(x)\n"
+        "def workload():\n    torch.manual_seed(0)\n"
+        "    return Workload(M(), [(torch.randn(4, 6), torch.randn(4, 2))], lambda o, b: F.mse_loss(o, b[1]),\n"
+        "                    optimizer=lambda p: torch.optim.SGD(p, lr=0.1), steps=4, scaler='apex',\n"
+        "                    scaler_options={'init_scale': 1024.0})\n")
+    out = tmp_path / "run"
+    assert main(["capture", f"{src}:workload", "--out", str(out)]) == 0
+    log = read_steps(out)
+    assert len(log.steps) == 4 and log.steps["scale"].iloc[0] == 1024.0
+    assert json.loads((out / "run.json").read_text())["train"]["scaler"]["name"] == "apex"
