@@ -1,6 +1,7 @@
 """Cost of training over steps in the emulator: steps/s of ``advisor.emulator.capture`` on a Workload with an
 optimizer (the FP32 run and the mixed run both trained, the scaler, per-step records, dumps every K steps) against
-eager FP32 training of the same model (forward, loss, backward, optimizer step), and the run directory's size.
+eager FP32 training of the same model (forward, loss, backward, optimizer step), and the run directory's size; the
+last figures dump only the first and the last step (the per-step cost of the emulation alone).
 
     python bench/train_steps.py [--steps 200] [--threads 1]
 """
@@ -71,7 +72,8 @@ def eager_steps_per_s(wl: Workload, steps: int) -> float:
     return steps / (time.perf_counter() - t)
 
 
-def emulated(wl: Workload, steps: int, local: bool) -> tuple[float, float]:
+def emulated(wl: Workload, steps: int, local: bool, dump_every: int | None = None) -> tuple[float, float]:
+    wl.dump_every = dump_every
     out = Path(tempfile.mkdtemp(prefix="advisor_train_bench_")) / "run"
     t = time.perf_counter()
     capture(wl, out, local=local)
@@ -93,8 +95,10 @@ def main(argv: list[str] | None = None) -> int:
         eager = eager_steps_per_s(wl, a.steps)
         fast, size = emulated(wl, a.steps, local=False)
         full, _ = emulated(wl, a.steps, local=True)
+        bare, bare_size = emulated(wl, a.steps, local=False, dump_every=a.steps)
         print(f"{label:44s} eager {eager:8.1f} steps/s | emulated {fast:6.1f} steps/s ({eager / fast:5.1f}x slower), "
-              f"with local errors {full:6.1f} steps/s ({eager / full:5.1f}x) | run dir {size:6.1f} MiB")
+              f"with local errors {full:6.1f} steps/s ({eager / full:5.1f}x) | run dir {size:6.1f} MiB | "
+              f"dumps at the first and last step only {bare:6.1f} steps/s ({eager / bare:5.1f}x), {bare_size:6.1f} MiB")
     return 0
 
 
