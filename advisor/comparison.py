@@ -30,6 +30,15 @@ def compare_ranks_of(run: str | None, target: str | None, golden: str | None, to
     return att, r, other_ranks(jobs, rank_comparison(att, r, jobs[0].rank), workers, ray)
 
 
+def training_steps(run: str | Path, tol: Tolerance) -> tuple[Any, dict] | None:
+    """compare over the training steps of a run directory: (``compare.steps.judge_steps``'s ``StepsVerdict``, the
+    curves report.html plots: ``steps_summary``), or None when the run has no ``train/steps.jsonl``."""
+    from .compare.steps import judge_steps, steps_summary
+    from .ingest.steps import read_steps
+    log = read_steps(run)
+    return None if log is None else (judge_steps(log, tol), steps_summary(log))
+
+
 def run_attribution(path: str, tol: Tolerance, *, soc: str | None = None, ops_info: Any = None,
                     mode: str | None = None, steps: Iterable[int] | None = None,
                     cann: str | None = None) -> tuple[Attribution, Run]:

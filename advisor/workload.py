@@ -4,7 +4,11 @@
 arguments and returns ``(model, batches)``, ``(model, batches, loss_fn)`` or a :class:`Workload`.
 ``batches`` is a list of tuples of tensors (a single tuple, or a single tensor, is accepted); each
 is called as ``model(*batch)``.  ``loss_fn(output, batch) -> scalar tensor`` turns capture into a
-training capture (forward + backward, parameter gradients dumped).
+training capture (forward + backward, parameter gradients dumped).  A :class:`Workload` with an ``optimizer``
+(``lambda params: torch.optim.SGD(params, lr=0.1)``) trains: ``steps`` optimizer steps (batches cycle), the FP32
+reference and the mixed run from the same initial weights, the mixed run under ``scaler`` (``advisor.scalers``:
+``"torch_npu"``, ``"apex"``, ``"static"`` or None) with ``scaler_options`` (its source's parameter names), msprobe
+dumps every ``dump_every`` steps (docs/cli.md "Workload contract").
 """
 from __future__ import annotations
 
@@ -27,10 +31,20 @@ class Workload:
     loss_fn: Callable | None = None
     name: str = "model"
     options: dict = field(default_factory=dict)
+    optimizer: Callable | None = None     # params -> optimizer: training over ``steps`` optimizer steps
+    steps: int | None = None              # optimizer steps (default: one pass over the batches)
+    scaler: str | None = None             # the mixed run's loss scaler (advisor.scalers), None: no scaling
+    scaler_options: dict = field(default_factory=dict)
+    dump_every: int | None = None         # msprobe dumps every K steps (default: at most 10 dumped steps)
 
     @property
     def training(self) -> bool:
         return self.loss_fn is not None
+
+    @property
+    def trains(self) -> bool:
+        """Optimizer steps (an ``optimizer`` is given): the capture trains both runs for ``steps`` steps."""
+        return self.optimizer is not None
 
 
 TF_MODULE_PREFIXES = ("tensorflow", "keras", "tf_keras")
@@ -89,6 +103,7 @@ def normalize(result: Any, source: str = "", name: str | None = None) -> Workloa
     wl.batches = _normalize_batches(wl.batches, source)
     if wl.loss_fn is not None and not callable(wl.loss_fn):
         raise InputError(source, "loss_fn must be callable as loss_fn(output, batch) -> scalar tensor")
+    _check_steps(wl, source)
     if is_tf_model(wl.model):
         return wl  # delegated to advisor.tf by the capture (or refused there with install hints)
     try:
@@ -100,6 +115,29 @@ def normalize(result: Any, source: str = "", name: str | None = None) -> Workloa
             return wl
         raise InputError(source, f"model must be a torch.nn.Module (or callable), not {type(wl.model).__name__}")
     return wl
+
+
+def _check_steps(wl: Workload, source: str) -> None:
+    """The training-over-steps fields: an optimizer needs a loss_fn; steps, a scaler, its options or dump_every
+    need an optimizer; steps and dump_every are integers >= 1."""
+    if wl.optimizer is None:
+        given = [k for k in ("steps", "scaler", "dump_every") if getattr(wl, k) is not None]
+        given += ["scaler_options"] if wl.scaler_options else []
+        if given:
+            raise InputError(source, f"{', '.join(given)} need an optimizer (Workload(optimizer=lambda params: "
+                                     "torch.optim.SGD(params, lr=...))): training over steps")
+        return
+    if not callable(wl.optimizer):
+        raise InputError(source, "optimizer must be callable as optimizer(params) -> an optimizer")
+    if wl.loss_fn is None:
+        raise InputError(source, "an optimizer needs a loss_fn: training over steps is forward, loss, backward, step")
+    for k in ("steps", "dump_every"):
+        v = getattr(wl, k)
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+            raise InputError(source, f"{k} must be an integer >= 1, not {v!r}")
+    if wl.scaler is not None and not isinstance(wl.scaler, str) or not isinstance(wl.scaler_options, dict):
+        raise InputError(source, "scaler must be a name (\"torch_npu\", \"apex\", \"static\") or None and "
+                                 "scaler_options a dict")
 
 
 def _normalize_batches(batches: Any, source: str) -> list[tuple]:

@@ -6,6 +6,7 @@ Scripts run as subprocesses (their own full output is kept below the table):
   semantics.py     compile + plan + what-if on 100,000 ops
   ingest.py        1,000,000-row kernel_details.csv: parse + graph build rows/s (target >= 200,000)
   emulator.py      emulated mixed forward vs plain eager (MLP, encoder, MiniLM; target <= 3x)
+  train_steps.py   training over optimizer steps: emulated capture steps/s vs eager FP32 training (MLP, encoder)
   recommend.py     recommend on a 100,000-op synthetic graph (target <= 30 s)
   replay.py        replay cost per candidate vs one eager FP32 forward (MLP, MiniLM; target <= 1x) and the wall
                    time of advisor recommend --profile on a real-MiniLM capture that needs an edit
@@ -25,8 +26,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-SCRIPTS = ("semantics.py", "ingest.py", "emulator.py", "recommend.py", "replay.py", "ranks.py", "tune.py",
-           "bruteforce.py")
+SCRIPTS = ("semantics.py", "ingest.py", "emulator.py", "train_steps.py", "recommend.py", "replay.py", "ranks.py",
+           "tune.py", "bruteforce.py")
 KEPT_SECTION = "## Generated case suite"     # docs/benchmarks.md section maintained from bench/cases (kept on --write)
 
 
@@ -85,6 +86,15 @@ def main(argv: list[str] | None = None) -> int:
         for m in re.finditer(r"^(\S.*?)\s+ops=.*?mixed\+stats=.*?\(([\d.]+)x\)\s+mixed-no-stats=.*?\(([\d.]+)x\)", out, re.M):
             rows.append((f"emulator overhead: {m.group(1).strip()}", f"{m.group(2)}x (no stats {m.group(3)}x)",
                          "<= 3x vs eager"))
+
+    if want("train_steps.py"):
+        out, _ = run("train_steps.py", "--steps", "50" if q else "200", timeout=1800)
+        outputs["train_steps.py"] = out
+        for m in re.finditer(r"^(\S.*?)\s+eager\s+([\d.]+) steps/s \| emulated\s+([\d.]+) steps/s \(\s*([\d.]+)x slower\), "
+                             r"with local errors\s+([\d.]+) steps/s \(\s*([\d.]+)x\) \| run dir\s+([\d.]+) MiB", out, re.M):
+            rows.append((f"training steps: {m.group(1).strip()}", f"{m.group(3)} steps/s ({m.group(4)}x eager; with local "
+                         f"errors {m.group(5)} steps/s), run dir {m.group(7)} MiB",
+                         f"eager FP32 training {m.group(2)} steps/s"))
 
     if want("recommend.py"):
         out, _ = run("recommend.py", "--ops", "20000" if q else "100000")

@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 COMMANDS = ("lint", "inspect", "capture", "compare", "recommend", "diff", "replay", "tune")
 JUDGING = ("compare", "recommend", "diff", "replay", "tune")
 TOLERANCE_FLAGS = ("--min-cosine", "--max-rel-l2", "--allow-nonfinite", "--max-loss-rel", "--min-grad-cosine",
-                   "--msprobe-rule", "--grad-negligible", "--max-grad-abs")
+                   "--msprobe-rule", "--grad-negligible", "--max-grad-abs", "--max-weight-drift", "--min-loss-scale")
 
 
 def _options(name: str) -> set[str]:

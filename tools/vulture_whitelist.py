@@ -29,3 +29,8 @@ _.duration_s
 
 # a TensorFlow ConfigProto field: set to run the graphs exactly as written (grappler off)
 _.disable_meta_optimizer
+
+# StepsVerdict fields: compare's JSON (training_steps) by asdict(), docs/cli.md
+_.overflow_steps
+_.max_drift
+_.skipped_steps

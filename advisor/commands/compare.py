@@ -46,6 +46,9 @@ def register(app: typer.Typer) -> None:
         xlsx_out: Optional[str] = typer.Option(None, "--xlsx", help="write msprobe's compare result table (its columns and "
                                                "'Accuracy Reached or Not' rule) as an Excel workbook"),
         msprobe_csv: Optional[str] = typer.Option(None, "--msprobe-csv", help="write msprobe's compare result table as CSV"),
+        html_out: Optional[str] = typer.Option(None, "--html", help="a run with training steps: write both loss "
+                                               "curves, the loss-scale trajectory, skipped steps and weight drift "
+                                               "as an HTML report"),
         top: int = typer.Option(15, "--top", help="rows of the worst-ops table"),
         step: Optional[List[int]] = typer.Option(None, "--step", help="only these steps (repeatable)"),
         mode: Optional[str] = typer.Option(None, "--mode", help="precision mode for the plan (default: run.json's)"),
@@ -60,11 +63,11 @@ def register(app: typer.Typer) -> None:
         Exit 0 within tolerance, 1 outside, 2 bad input."""
         from rich.console import Console
 
-        from ..comparison import compare_ranks_of, write_outputs
+        from ..comparison import compare_ranks_of, training_steps, write_outputs
         from ..fsutil import json_text
         from ..ingest.ranks import parse_ranks
         from ..report.ranks import compare_rank_lines
-        from ..report.terminal import print_comparison
+        from ..report.terminal import print_comparison, print_training_steps
         if "legacy_json" in ctx.meta:
             typer.echo(f"advisor: note: --json FILE is deprecated, use --json-out {ctx.meta['legacy_json']} "
                        "(--json alone prints the result on stdout)", err=True)
@@ -74,14 +77,26 @@ def register(app: typer.Typer) -> None:
             att, r, ranks_doc = compare_ranks_of(run, target, golden, tol, ranks=parse_ranks(rank), steps=step,
                                                  soc=chip.soc, ops_info=chip.ops_info, cann=chip.cann, mode=mode,
                                                  workers=workers, ray=ray)
+            trained = training_steps(run, tol) if run else None     # a run with optimizer steps
+            if html_out and trained is None:
+                raise InputError(run or target, "--html draws training steps: give --run with a run directory that "
+                                                "has train/steps.jsonl (a capture of a workload with an optimizer)")
+            steps_doc = {"training_steps": trained[0].to_dict()} if trained is not None else {}
             console = Console(stderr=True) if as_json else None
             print_comparison(att, top, console)
+            if trained is not None:
+                print_training_steps(steps_doc["training_steps"], console)
             if ranks_doc:
                 (console or Console()).print("\n".join(compare_rank_lines(ranks_doc["per_rank"], ranks_doc["cross_rank"],
                                                                           f" on Ray ({ray})" if ray else "")),
                                              highlight=False, markup=False)
             kept = write_outputs(att, r, csv_out=csv_out, json_out=json_out, xlsx_out=xlsx_out,
-                                 msprobe_csv=msprobe_csv, steps=step, extra=ranks_doc)
+                                 msprobe_csv=msprobe_csv, steps=step, extra={**ranks_doc, **steps_doc})
+            if html_out:
+                from ..fsutil import atomic_write_text
+                from ..report.html import render_training
+                kept.append((html_out, atomic_write_text(html_out, render_training(steps_doc["training_steps"],
+                                                                                   trained[1]), keep_existing=True)))
             for path, bak in kept:
                 if bak:
                     typer.echo(f"kept the previous {path} as {bak}", err=True)
@@ -89,5 +104,6 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"advisor: error: {e}", err=True)
             raise typer.Exit(e.exit_code)
         if as_json:
-            typer.echo(json_text({**att.to_dict(), **ranks_doc}))
-        raise typer.Exit(0 if ranks_doc.get("ok", att.verdict.ok) else 1)
+            typer.echo(json_text({**att.to_dict(), **ranks_doc, **steps_doc}))
+        steps_ok = steps_doc.get("training_steps", {}).get("ok", True)
+        raise typer.Exit(0 if ranks_doc.get("ok", att.verdict.ok) and steps_ok else 1)

@@ -21,9 +21,14 @@ GradNegligibleOption = typer.Option(_D.grad_negligible, "--grad-negligible", hel
                                     "cosine (0: every gradient by cosine)")
 MaxGradAbsOption = typer.Option(_D.max_grad_abs, "--max-grad-abs", help="training: such a gradient's maximum RMS "
                                 "error, as a fraction of the model's gradient scale")
+MaxWeightDriftOption = typer.Option(_D.max_weight_drift, "--max-weight-drift", help="training over steps: maximum "
+                                   "weight drift of a parameter from the FP32 run (train/params.csv drift)")
+MinLossScaleOption = typer.Option(_D.min_loss_scale, "--min-loss-scale", help="training over steps: a dynamic loss "
+                                  "scale below this has collapsed (a departure)")
 
 # every tolerance option by its parameter name (the tolerance option group, commands/options.py)
 TOLERANCE_OPTIONS = {"min_cosine": MinCosineOption, "max_rel_l2": MaxRelL2Option,
                      "allow_nonfinite": AllowNonfiniteOption, "max_loss_rel": MaxLossRelOption,
                      "min_grad_cosine": MinGradCosineOption, "msprobe_rule": MsprobeRuleOption,
-                     "grad_negligible": GradNegligibleOption, "max_grad_abs": MaxGradAbsOption}
+                     "grad_negligible": GradNegligibleOption, "max_grad_abs": MaxGradAbsOption,
+                     "max_weight_drift": MaxWeightDriftOption, "min_loss_scale": MinLossScaleOption}

@@ -14,7 +14,7 @@ from ..errors import InputError
 from ..graph import normalize_dtype
 from .dumps import DumpView, as_steps
 from .metrics import stats_metrics, tensor_metrics, worse
-from .tolerance import Tolerance
+from .tolerance import Tolerance, loss_rel_diff
 
 MODEL_OUTPUT = "Model.output.0.forward"
 MODEL_LOSS = "Model.loss.0.forward"
@@ -242,7 +242,7 @@ def final_metrics(ts: Mapping[int, DumpView], gs: Mapping[int, DumpView], steps:
                 if vt is not None and vg is not None:
                     fin = math.isfinite(vt)
                     item["loss"] = {"target": vt, "golden": vg, "finite": fin,
-                                    "rel_diff": abs(vt - vg) / max(abs(vg), 1e-30) if fin else math.inf}
+                                    "rel_diff": loss_rel_diff(vt, vg)}
         out.append(item)
     return out
 

@@ -40,6 +40,8 @@ class Tolerance:
     max_grad_underflow: float = 0.01     # the seed's 1 % rule (training signals)
     grad_negligible: float = 1e-3        # a gradient whose FP32 RMS is <= this x the step's gradient scale ...
     max_grad_abs: float = 0.1            # ... passes when its RMS error is <= this x that scale (not by cosine)
+    max_weight_drift: float = 0.1        # training over steps: a parameter's weight drift from the FP32 run
+    min_loss_scale: float = 1.0          # training over steps: a dynamic loss scale below this has collapsed
 
     @property
     def finite(self) -> bool:
@@ -153,8 +155,17 @@ class Tolerance:
         s = (f"finite={'required' if self.require_finite else 'not required'}, cosine >= {self.min_cosine:g}, "
              f"relative L2 <= {self.max_rel_l2:g}; training: loss rel diff <= {self.max_loss_rel:g}, "
              f"gradient cosine >= {self.min_grad_cosine:g} (a gradient negligible against the model's gradient "
-             f"scale, <= {self.grad_negligible:g} of it: RMS error <= {self.max_grad_abs:g} of the scale)")
+             f"scale, <= {self.grad_negligible:g} of it: RMS error <= {self.max_grad_abs:g} of the scale); over "
+             f"steps: weight drift <= {self.max_weight_drift:g}, loss scale >= {self.min_loss_scale:g}")
         return s + (", msprobe pass rule" if self.use_msprobe_rule else "")
+
+
+def loss_rel_diff(target: float, golden: float) -> float:
+    """The one definition of a loss's relative difference (``max_loss_rel``): |target - golden| / |golden| (a zero
+    golden counts as 1e-30); a non-finite target is inf."""
+    if not math.isfinite(target):
+        return math.inf
+    return abs(target - golden) / max(abs(golden), 1e-30)
 
 
 def _isnan(x: Any) -> bool:
@@ -168,19 +179,22 @@ def _nan_low(x: Any) -> float:
 def tolerance_from_options(min_cosine: float = 0.999, max_rel_l2: float = 1e-2, allow_nonfinite: bool = False,
                            max_loss_rel: float = 1e-2, min_grad_cosine: float = 0.99,
                            msprobe_rule: bool = False, grad_negligible: float = 1e-3,
-                           max_grad_abs: float = 0.1) -> Tolerance:
+                           max_grad_abs: float = 0.1, max_weight_drift: float = 0.1,
+                           min_loss_scale: float = 1.0) -> Tolerance:
     """Build a Tolerance from the CLI option values (``compare.cli_options``); validates ranges."""
     for name, v in (("--min-cosine", min_cosine), ("--min-grad-cosine", min_grad_cosine)):
         if not (-1.0 <= v <= 1.0):
             raise ValueError(f"{name} must be within [-1, 1]")
-    for name, v in (("--max-rel-l2", max_rel_l2), ("--max-loss-rel", max_loss_rel), ("--max-grad-abs", max_grad_abs)):
+    for name, v in (("--max-rel-l2", max_rel_l2), ("--max-loss-rel", max_loss_rel), ("--max-grad-abs", max_grad_abs),
+                    ("--max-weight-drift", max_weight_drift), ("--min-loss-scale", min_loss_scale)):
         if not (v >= 0):
             raise ValueError(f"{name} must be >= 0")
     if not (0 <= grad_negligible < 1):
         raise ValueError("--grad-negligible must be within [0, 1) (0: judge every gradient by cosine)")
     return Tolerance(min_cosine=min_cosine, max_rel_l2=max_rel_l2, require_finite=not allow_nonfinite,
                      max_loss_rel=max_loss_rel, min_grad_cosine=min_grad_cosine, use_msprobe_rule=msprobe_rule,
-                     grad_negligible=grad_negligible, max_grad_abs=max_grad_abs)
+                     grad_negligible=grad_negligible, max_grad_abs=max_grad_abs, max_weight_drift=max_weight_drift,
+                     min_loss_scale=min_loss_scale)
 
 
 # the per-step items' gradient figures (``judge.judged_steps``): a verdict of the forward outputs alone drops them

@@ -45,6 +45,33 @@ def grad_records(d: DumpView) -> dict[str, Any]:
     return out
 
 
+@dataclass(frozen=True)
+class GradFlags:
+    """Element counts of a target (low-precision) gradient against its golden (FP32) one."""
+
+    underflow: int       # zero in the target, non-zero (and finite) in the golden
+    golden_nonzero: int  # non-zero finite golden elements
+    nonfinite: int       # non-finite in the target where the golden is finite
+    saturated: int       # saturation mode: at exactly ±max of the target's low dtype where the golden is not
+
+
+def grad_element_flags(at: Any, ag: Any, lim: float | None = None) -> GradFlags:
+    """The one rule of gradient underflow and overflow by element (compare's training signals, the training
+    steps' per-parameter shares): ``lim`` the largest value of the target's low dtype in saturation mode, where an
+    overflow reads as ±max (docs/semantics.md "Overflow mode"), else None.  ``at`` / ``ag``: numpy arrays, or torch
+    tensors (the emulator's training loop: no copy to numpy)."""
+    xp = np if isinstance(at, np.ndarray) else _torch()
+    gf = xp.isfinite(ag)
+    nz = (ag != 0) & gf
+    sat = int(((xp.abs(at) == lim) & (xp.abs(ag) != lim)).sum()) if lim is not None else 0
+    return GradFlags(int(((at == 0) & nz).sum()), int(nz.sum()), int((~xp.isfinite(at) & gf).sum()), sat)
+
+
+def _torch() -> Any:
+    import torch
+    return torch
+
+
 def scale_text(s: float) -> str:
     """A loss scale for people: ``1048576 (2^20)``, ``1000``."""
     v = float(s)
@@ -194,11 +221,11 @@ class _GradTally:
             return None
         p["tensors"] = True
         p["numel"] += int(at.size)
-        under = int(np.count_nonzero((at == 0) & (ag != 0) & np.isfinite(ag)))
+        f = grad_element_flags(at, ag, lim)
+        under = f.underflow
         p["underflow_elems"] += under
-        p["target_nonfinite"] += int(np.count_nonzero(~np.isfinite(at) & np.isfinite(ag)))
-        if lim is not None:         # saturation mode: an overflow reads as ±max of the low dtype
-            p["target_saturated"] += int(np.count_nonzero((np.abs(at) == lim) & (np.abs(ag) != lim)))
+        p["target_nonfinite"] += f.nonfinite
+        p["target_saturated"] += f.saturated
         m = tensor_metrics(at, ag, "fp32")
         p["max_rel_l2"] = max(p["max_rel_l2"], m["rel_l2"])
         gf = np.isfinite(ag)

@@ -23,6 +23,7 @@ from ..workload import (Workload, describe_user_error, is_onnx_model, is_onnx_ta
 from ..oplists import AUX_FP32_OUTPUTS
 from .engine import FLOAT_DTYPES, ArgRef, EmuMode, StepRecord, dtype_name, eager_math_attention, exec_pair
 from .local import local_error
+from .train import TrainLoop
 from .stats import batched_stats
 
 SMALL_MODEL_PARAMS = 2_000_000   # default --dump tensors at or below this many parameters
@@ -32,7 +33,8 @@ SMALL_MODEL_PARAMS = 2_000_000   # default --dump tensors at or below this many 
 def run_step(model, batch: tuple, loss_fn=None, *, graph=None, params: dict | None = None,
              plan: list[str] | None = None, reference=None, keep_entries: bool = True,
              keep_local: bool = False, seed: int = 0, step: int = 0, cache: dict | None = None,
-             loss_scale: float | None = None, numerics: Numerics = IEEE, groups: dict | None = None) -> StepRecord:
+             loss_scale: float | None = None, numerics: Numerics = IEEE, groups: dict | None = None,
+             overflow: list | None = None) -> StepRecord:
     """Run one step (forward, + loss and backward when ``loss_fn``) under the emulation mode.
 
     ``loss_scale`` S: backward starts from S (what ``(loss * S).backward()`` computes, without an extra
@@ -41,14 +43,15 @@ def run_step(model, batch: tuple, loss_fn=None, *, graph=None, params: dict | No
     msprobe's gradient hooks see them on an NPU before the optimizer unscales them.  ``numerics``: the
     chip's overflow mode and HF32, applied by the mixed run (``plan`` given).  ``groups``: the members of fused
     kernels (``EmuMode``).  Recording a graph also marks the ops whose outputs leave the step (model outputs, loss,
-    gradients: ``net_outputs``, what GE's NetOutput reads)."""
+    gradients: ``net_outputs``, what GE's NetOutput reads).  ``overflow``: a list the mixed run appends the
+    index of every op that overflowed to (``EmuMode._note_overflow``; training steps)."""
     torch.manual_seed(seed + step)
     if loss_fn is not None and isinstance(model, torch.nn.Module):
         for p in model.parameters():
             p.grad = None
     inputs = {id(t): i for i, t in enumerate(batch) if isinstance(t, torch.Tensor)}
     mode = EmuMode(graph, params, inputs, plan, reference, keep_entries, keep_local, cache=cache, numerics=numerics,
-                   groups=groups)
+                   groups=groups, overflow=overflow)
     with eager_math_attention():
         if loss_fn is not None:
             with torch.enable_grad(), mode:
@@ -57,7 +60,7 @@ def run_step(model, batch: tuple, loss_fn=None, *, graph=None, params: dict | No
                 if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
                     raise InputError(None, "loss_fn must return a scalar tensor")
                 mode.rec.bwd_start = len(mode.rec.ops)
-                if loss_scale:
+                if loss_scale is not None:
                     loss.backward(gradient=torch.full_like(loss, float(loss_scale)))
                 else:
                     loss.backward()
@@ -129,6 +132,19 @@ def check_loss_scale(loss_scale: Any, wl: Workload, target: Any) -> float | None
         raise InputError(target, "--loss-scale needs a training workload (one with a loss_fn): an inference run "
                                  "has no backward to scale")
     return None if s == 1.0 else s
+
+
+def _check_training(wl: Workload, target: Any, loss_scale: float | None) -> None:
+    """Optimizer steps (``Workload.optimizer``) are emulated for PyTorch models, scaled by their scaler."""
+    if not wl.trains:
+        return
+    if loss_scale is not None:
+        raise InputError(target, "--loss-scale is the static scale of a capture without optimizer steps; a workload "
+                                 "with an optimizer scales through its scaler (Workload(scaler=\"static\", "
+                                 "scaler_options={\"scale\": S}))")
+    if is_tf_model(wl.model):
+        raise InputError(target, "training over optimizer steps is emulated for PyTorch workloads only (a Keras "
+                                 "model's own optimizer is not emulated yet)")
 
 
 def _load_workload(target_or_workload: Any, batches: int | list | None) -> tuple[Workload, str]:
@@ -327,6 +343,7 @@ def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semanti
         raise InputError(target, "--inputs / --input-shape give the inputs of an ONNX model; this workload "
                                  "brings its own batches")
     loss_scale = check_loss_scale(loss_scale, wl, target)
+    _check_training(wl, target, loss_scale)
     overrides = override_settings(keep_dtype, customize_dtypes)
     if not isinstance(wl.model, torch.nn.Module) and not callable(wl.model) or is_tf_model(wl.model):
         if loss_scale:
@@ -350,8 +367,7 @@ def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semanti
                        low_for_local=low or "fp16", loss_scale=loss_scale, overrides=overrides, numerics=numerics,
                        tensor_names=dump_tensors)
         try:
-            for step, batch in enumerate(wl.batches):
-                steps.run(step, batch)
+            counted = steps.run_all()
         finally:
             _restore(model, steps.state0)
         writer.write_profile(steps.kernels)
@@ -361,7 +377,7 @@ def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semanti
         files = writer.write_overrides(overrides, keep_dtype if isinstance(keep_dtype, (str, os.PathLike)) else None,
                                        customize_dtypes)
         notes += stage.backup_notes()
-        writer.write_run_json(steps=len(wl.batches), training=wl.loss_fn is not None, dump=dump,
+        writer.write_run_json(**counted, training=wl.loss_fn is not None, dump=dump,
                               low_dtype=low, lists_source=lists.source, **files,
                               fusion=fusion.summary(steps.fz0) if steps.fz0 is not None else None,
                               unmapped_ops=sorted(steps.unmapped), notes=notes,
@@ -398,6 +414,16 @@ class _Steps:
         self.round_cache: dict = {}
         self.stats_cache: dict = {}
 
+    def run_all(self) -> dict:
+        """Every step (batch i = step i; a workload with an optimizer: its optimizer steps, ``train.TrainLoop``);
+        returns run.json's ``steps`` (and ``train``) fields."""
+        if self.wl.trains:
+            train = TrainLoop(self, self.wl, self.target, self.numerics, self.seed).run()
+            return {"steps": train["steps"], "train": train}
+        for step, batch in enumerate(self.wl.batches):
+            self.run(step, batch)
+        return {"steps": len(self.wl.batches)}
+
     def run(self, step: int, batch: tuple) -> None:
         """One batch: FP32 run, plan, mixed run (the profiled target run), then its outputs."""
         g = G.new_graph(framework="pytorch", step=step)
@@ -411,7 +437,7 @@ class _Steps:
         for r in fp.ops:
             if not r.mapped:
                 self.unmapped[f"aten.{r.packet}.{r.overload}"] = r.type
-        groups = {m: (i.node, i.round_out) for m, i in fz.members.items()}
+        groups = self.groups_of(fz)
         mx = self._user_run("mixed", step, lambda: run_step(
             self.model, batch, self.wl.loss_fn, params=self.params, plan=precs, reference=fp.ops, seed=self.seed,
             step=step, cache=self.round_cache, loss_scale=self.loss_scale, numerics=self.numerics, groups=groups))
@@ -489,6 +515,43 @@ class _Steps:
             except Exception:  # an op that cannot be re-run in isolation: no row
                 continue
             self.local_rows[row["name"]] = worst_local(self.local_rows.get(row["name"]), row)
+
+    # ------------------------------------------------------------------ what the training loop drives
+    # (emulator/train.py: the same steps with optimizer steps between them, two models, dumps every K steps)
+    def run_model(self, which: str, model, step: int, batch: tuple, **kw) -> StepRecord:
+        """``run_step`` of ``model`` on ``batch`` as run ``which`` ("FP32" / "mixed"); its failure an InputError."""
+        return self._user_run(which, step, lambda: run_step(model, batch, self.wl.loss_fn, seed=self.seed,
+                                                            step=step, **kw))
+
+    def user_run(self, which: str, step: int, fn) -> StepRecord:
+        return self._user_run(which, step, fn)
+
+    def plan_step(self, step: int, g, fp: StepRecord) -> tuple[list, list[bool], fusion.FusionResult]:
+        """``_plan`` (step 0 also checks the model traced something); ``g`` may be None when ``fp``'s op
+        sequence is step 0's."""
+        if step == 0:
+            _check_traced(fp, self.target)
+        return self._plan(step, g, fp)
+
+    def record_step(self, step: int, fp: StepRecord, mx: StepRecord, precs: list, cpu: list[bool],
+                    fz: fusion.FusionResult) -> None:
+        """Kernel rows, both dumps and local errors (``fp`` kept its local inputs) of a dumped step."""
+        for r in fp.ops:
+            if not r.mapped:
+                self.unmapped[f"aten.{r.packet}.{r.overload}"] = r.type
+        self.kernels.extend(_kernel_rows(step, fp, precs, cpu, fz))
+        self._write_dumps(step, fp, mx, precs, fz.members)
+
+    @staticmethod
+    def groups_of(fz: fusion.FusionResult) -> dict:
+        """The mixed run's fused-kernel members (``EmuMode`` ``groups``)."""
+        return {m: (i.node, i.round_out) for m, i in fz.members.items()}
+        if self.local:
+            self._local_errors(fp)
+
+    @staticmethod
+    def params_of(model) -> dict:
+        return param_names(model)
 
 
 def _port(r, i: int, kind: str, prec: str) -> tuple:

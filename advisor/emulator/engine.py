@@ -164,8 +164,11 @@ class EmuMode(TorchDispatchMode):
     def __init__(self, graph=None, params: dict | None = None, inputs: dict | None = None,
                  plan: list[str] | None = None, reference: list[OpRecord] | None = None,
                  keep_entries: bool = True, keep_local_inputs: bool = False, low: str | None = None,
-                 cache: dict | None = None, numerics: Numerics = IEEE, groups: dict | None = None):
+                 cache: dict | None = None, numerics: Numerics = IEEE, groups: dict | None = None,
+                 overflow: list | None = None):
         super().__init__()
+        # training steps (emulator/train.py): indices of the mixed run's ops that overflowed (``_note_overflow``)
+        self.overflow = overflow
         self.numerics = numerics          # the chip's overflow mode and HF32 (mixed run; the FP32 run is IEEE)
         # members of fused kernels (mixed run): op name -> (fused node, its outputs leave the kernel); a value one
         # member hands another inside the kernel is neither rounded nor saturated (advisor.fusion)
@@ -290,6 +293,8 @@ class EmuMode(TorchDispatchMode):
         flat_out, _ = tree_flatten(out)
         tout = [x for x in flat_out if isinstance(x, torch.Tensor)]
         out_t = LOW_TORCH.get(out_prec)
+        if self.overflow is not None and replay and kernel:
+            self._note_overflow(idx, tin if low_t is not None else (), low_t, tout, out_t, packet)
         if replay and kernel and (out_t is not None or sat) and (grp is None or grp[1]):
             aux = AUX_FP32_OUTPUTS.get(packet, ())
             for j, t in enumerate(tout):
@@ -346,6 +351,18 @@ class EmuMode(TorchDispatchMode):
         if self.keep_entries:
             self.rec.entries.append(_entry(args, kwargs, rounded_inputs, tout))
         return out
+
+    def _note_overflow(self, idx: int, tin: Any, low_t: Any, tout: list, out_t: Any, packet: str) -> None:
+        """Op ``idx`` overflowed when a float input rounded to its low dtype (the Cast GE inserts) or a float output
+        before it is rounded is non-finite or beyond the range of that dtype: what sets the chip's float-status
+        flag (docs/semantics.md "Loss scalers")."""
+        aux = AUX_FP32_OUTPUTS.get(packet, ())
+        checks = [(t, low_t) for t in tin] + [(t, out_t if out_t is not None and j not in aux else t.dtype)
+                                              for j, t in enumerate(tout)]
+        for t, dt in checks:
+            if t.dtype in FLOAT_DTYPES and t.numel() and not bool(t.detach().abs().amax() <= torch.finfo(dt).max):
+                self.overflow.append(idx)
+                return
 
     def _snapshot_mutated(self, args, mutates) -> None:
         """An op about to overwrite a tensor recorded earlier: freeze the earlier record's value."""

@@ -5,7 +5,7 @@ browsers: ``#summary``, ``#status[data-status]``, ``#edits`` with one ``.edit[da
 per edit (``.explanation``, ``table.flips``), ``#perf-edits``, ``#flipped`` (``table#flips-table``,
 rows ``tr.flip[data-node]``), ``#error-plot`` (svg), ``#share-plot`` (svg, ``rect.share-bar``),
 ``#minimality``, ``#alternative``, ``#findings``, ``#snippets`` (``pre.snippet[data-target]``),
-``#notes``, ``#list-changes`` (diff).
+``#notes``, ``#list-changes`` (diff), ``#training`` (training over steps: ``report.training``).
 """
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from typing import Any, Iterable, Mapping
 
 from .svg import line_plot, share_bars
 from .terminal import confirmation_text, measured_confirms
+from .training import training_section
 
 CSS = """dl.kv{display:grid;grid-template-columns:max-content auto;gap:2px 12px;margin:4px 0 8px 12px}
 dl.kv dt{color:#555}dl.kv dd{margin:0}
@@ -197,6 +198,7 @@ def render_recommendation(d: Mapping, curve: Mapping | None = None, title: str =
         f'<pre>{escape(json.dumps(d.get("loss_scale"), indent=2))}</pre>' if d.get("loss_scale") else
         '<p class="muted">no gradients analysed</p>', "</section>",
         '<section id="snippets"><h2>Deployment</h2>', _snippets(d.get("snippets") or {}), "</section>",
+        training_section(d["training_steps"], d["training_curves"]) if d.get("training_curves") else "",
         '<section id="notes"><h2>Notes</h2>',
         "".join(f"<p>{escape(str(n))}</p>" for n in d.get("notes") or []) or '<p class="muted">none</p>',
         f'<p class="muted">calibration: {escape(_fields_text(d["calibration"]))}</p>' if d.get("calibration") else "",
@@ -303,6 +305,11 @@ def _page(title: str, body: Iterable[str]) -> str:
     return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
             f"<title>{escape(title)}</title><style>{CSS}</style></head><body>\n"
             + "\n".join(body) + "\n</body></html>\n")
+
+
+def render_training(verdict: Mapping, curves: Mapping, title: str = "advisor compare: training steps") -> str:
+    """A page of its own for compare over training steps (``advisor compare --html``)."""
+    return _page(title, [f"<h1>{escape(title)}</h1>", training_section(verdict, curves)])
 
 
 def render_diff(d: Mapping, curve: Mapping | None = None, title: str = "advisor diff") -> str:

@@ -279,6 +279,17 @@ def _culprits(att: Any, con: Console) -> None:
                     f"{r['instances']} instance{'s' if r['instances'] != 1 else ''}, worst {r['worst_instance']}{seen}")
 
 
+def print_training_steps(doc: Mapping, console: Console | None = None) -> None:
+    """compare over training steps (``StepsVerdict.to_dict``): one summary line, and the departure's lead."""
+    con = console or Console()
+    con.print(f"training steps: {doc['summary']}", markup=False, highlight=False)
+    dep = doc.get("departure")
+    if dep and dep.get("op"):
+        reads = f"; parameter {dep['param']}" if dep.get("param") else ""
+        con.print(f"  first anomaly of step {dep['step']} in execution order: {dep['op']} ({dep['op_type']}, "
+                  f"{dep['phase']}){reads}", markup=False, highlight=False)
+
+
 def print_comparison(att: Any, top: int = 15, console: Console | None = None) -> None:
     """Print the worst ops, the first op over tolerance, the culprit ranking, training signals and
     the verdict with rich; below ``WIDE`` terminal columns the tables become two short lines a row."""

@@ -1,0 +1,292 @@
+"""Training over steps (a Workload with an ``optimizer``): the FP32 reference and the mixed run trained side by
+side for N optimizer steps from the same initial weights and data order (batch ``s % len(batches)`` at step s).
+
+* Two copies of the model (the user's and a ``copy.deepcopy``), each with its own optimizer built by
+  ``Workload.optimizer(params)``.  Parameters stay fp32 in both (FP32 master weights, as torch autocast and Apex O1
+  keep them); the mixed run's ops round to the plan's dtypes (``semantics.plan``, ``engine.EmuMode``) and its
+  backward starts from the scaler's scale S (``loss * S``).
+* The FP32 run steps its optimizer on plain fp32 gradients every step.  The mixed run's scaler
+  (``advisor.scalers``) decides from the chip's overflow mode whether the step overflowed (Inf/NaN gradients in
+  inf_nan mode, the float-status flag in saturation mode: an op of its window overflowed); a skipped step is not
+  applied, else the gradients are unscaled (times the fp32 reciprocal of S) and the optimizer steps; then the
+  scaler updates.
+* Per step: both losses, the scale, overflow and skip, gradient norms, per parameter the gradient norms,
+  underflow share (non-zero FP32 gradient elements that are zero in the mixed run), overflow share and the weight
+  drift between the runs; the mixed run's overflowing ops in execution order.  ``ingest.steps`` writes them
+  (train/steps.jsonl, train/params.csv).  Dumps, kernel rows and local errors only every ``dump_every`` steps.
+
+The plan is step 0's while the FP32 run's op sequence stays step 0's (else the step is traced again and planned
+alone, as a one-step capture does).  The user's model is left as it was (weights and buffers restored).
+"""
+from __future__ import annotations
+
+import copy
+import math
+from typing import Any
+
+import torch
+
+from .. import graph as G
+from ..compare.training import grad_element_flags
+from ..errors import InputError
+from ..ingest.steps import MAX_ANOMALIES, anomaly, write_steps
+from ..numerics import FLOAT_MAX, Numerics
+from ..scalers import SCALERS, TORCH_SCALERS, make_scaler
+from ..workload import Workload, describe_user_error
+from .engine import ReplayMismatch, StepRecord, dtype_name, eager_math_attention
+
+MAX_DUMPED = 10          # default dump_every: at most this many dumped steps (choice)
+
+
+class TrainLoop:
+    """The N optimizer steps of a capture; ``steps`` is capture's per-step helper (plan, dumps, local errors)."""
+
+    def __init__(self, steps: Any, wl: Workload, target: Any, numerics: Numerics, seed: int = 0) -> None:
+        if wl.scaler in SCALERS and wl.scaler not in TORCH_SCALERS:
+            raise InputError(target, f"scaler {wl.scaler!r} is a TensorFlow one; a PyTorch training loop takes "
+                                     f"{', '.join(TORCH_SCALERS)} or None")
+        if not isinstance(steps.model, torch.nn.Module):
+            raise InputError(target, "training over steps needs a torch.nn.Module (its parameters are optimized)")
+        self.s, self.wl, self.target, self.numerics, self.seed = steps, wl, target, numerics, seed
+        self.scaler = make_scaler(wl.scaler, wl.scaler_options, what=str(target))
+        self.n = wl.steps or len(wl.batches)
+        self.every = wl.dump_every or max(1, math.ceil(self.n / MAX_DUMPED))
+        self.fp_model = steps.model
+        self.initial = {k: v.detach().clone() for k, v in self.fp_model.state_dict().items()}
+        try:
+            self.mx_model = copy.deepcopy(self.fp_model)
+        except Exception as e:   # user model state that cannot be copied
+            raise InputError(target, "training over steps copies the model for the mixed run (copy.deepcopy), "
+                                     f"which failed: {describe_user_error(e)}") from None
+        self.mx_params = steps.params_of(self.mx_model)
+        self.fp_opt, self.mx_opt = self._optimizer(self.fp_model), self._optimizer(self.mx_model)
+        self.scaler0 = self.scaler.describe()
+        self.rows: list[dict] = []
+        self.param_rows: list[dict] = []
+        self.dumped: list[int] = []
+        self.reads: dict[str, list[str]] | None = None     # op name -> parameters it reads (step 0's graph)
+        self.ref_ops: list = []                 # step 0's op records: the op sequence of the untraced steps
+        self.ref_bwd = -1
+        self.fp_buffers: dict = {}
+
+    def _optimizer(self, model) -> Any:
+        try:
+            opt = self.wl.optimizer(model.parameters())
+        except Exception as e:
+            raise InputError(self.target, f"optimizer(params) {describe_user_error(e, 'raised ')}") from None
+        if not callable(getattr(opt, "step", None)):
+            raise InputError(self.target, f"optimizer(params) returned {type(opt).__name__}, not an optimizer "
+                                          "(no step())")
+        return opt
+
+    def is_dumped(self, s: int) -> bool:
+        return s % self.every == 0 or s == self.n - 1
+
+    # ------------------------------------------------------------------ the loop
+    def run(self) -> dict:
+        """All steps; returns run.json's ``train`` object.  The user's model is restored whatever happens."""
+        try:
+            for s in range(self.n):
+                self.step(s)
+        finally:
+            self.fp_model.load_state_dict(self.initial)
+        write_steps(self.s.writer.out, self.rows, self.param_rows)
+        return {"steps": self.n, "batches": len(self.wl.batches), "dump_every": self.every,
+                "dumped_steps": self.dumped, "scaler": self.scaler0, "optimizer": _optimizer_text(self.fp_opt),
+                "master_weights": "fp32", "files": ["train/steps.jsonl", "train/params.csv"]}
+
+    def step(self, s: int) -> None:
+        batch = self.wl.batches[s % len(self.wl.batches)]
+        dump = self.is_dumped(s)
+        traced = dump or s == 0
+        if traced:
+            fp, g = self._fp32(s, batch, dump)
+            precs, cpu, fz = self.s.plan_step(s, g, fp)
+        else:
+            fp, (precs, cpu), fz = self._fp32_eager(s, batch), self.s.ref_plan, self.s.ref_fz
+        if self.reads is None:
+            self.reads = _param_reads(g, {v for k, v in self.s.params.items() if k != "__tensors__"})
+        try:
+            mx, flags, scale = self._mixed(s, batch, fp, precs, dump, fz, keep_state=not traced)
+        except ReplayMismatch:
+            if traced:
+                raise
+            # the op sequence left step 0's: trace this step and plan it alone, from the state it started in
+            fp, g = self._fp32(s, batch, dump, restore=True)
+            precs, cpu, fz = self.s.plan_step(s, g, fp)
+            mx, flags, scale = self._mixed(s, batch, fp, precs, dump, fz)
+        if dump:
+            self.s.record_step(s, fp, mx, precs, cpu, fz)
+            self.dumped.append(s)
+        fwd = [i for i in flags if i < mx.bwd_start]
+        overflow = self.scaler.overflowed(self.numerics, mx.grads.values(), bool(fwd), len(fwd) < len(flags))
+        grads = self._grad_rows(s, fp, mx, scale)
+        self.fp_opt.step()
+        taken = self.scaler.update(overflow)
+        if not taken.skipped:
+            if scale != 1.0:
+                inv = torch.tensor(scale, dtype=torch.float32).reciprocal()
+                with torch.no_grad():
+                    for gr in mx.grads.values():
+                        gr.mul_(inv)
+            self.mx_opt.step()
+        fin_fp, fin_mx = self._drift_rows(s, grads)
+        lf, lm = _item(fp.loss), _item(mx.loss)
+        self.rows.append({
+            "step": s, "batch": s % len(self.wl.batches), "loss_fp32": lf, "loss_mixed": lm,
+            "loss_fp32_finite": math.isfinite(lf), "loss_mixed_finite": math.isfinite(lm),
+            "scale": taken.scale, "next_scale": taken.next_scale, "overflow": taken.overflow,
+            "skipped": taken.skipped, "grad_norm_fp32": _total(r["grad_norm_fp32"] for r in grads.values()),
+            "grad_norm_mixed": _total(r["grad_norm_mixed"] for r in grads.values()),
+            "weights_fp32_finite": fin_fp, "weights_mixed_finite": fin_mx,
+            "anomalies": [anomaly(i, fp.ops[i].name, fp.ops[i].type, "fwd" if i < mx.bwd_start else "bwd",
+                                  self.reads.get(fp.ops[i].name, [])) for i in flags[:MAX_ANOMALIES]],
+            "n_anomalies": len(flags), "dumped": dump})
+
+    def _mixed(self, s: int, batch: tuple, fp: StepRecord, precs: list, dump: bool, fz, keep_state: bool = False
+               ) -> tuple[StepRecord, list, float]:
+        """The mixed run of step ``s`` at the scaler's scale: (its record, the ops that overflowed, the scale).
+        ``keep_state``: a ``ReplayMismatch`` puts the model's buffers back as they were (the step runs again)."""
+        self.s.round_cache.clear()            # the weights moved: their rounded copies are stale
+        flags: list[int] = []
+        scale = self.scaler.scale
+        saved = {k: b.detach().clone() for k, b in self.mx_model.named_buffers()} if keep_state else {}
+        try:
+            mx = self.s.run_model("mixed", self.mx_model, s, batch, params=self.mx_params, plan=precs,
+                                  reference=fp.ops, cache=self.s.round_cache, loss_scale=scale,
+                                  numerics=self.numerics, keep_entries=dump, overflow=flags,
+                                  groups=self.s.groups_of(fz))
+        except ReplayMismatch:
+            _load_buffers(self.mx_model, saved)
+            raise
+        return mx, flags, scale
+
+    def _fp32(self, s: int, batch: tuple, dump: bool, restore: bool = False) -> tuple[StepRecord, Any]:
+        """The FP32 run of step ``s`` traced into a graph (step 0, dumped steps, or a step whose op sequence left step
+        0's); its loss scale 1 gives it the mixed run's op sequence.  ``restore``: from the state the step started in
+        (an eager run of it went before)."""
+        if restore:
+            _load_buffers(self.fp_model, self.fp_buffers)
+        kw = dict(params=self.s.params, keep_local=dump and self.s.local, keep_entries=dump, loss_scale=1.0)
+        g = G.new_graph(framework="pytorch", step=s)
+        fp = self.s.run_model("FP32", self.fp_model, s, batch, graph=g, **kw)
+        if s == 0:
+            self.ref_ops, self.ref_bwd = fp.ops, fp.bwd_start
+        return fp, g
+
+    def _fp32_eager(self, s: int, batch: tuple) -> StepRecord:
+        """The FP32 run of a step that is neither dumped nor step 0, without the dispatch mode: what ``run_step``
+        computes for it (same seed, gradients from None, math attention, backward from a loss scale of 1), with step
+        0's op records standing for its op sequence (the mixed run checks them op by op: ``ReplayMismatch``)."""
+        model, loss_fn = self.fp_model, self.wl.loss_fn
+        self.fp_buffers = {k: b.detach().clone() for k, b in model.named_buffers()}
+
+        def run() -> StepRecord:
+            torch.manual_seed(self.seed + s)
+            for p in model.parameters():
+                p.grad = None
+            with eager_math_attention(), torch.enable_grad():
+                loss = loss_fn(model(*batch), batch)
+                if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+                    raise InputError(None, "loss_fn must return a scalar tensor")
+                loss.backward(gradient=torch.full_like(loss, 1.0))
+            return StepRecord(ops=self.ref_ops, loss=loss.detach(), bwd_start=self.ref_bwd,
+                              grads={n: p.grad for n, p in model.named_parameters() if p.grad is not None})
+        return self.s.user_run("FP32", s, run)
+
+    # ------------------------------------------------------------------ what a step records
+    def _grad_rows(self, s: int, fp: StepRecord, mx: StepRecord, scale: float) -> dict[str, dict]:
+        """Per parameter (before either optimizer moves anything): gradient norms (the mixed one unscaled),
+        underflow share among the non-zero FP32 elements, overflow share (``compare.training.grad_element_flags``)."""
+        out = {}
+        rounded = mx.rounded
+        with torch.no_grad():
+            for name, gf in fp.grads.items():
+                gm = mx.grads.get(name)
+                if gm is None:
+                    continue
+                r = rounded.get(id(gm))
+                low = r[1] if r is not None and r[0] is gm else dtype_name(gm.dtype)
+                lim = FLOAT_MAX.get(low) if self.numerics.saturating and low in ("fp16", "bf16") else None
+                f = grad_element_flags(gm, gf, lim)
+                nm = float(torch.linalg.vector_norm(gm.double())) / scale if scale else math.nan
+                out[name] = {"step": s, "param": name, "grad_norm_fp32": float(torch.linalg.vector_norm(gf.double())),
+                             "grad_norm_mixed": nm,
+                             "underflow": f.underflow / f.golden_nonzero if f.golden_nonzero else 0.0,
+                             "overflow": (f.nonfinite + f.saturated) / gm.numel() if gm.numel() else 0.0}
+        return out
+
+    def _drift_rows(self, s: int, grads: dict[str, dict]) -> tuple[bool, bool]:
+        """Weight drift after both updates, per parameter: ``drift_rel_l2`` = |w_mixed - w_fp32| / |w_fp32|;
+        ``drift`` (what compare judges) divides by the larger of |w_fp32| and the norm the parameter would have at the
+        model's RMS weight, so a parameter near zero (a fresh bias) is measured against the model's scale."""
+        fp = dict(self.fp_model.named_parameters())
+        mx = dict(self.mx_model.named_parameters())
+        with torch.no_grad():
+            norms = {n: float(p.detach().double().norm()) for n, p in fp.items()}
+            numel = sum(p.numel() for p in fp.values())
+            rms = math.sqrt(sum(v * v for v in norms.values()) / numel) if numel else 0.0
+            fin_fp = fin_mx = True
+            for n, p in fp.items():
+                q = mx[n]
+                d = float((q.detach().double() - p.detach().double()).norm())
+                fin_fp &= bool(torch.isfinite(p).all())
+                fin_mx &= bool(torch.isfinite(q).all())
+                row = grads.get(n) or {"step": s, "param": n, "grad_norm_fp32": math.nan, "grad_norm_mixed": math.nan,
+                                       "underflow": math.nan, "overflow": math.nan}
+                ref = max(norms[n], rms * math.sqrt(p.numel()))
+                row["drift"] = d / ref if ref > 0 else (0.0 if d == 0 else math.inf)
+                row["drift_rel_l2"] = d / norms[n] if norms[n] > 0 else (0.0 if d == 0 else math.inf)
+                self.param_rows.append(row)
+        return fin_fp, fin_mx
+
+
+def _load_buffers(model, saved: dict) -> None:
+    if saved:
+        with torch.no_grad():
+            for k, b in model.named_buffers():
+                b.copy_(saved[k])
+
+
+def _param_reads(g: Any, names: set) -> dict[str, list[str]]:
+    """Per op of the graph: the parameters it reads, directly or through ops without a kernel (views)."""
+    out: dict[str, list[str]] = {}
+
+    def params_of(n: Any, seen: set) -> list[str]:
+        found = []
+        for p in g.predecessors(n):
+            if p in seen:
+                continue
+            seen.add(p)
+            if p in names:
+                found.append(str(p))
+            elif not g.nodes[p].get("kernel", True) and g.nodes[p].get("role") == "op":
+                found += params_of(p, seen)
+        return found
+    for n, a in g.nodes(data=True):
+        if a.get("role") == "op":
+            got = params_of(n, set())
+            if got:
+                out[str(n)] = got
+    return out
+
+
+def _item(t: Any) -> float:
+    try:
+        return float(t.detach().double()) if t is not None else math.nan
+    except (TypeError, ValueError, RuntimeError):
+        return math.nan
+
+
+def _total(norms) -> float:
+    return math.sqrt(sum(v * v for v in norms))
+
+
+def _optimizer_text(opt: Any) -> str:
+    """The optimizer's class and its first group's hyper-parameters (run.json)."""
+    groups = getattr(opt, "param_groups", None) or [{}]
+    hp = {k: v for k, v in groups[0].items() if k != "params" and isinstance(v, (int, float, bool, str))}
+    return f"{type(opt).__name__}({', '.join(f'{k}={v}' for k, v in sorted(hp.items()))})"
+
+
+__all__ = ["TrainLoop", "MAX_DUMPED"]
