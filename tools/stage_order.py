@@ -22,7 +22,7 @@ from code_metrics import PKG, module_name, resolve  # noqa: E402
 STAGES: list[tuple[str, tuple[str, ...]]] = [
     ("foundations", ("advisor", "errors", "fsutil", "results", "progress", "tasks", "workload", "graph")),
     ("tables and rules", ("kernels", "oplists", "overrides", "mixlist", "semantics", "numerics", "costmodel",
-                          "lint", "scalers")),
+                          "lint", "scalers", "fusion")),   # fusion: GE's graph rewrite before the judge
     ("ingest", ("ingest",)),
     ("compare", ("compare",)),
     ("report", ("report",)),                 # renders the JSON documents of every stage (no stage objects)
