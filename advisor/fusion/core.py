@@ -25,7 +25,7 @@ from typing import Any, Callable, Hashable, Iterable
 
 import networkx as nx
 
-from ..graph import normalize_dtype
+from ..graph import connect, normalize_dtype, shape_ints
 
 FLOATS = ("fp32", "fp16", "bf16")
 
@@ -166,7 +166,6 @@ def shape(a: dict, kind: str, i: int) -> list[int] | None:
     s = a.get(f"{kind}_shapes") or []
     if i >= len(s) or s[i] is None:
         return None
-    from ..graph import shape_ints
     return shape_ints(s[i])
 
 
@@ -177,7 +176,6 @@ def static(a: dict) -> bool:
         for s in a.get(kind) or ():
             if s is None:
                 continue
-            from ..graph import shape_ints
             if any(d < 0 for d in shape_ints(s)):
                 return False
     return True
@@ -260,7 +258,6 @@ def contract(g: nx.DiGraph, nodes: list[Hashable], new_type: str, pass_name: str
     if key in g:
         raise ValueError(f"fusion: {key!r} is already a node of the graph")
     g.add_node(key, **new)
-    from ..graph import connect
     for u, o, k, fl in in_edges:
         connect(g, u, key, o, k, float=fl)
     for v, o, i, fl in reads:
