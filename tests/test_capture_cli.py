@@ -163,6 +163,7 @@ def test_capture_json_is_the_only_thing_on_stdout(tmp_path, capfd):
     assert "workload says hi" in p.stderr and "raw fd write" in p.stderr and "captured" in p.stderr
 
 
+@pytest.mark.slow
 def test_tune_json_stdout_carries_only_json_and_timeout_reaches_the_emulator(tmp_path, capfd):
     noisy = _wl(tmp_path, forward="print('forward says hi'); os.write(1, b'raw fd write\\n')\nreturn self.l(x)",
                 workload="print('workload says hi')")

@@ -209,6 +209,7 @@ def ray_local():
     ray.shutdown()
 
 
+@pytest.mark.slow
 def test_ray_results_equal_the_local_ones(ray_local, job, local_json, dumps):
     code, out, err = _cli(["inspect", "--profile", str(job), "--json", "--ray", "auto"])
     assert code == 0, err

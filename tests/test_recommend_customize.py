@@ -215,6 +215,7 @@ def test_the_line_is_proposed_only_where_the_kernel_has_fp16_inputs_with_an_fp32
 
 
 # ---------------------------------------------------------------------- tune
+@pytest.mark.slow
 def test_tune_confirms_the_customize_line_applied_by_its_runner(tmp_path):
     """advisor tune on the model file: the confirmed list is the customize line, the confirming run applied it
     (run.json's customize_dtypes file inside the run), tune writes customize_dtypes.cfg and journals the edit."""

@@ -38,6 +38,7 @@ def two_ranks(tmp_path_factory) -> Path:
     return run
 
 
+@pytest.mark.slow
 def test_the_edit_only_rank_1_needs_is_proposed_names_rank_1_and_a_fresh_capture_passes(two_ranks, tmp_path):
     code, out, err = _cli(["recommend", "--profile", str(two_ranks), "--out", str(tmp_path / "advice"), "--json",
                            "--workers", "2"])

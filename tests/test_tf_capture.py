@@ -245,6 +245,7 @@ def test_every_mode_executes_the_plan_on_a_cnn(tmp_path, mode):
         assert all(is_cube_type(t) or not lists.kernel(t).supports("fp32") for t in low)
 
 
+@pytest.mark.slow
 def test_cli_capture_of_a_subclassed_keras_model_is_a_tf_capture(tmp_path):
     # a user subclass of keras.Model has the user's module name: detection must use the class hierarchy
     target = tmp_path / "sub.py"

@@ -17,6 +17,7 @@ pytestmark = pytest.mark.tf
 EX = Path(__file__).resolve().parents[1] / "examples"
 
 
+@pytest.mark.slow
 def test_keras_planted_exp_overflow_confirms_with_single_black_list_edit(tmp_path):
     out = tmp_path / "tune"
     rc = main(["tune", f"{EX / 'keras_hazard.py'}:workload", "--out", str(out)])
@@ -33,6 +34,7 @@ def test_keras_planted_exp_overflow_confirms_with_single_black_list_edit(tmp_pat
     assert run["framework"] == "tensorflow" and "Exp" in json.dumps(run["mixlist"])
 
 
+@pytest.mark.slow
 def test_keras_control_confirms_without_edit(tmp_path):
     out = tmp_path / "tune"
     rc = main(["tune", f"{EX / 'keras_hazard.py'}:control", "--out", str(out), "--max-runs", "3"])

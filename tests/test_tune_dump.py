@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from typer.testing import CliRunner
 
 from advisor.cli import app
@@ -16,6 +17,7 @@ def test_bad_dump_kind_is_one_line_exit_2(tmp_path):
     assert not (tmp_path / "t").exists()
 
 
+@pytest.mark.slow
 def test_dump_kind_reaches_every_run_and_tensors_are_replayed(tmp_path):
     r = CliRunner().invoke(app, ["--quiet", "tune", "examples/mlp_exp.py:workload", "--out", str(tmp_path / "t"),
                                  "--dump", "tensors", "--json"])

@@ -22,6 +22,7 @@ def _summary(out: Path) -> dict:
     return json.loads((out / "summary.json").read_text(), parse_constant=_strict)   # strict JSON
 
 
+@pytest.mark.slow
 def test_planted_hazard_confirmed_within_three_runs_after_reference(tmp_path):
     out = tmp_path / "tune"
     rc = main(["tune", f"{EX / 'mlp_exp.py'}:workload", "--out", str(out)])
@@ -49,6 +50,7 @@ def test_planted_hazard_confirmed_within_three_runs_after_reference(tmp_path):
     assert "Exp" in json.dumps(used.get("mixlist"))
 
 
+@pytest.mark.slow
 def test_control_confirms_without_black_list_edit(tmp_path, capsys):
     out = tmp_path / "tune"
     rc = main(["tune", f"{EX / 'cnn_control.py'}:workload", "--out", str(out), "--max-runs", "4", "--json"])
@@ -198,6 +200,7 @@ def _tune_holdout_workload(tmp_path) -> tuple[int, dict]:
     return rc, _summary(out)
 
 
+@pytest.mark.slow
 def test_hazard_only_in_held_out_batch_blocks_confirmation(tmp_path):
     rc, s = _tune_holdout_workload(tmp_path)
     h0 = s["history"][0]
@@ -210,6 +213,7 @@ def test_hazard_only_in_held_out_batch_blocks_confirmation(tmp_path):
     assert (rc == 0) == s["confirmed"]
 
 
+@pytest.mark.slow
 def test_hazard_only_in_held_out_batch_is_fixed(tmp_path):
     rc, s = _tune_holdout_workload(tmp_path)
     assert rc == 0 and s["confirmed"] and "Exp" in s["edits"]["black-list"]["to-add"]

@@ -235,6 +235,7 @@ def templates(tmp_path_factory):
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                    HealthCheck.too_slow])
+@pytest.mark.slow
 @given(data=st.data())
 def test_fuzzed_journal_resumes_or_is_refused_in_one_line(templates, tmp_path_factory, data):
     root = tmp_path_factory.mktemp("fuzz")

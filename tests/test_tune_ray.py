@@ -61,6 +61,7 @@ def test_parallel_runs_on_ray_reach_the_local_confirmed_list(ray_npus, tmp_path)
     assert json.loads((tmp_path / "ray" / "tune_state.json").read_text())["events"] == state["events"]
 
 
+@pytest.mark.slow
 def test_a_command_run_gets_the_npus_ray_assigned(ray_npus, tmp_path):
     from advisor.runners.ray_runner import RayRunner
     show = "import os; print('devices=' + os.environ['ASCEND_RT_VISIBLE_DEVICES'])"

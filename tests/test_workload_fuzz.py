@@ -119,6 +119,7 @@ def _check(reply, target, out: Path) -> None:
     assert not out.exists() and not [q for q in out.parent.iterdir() if q.name.endswith(".partial")]
 
 
+@pytest.mark.slow
 @settings(max_examples=60, **FUZZ)
 @given(forward=FORWARDS, batches=BATCHES, returns=RETURNS)
 def test_workload_shapes_and_types(tmp_path, worker, forward, batches, returns):
@@ -132,6 +133,7 @@ def test_workload_shapes_and_types(tmp_path, worker, forward, batches, returns):
     _check(reply, target, d / "run")
 
 
+@pytest.mark.slow
 @settings(max_examples=25, **FUZZ)
 @given(failure=IMPORT_FAILURES, where=st.sampled_from(["import", "call"]))
 def test_files_that_fail_at_import_or_call(tmp_path, worker, failure, where):
