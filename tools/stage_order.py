@@ -21,8 +21,8 @@ from code_metrics import PKG, module_name, resolve  # noqa: E402
 # bottom first; a unit is a top-level module or a sub-package taken as a whole (advisor.<name>)
 STAGES: list[tuple[str, tuple[str, ...]]] = [
     ("foundations", ("advisor", "errors", "fsutil", "results", "progress", "tasks", "workload", "graph")),
-    ("tables and rules", ("kernels", "oplists", "overrides", "mixlist", "semantics", "numerics", "costmodel",
-                          "lint")),
+    ("tables and rules", ("kernels", "oplists", "overrides", "mixlist", "precision_policy", "semantics", "numerics",
+                          "costmodel", "lint")),
     ("ingest", ("ingest",)),
     ("compare", ("compare",)),
     ("report", ("report",)),                 # renders the JSON documents of every stage (no stage objects)
