@@ -2,6 +2,7 @@
 a run directory in the real NPU formats (see advisor/rundir.py and docs/formats.md)."""
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 from typing import Any, Iterable
@@ -16,7 +17,8 @@ from ..mixlist import Mixlist
 from ..numerics import IEEE, Numerics, resolve as resolve_numerics
 from ..oplists import DEFAULT_SOC, ops_info_meta
 from ..progress import Progress
-from ..rundir import (RunWriter, StagedRunDir, capture_settings, check_run_out, check_uniform_ports,
+from ..inputs import engine_settings
+from ..rundir import (RunWriter, StagedRunDir, capture_settings, check_dump, check_run_out, check_uniform_ports,
                       override_settings, scalar_record, tensor_record, worst_local)
 from ..workload import (Workload, describe_user_error, is_onnx_model, is_onnx_target, is_tf_model, load_target,
                         normalize, tf_install_hint)
@@ -32,28 +34,35 @@ SMALL_MODEL_PARAMS = 2_000_000   # default --dump tensors at or below this many 
 def run_step(model, batch: tuple, loss_fn=None, *, graph=None, params: dict | None = None,
              plan: list[str] | None = None, reference=None, keep_entries: bool = True,
              keep_local: bool = False, seed: int = 0, step: int = 0, cache: dict | None = None,
-             loss_scale: float | None = None, numerics: Numerics = IEEE) -> StepRecord:
+             loss_scale: float | None = None, numerics: Numerics = IEEE, tracker: Any = None,
+             forward: Any = None) -> StepRecord:
     """Run one step (forward, + loss and backward when ``loss_fn``) under the emulation mode.
 
     ``loss_scale`` S: backward starts from S (what ``(loss * S).backward()`` computes, without an extra
     op in the graph), so every backward op sees gradients S times larger and in the low dtype fewer of
     them underflow.  The recorded loss is unscaled; the parameter gradients are the scaled ones, as
     msprobe's gradient hooks see them on an NPU before the optimizer unscales them.  ``numerics``: the
-    chip's overflow mode and HF32, applied by the mixed run (``plan`` given)."""
+    chip's overflow mode and HF32, applied by the mixed run (``plan`` given).  torch_npu: ``forward()`` is the
+    context of the forward and the loss (the autocast key), ``tracker`` records the run (``emulator.torch_npu``)."""
     torch.manual_seed(seed + step)
     if loss_fn is not None and isinstance(model, torch.nn.Module):
         for p in model.parameters():
             p.grad = None
     inputs = {id(t): i for i, t in enumerate(batch) if isinstance(t, torch.Tensor)}
-    mode = EmuMode(graph, params, inputs, plan, reference, keep_entries, keep_local, cache=cache, numerics=numerics)
+    mode = EmuMode(graph, params, inputs, plan, reference, keep_entries, keep_local, cache=cache, numerics=numerics,
+                   tracker=tracker)
+    fwd = forward if forward is not None else contextlib.nullcontext
     with eager_math_attention():
         if loss_fn is not None:
             with torch.enable_grad(), mode:
-                out = model(*batch)
-                loss = loss_fn(out, batch)
+                with fwd():
+                    out = model(*batch)
+                    loss = loss_fn(out, batch)
                 if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
                     raise InputError(None, "loss_fn must return a scalar tensor")
                 mode.rec.bwd_start = len(mode.rec.ops)
+                if tracker is not None:
+                    tracker.start_backward()
                 if loss_scale:
                     loss.backward(gradient=torch.full_like(loss, float(loss_scale)))
                 else:
@@ -63,7 +72,7 @@ def run_step(model, batch: tuple, loss_fn=None, *, graph=None, params: dict | No
                 mode.rec.grads = {n: p.grad for n, p in model.named_parameters() if p.grad is not None}
 
         else:
-            with torch.no_grad(), mode:
+            with torch.no_grad(), mode, fwd():
                 out = model(*batch)
     flat, _ = tree_flatten(out)
     mode.rec.outputs = [t for t in flat if isinstance(t, torch.Tensor)]
@@ -276,7 +285,8 @@ def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semanti
             batches: int | list | None = None, local: bool = True, progress: Progress = None,
             keep_dtype: Any = None, customize_dtypes: Any = None, inputs: list[str] | None = None,
             input_shapes: list[str] | None = None, loss_scale: float | None = None, cann: str | None = None,
-            overflow_mode: str | None = None, allow_hf32: str | None = None, dump_tensors: Iterable[str] = ()) -> Path:
+            overflow_mode: str | None = None, allow_hf32: str | None = None, dump_tensors: Iterable[str] = (),
+            engine: str | None = None, amp: str | None = None, policy: Any = None) -> Path:
     """Capture a workload (TARGET string, Workload, or (model, batches[, loss_fn]) tuple) into ``out``: FP32
     reference run + mixed run applying ``semantics.plan`` exactly.  Returns the run directory.  ``batches``: an int
     keeps the first N batches, a list replaces them.  ``dump``: "tensors" | "stats" (default: tensors for models
@@ -289,18 +299,26 @@ def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semanti
     ``model.onnx`` TARGET, or a workload whose model is one) goes to ``advisor.onnx``; ``inputs`` (.npz files) /
     ``input_shapes`` (``name:1,3,224,224``) give its batches.  ``cann``: the tables' version (None: the current),
     ``overflow_mode`` / ``allow_hf32`` override the chip's numerics (``advisor.numerics.resolve``); run.json
-    records all.  ``dump_tensors``: ``_Steps``."""
+    records all.  ``dump_tensors``: ``_Steps``.  ``engine``: ge (the default here; ``advisor capture`` picks
+    torch_npu for PyTorch workloads: ``inputs.auto_engine``) or torch_npu, whose ``amp`` (autocast | apex-o1 |
+    apex-o2 | none) and ``policy`` (a precision_policy.json) ``semantics.torch_npu`` applies op by op
+    (``inputs.engine_settings`` checks them; ONNX and TF models run on GE)."""
     check_run_out(out)
+    where = str(target_or_workload) if isinstance(target_or_workload, (str, os.PathLike)) else None
+    ge_opts = {"mixlist": mixlist, "keep_dtype": keep_dtype, "customize_dtypes": customize_dtypes,
+               "ops_info": ops_info}
     onnx_kw = dict(mode=mode, mixlist=mixlist, soc=soc, ops_info=ops_info, cann=cann, seed=seed, dump=dump,
                    local=local, progress=progress, keep_dtype=keep_dtype, customize_dtypes=customize_dtypes,
                    inputs=inputs, input_shapes=input_shapes, overflow_mode=overflow_mode, allow_hf32=allow_hf32)
     if is_onnx_target(target_or_workload) or is_onnx_model(target_or_workload):   # model.onnx or a ModelProto
+        engine_settings(engine, amp, mode, policy, soc, "onnx", where=where)
         if loss_scale is not None:
             raise InputError(str(target_or_workload), "--loss-scale needs a training workload; an ONNX model is "
                                                       "inference only")
         return _delegate_onnx(target_or_workload, None, out, None, batches, **onnx_kw)
     wl, target = _load_workload(target_or_workload, batches)
     if is_onnx_model(wl.model):
+        engine_settings(engine, amp, mode, policy, soc, "onnx", where=target)
         return _delegate_onnx(wl.model, wl, out, target, batches, **onnx_kw)
     if inputs or input_shapes:
         raise InputError(target, "--inputs / --input-shape give the inputs of an ONNX model; this workload "
@@ -310,8 +328,14 @@ def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semanti
     if not isinstance(wl.model, torch.nn.Module) and not callable(wl.model) or is_tf_model(wl.model):
         if loss_scale:
             raise InputError(target, "a loss scale is emulated for PyTorch training workloads only")
+        engine_settings(engine, amp, mode, policy, soc, "tensorflow", where=target)
         return _delegate_tf(wl, out, target=target, **{k: v for k, v in onnx_kw.items() if k[:5] != "input"})
-    low, ml, lists, notes = capture_settings(mode, dump, mixlist, soc, ops_info, cann)
+    eng = engine_settings(engine, amp, mode, policy, soc, "pytorch", ge_opts, target)
+    if eng.engine == "torch_npu":
+        check_dump(dump)
+        low, ml, lists, notes = eng.config.dtype, None, None, []
+    else:
+        low, ml, lists, notes = capture_settings(mode, dump, mixlist, soc, ops_info, cann)
     numerics, nnotes = resolve_numerics(soc, overflow_mode, allow_hf32)
     model, unwrap_notes = _unwrap(wl.model)
     notes += nnotes + unwrap_notes
@@ -320,31 +344,35 @@ def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semanti
     with StagedRunDir(out, progress) as stage:
         out_dir = stage.path
         writer = RunWriter(out_dir, {"name": wl.name, "target": target, "mode": mode, "soc": soc,
-                                     "ops_info": ops_info_meta(ops_info), **lists.table_meta(),
+                                     "ops_info": ops_info_meta(ops_info), **(lists.table_meta() if lists else {}),
                                      "mixlist": ml.to_dict() if ml is not None else None, "seed": seed,
-                                     "framework": "pytorch", "emulated": True, **numerics.to_meta()}, stage.out)
+                                     "framework": "pytorch", "emulated": True, **numerics.to_meta(),
+                                     **eng.to_meta()}, stage.out)
         if ml is not None:
             writer.write_mixlist(ml.to_json())
+        if eng.policy is not None:
+            writer.write_policy(eng.policy.to_dict())
         steps = _Steps(model, wl, target, lists, mode, seed, notes, writer, files=dump == "tensors", local=local,
                        low_for_local=low or "fp16", loss_scale=loss_scale, overrides=overrides, numerics=numerics,
-                       tensor_names=dump_tensors)
-        try:
-            for step, batch in enumerate(wl.batches):
-                steps.run(step, batch)
-        finally:
-            _restore(model, steps.state0)
+                       tensor_names=dump_tensors, engine=eng)
+        with steps.session():
+            try:
+                for step, batch in enumerate(wl.batches):
+                    steps.run(step, batch)
+            finally:
+                _restore(model, steps.state0)
         writer.write_profile(steps.kernels)
         graph_path = None
         if steps.g0 is not None:
-            semantics.annotate(steps.g0, steps.plan0)
-            graph_path = writer.write_graph(steps.g0, steps.plan0, notes)
+            steps.annotate()
+            graph_path = writer.write_graph(steps.g0, steps.plan0 if lists is not None else None, notes)
         if local:
             writer.write_local_error(steps.local_rows.values())
         files = writer.write_overrides(overrides, keep_dtype if isinstance(keep_dtype, (str, os.PathLike)) else None,
                                        customize_dtypes)
         notes += stage.backup_notes()
         writer.write_run_json(steps=len(wl.batches), training=wl.loss_fn is not None, dump=dump,
-                              low_dtype=low, lists_source=lists.source, **files,
+                              low_dtype=low, lists_source=lists.source if lists else None, **files,
                               unmapped_ops=sorted(steps.unmapped), notes=notes,
                               graph=str(graph_path.relative_to(out_dir)) if graph_path else None,
                               n_ops=len(steps.g0) if steps.g0 is not None else 0, options=wl.options or {},
@@ -361,7 +389,8 @@ class _Steps:
 
     def __init__(self, model, wl: Workload, target: Any, lists, mode: str, seed: int, notes: list[str],
                  writer: RunWriter, *, files: bool, local: bool, low_for_local: str, loss_scale: float | None = None,
-                 overrides: Any = None, numerics: Numerics = IEEE, tensor_names: Iterable[str] = ()):
+                 overrides: Any = None, numerics: Numerics = IEEE, tensor_names: Iterable[str] = (),
+                 engine: Any = None):
         self.model, self.wl, self.target, self.lists, self.mode, self.seed = model, wl, target, lists, mode, seed
         self.loss_scale, self.overrides, self.numerics = loss_scale, overrides, numerics
         self.tensor_names = frozenset(() if files else tensor_names)
@@ -376,25 +405,54 @@ class _Steps:
         self.local_rows: dict[str, dict] = {}
         self.round_cache: dict = {}
         self.stats_cache: dict = {}
+        self.eng = engine          # inputs.EngineSettings; torch_npu: planned by semantics.torch_npu
+        self.sess: Any = None
+        self.trace0 = self.ref_tplan = None
+
+    @contextlib.contextmanager
+    def session(self):
+        """torch_npu: the dispatcher, module and Apex hooks around every run of the capture (``emulator.torch_npu``)."""
+        if self.eng is None or self.eng.engine != "torch_npu":
+            yield
+            return
+        from .torch_npu import Session
+        with Session(self.model, self.eng.config, self.eng.policy) as sess:
+            self.sess = sess
+            try:
+                yield
+            finally:
+                self.notes.extend(sess.notes)
+                self.sess = None
 
     def run(self, step: int, batch: tuple) -> None:
         """One batch: FP32 run, plan, mixed run (the profiled target run), then its outputs."""
         g = G.new_graph(framework="pytorch", step=step)
+        tr = self.sess.tracker if self.sess is not None else None
+        fwd = self.sess.forward if self.sess is not None else None
         fp = self._user_run("FP32", step, lambda: run_step(
             self.model, batch, self.wl.loss_fn, graph=g, params=self.params, seed=self.seed, step=step,
-            keep_local=self.local, loss_scale=self.loss_scale))
+            keep_local=self.local, loss_scale=self.loss_scale, tracker=tr, forward=fwd))
+        trace = None
+        if tr is not None:
+            from .torch_npu import leaves_of
+            trace = tr.trace(fp.ops, leaves_of(g, self.model))
+            tr.end()
         if step == 0:
             _check_traced(fp, self.target)
         _restore(self.model, self.state0)
-        precs, cpu = self._plan(step, g, fp)
+        precs, cpu = self._plan(step, g, fp, trace)
         for r in fp.ops:
             if not r.mapped:
                 self.unmapped[f"aten.{r.packet}.{r.overload}"] = r.type
         mx = self._user_run("mixed", step, lambda: run_step(
             self.model, batch, self.wl.loss_fn, params=self.params, plan=precs, reference=fp.ops, seed=self.seed,
-            step=step, cache=self.round_cache, loss_scale=self.loss_scale, numerics=self.numerics))
+            step=step, cache=self.round_cache, loss_scale=self.loss_scale, numerics=self.numerics, forward=fwd))
         _restore(self.model, self.state0)
-        self.kernels.extend(_kernel_rows(step, fp, precs, cpu))
+        if trace is not None:
+            from .torch_npu import kernel_rows
+            self.kernels.extend(kernel_rows(step, fp, self.ref_tplan))
+        else:
+            self.kernels.extend(_kernel_rows(step, fp, precs, cpu))
         self._write_dumps(step, fp, mx, precs)
         if self.local:  # every step: a hazard may show only in some batches; rows keep the worst
             self._local_errors(fp)
@@ -410,13 +468,37 @@ class _Steps:
             raise InputError(self.target, f"the model failed in the {which} run (step {step}): "
                                           f"{describe_user_error(e)}") from None
 
-    def _plan(self, step: int, g, fp: StepRecord) -> tuple[list, list[bool]]:
+    def annotate(self) -> None:
+        """Step 0's decisions on its graph (precision / why; torch_npu: kernel names and modules too)."""
+        if self.trace0 is not None:
+            from .torch_npu import annotate
+            annotate(self.g0, self.plan0, self.trace0)
+        else:
+            semantics.annotate(self.g0, self.plan0)
+
+    def _plan(self, step: int, g, fp: StepRecord, trace: Any = None) -> tuple[list, list[bool]]:
         """The planned dtypes of every op of the step (``Plan.exec_dtypes``: a precision, or an (input, output)
         pair where they differ) and whether it runs on AI CPU: step 0's plan when the op sequence is the same,
-        else planned separately (with a note)."""
+        else planned separately (with a note).  torch_npu: ``semantics.torch_npu.plan`` of the step's trace."""
         sig = [r.func for r in fp.ops]
         if self.ref_sig is not None and sig == self.ref_sig:
+            self.ref_tplan = self.plan0 if self.trace0 is not None else None
             return self.ref_plan
+        if trace is not None:
+            from ..semantics.torch_npu import plan as torch_npu_plan, policy_matches
+            tp = torch_npu_plan(trace, self.eng.config, self.eng.policy)
+            precs = [d.compute if d.compute == d.out else (d.compute, d.out) for d in tp.decisions]
+            cpu = [False] * len(precs)
+            self.ref_tplan = tp
+            if step == 0:
+                self.g0, self.plan0, self.trace0 = g, tp, trace
+                self.ref_sig, self.ref_plan = sig, (precs, cpu)
+                self.notes.extend(tp.notes)
+                if self.eng.policy is not None:
+                    self.notes.extend(policy_matches(trace, self.eng.policy))
+            else:
+                self.notes.append(f"step {step} has a different op sequence than step 0: planned separately")
+            return precs, cpu
         p = semantics.plan(g, self.lists, self.mode, self.overrides)
         check_uniform_ports(p, self.target)
         pairs = [p.exec_dtypes(r.name) for r in fp.ops]

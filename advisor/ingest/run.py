@@ -410,11 +410,35 @@ def _attach_trace(frame: pd.DataFrame, tv: dict) -> pd.DataFrame:
     return out
 
 
+def eager_names(g: nx.DiGraph, k: pd.DataFrame) -> pd.DataFrame:
+    """Kernel rows named as eager torch_npu names them (``aclnnMul_MulAiCore_Mul`` for every Mul) renamed to the
+    graph nodes they are: nodes carrying a ``kernel_name`` (an emulated torch_npu run), the k-th row of a name in a
+    step is the k-th node of that kernel name in execution order.  Rows of a GE-named profile (name = node) and
+    rows no node claims keep their names."""
+    kn = [(a.get("order", float("inf")), a["kernel_name"], a.get("name", n)) for n, a in g.nodes(data=True)
+          if isinstance(a.get("kernel_name"), str)]
+    if not kn or not len(k):
+        return k
+    seen: dict[str, int] = {}
+    alias = {}
+    for _, kname, node in sorted(kn, key=lambda x: (x[0] if isinstance(x[0], (int, float)) else float("inf"))):
+        i = seen.get(kname, 0)
+        seen[kname] = i + 1
+        alias[f"{kname}#{i}"] = node
+    occ = k.groupby(["step", "name"], sort=False).cumcount().astype(str)
+    key = k["name"].astype(str) + "#" + occ
+    out = k.copy()
+    out["name"] = key.map(alias).fillna(k["name"]).to_numpy(dtype=object)
+    return out
+
+
 def _join_kernels(g: nx.DiGraph, k: pd.DataFrame) -> None:
     """Timing and observed dtypes from kernel rows onto GE-dump nodes with the same name
-    (duration = mean over the steps present; other fields from the first row)."""
+    (duration = mean over the steps present; other fields from the first row); eager torch_npu names first
+    renamed to their nodes (``eager_names``)."""
     if not len(k):
         return
+    k = eager_names(g, k)
     agg = k.groupby(["name", "step"], sort=False)["duration_us"].sum().groupby(level=0, sort=False).mean()
     first = k.drop_duplicates("name")
     info = dict(zip(first["name"].to_numpy(dtype=object),
