@@ -177,7 +177,7 @@ def engine_settings(engine: str | None, amp: str | None, mode: str | None, polic
                     framework: str = "pytorch", ge_options: dict | None = None, where: str | None = None
                     ) -> EngineSettings:
     """The engine a capture runs on, checked before any work (one line, exit 2): ``engine`` None is the library's
-    default, ge (``auto_engine`` picks for the command line); torch_npu only for PyTorch workloads and without GE's
+    default, ge; "auto" is the command line's (``auto_engine``; torch_npu when ``amp`` or ``policy`` is given); torch_npu only for PyTorch workloads and without GE's
     options; ``amp`` (autocast | apex-o1 | apex-o2 | none; default autocast in a mixed mode, else none) and
     ``policy`` (a precision_policy.json path or a PrecisionPolicy) only for torch_npu; ``mode``: mixed_float16 /
     mixed_bfloat16 pick the low dtype, allow_fp32_to_fp16 / must_keep_origin_dtype the ACL_PRECISION_MODE."""
@@ -186,6 +186,8 @@ def engine_settings(engine: str | None, amp: str | None, mode: str | None, polic
     ge_options = {k: v for k, v in (ge_options or {}).items() if v}
     if engine is None:
         engine = "ge"
+    elif engine == "auto":      # the command line's default: --amp / --policy mean torch_npu
+        engine = "torch_npu" if amp is not None or policy is not None else auto_engine(framework, mode, ge_options)
     if engine not in ENGINES:
         raise InputError("--engine", f"must be torch_npu or ge, not {engine!r}")
     if engine == "ge":

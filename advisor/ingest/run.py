@@ -47,6 +47,11 @@ class Run:
     found: Found | None = None
     trace: dict | None = None                   # read_trace_view() of the first readable trace_view.json
 
+    @property
+    def engine(self) -> str:
+        """torch_npu | ge (``run_engine``: ge when run.json does not say)."""
+        return run_engine(self.meta, self.path)
+
 
 # ------------------------------------------------------------------------------ FLOPs
 
@@ -119,9 +124,20 @@ _META_TYPES: dict[str, tuple[type, ...]] = {
     "target": (str,), "mode": (str,), "precision_mode": (str,), "soc": (str,), "ops_info": (str, list),
     "mixlist": (str, dict), "emulated": (bool,), "name": (str,), "framework": (str,),
     "keep_dtype": (str,), "customize_dtypes": (str,), "cann": (str,), "lists_source": (str,),
-    "overflow_mode": (str,), "allow_hf32": (str,),
+    "overflow_mode": (str,), "allow_hf32": (str,), "engine": (str,), "amp": (str,), "acl_precision_mode": (str,),
+    "policy": (str,),
 }
-_META_PATHS = ("ops_info", "mixlist", "keep_dtype", "customize_dtypes")   # file names, resolved inside the run dir
+_META_PATHS = ("ops_info", "mixlist", "keep_dtype", "customize_dtypes", "policy")   # resolved inside the run dir
+
+
+def run_engine(meta: dict | None, path: Any = None) -> str:
+    """The engine a run directory was made for: run.json's ``engine``; a run.json without the key (written before
+    advisor knew torch_npu eager) and a real run's folder read as ``ge``, so their advice does not change."""
+    from ..semantics.torch_npu import ENGINES
+    e = (meta or {}).get("engine") or "ge"
+    if e not in ENGINES:
+        raise InputError(path or "run.json", f"engine {e!r} is not torch_npu or ge")
+    return e
 
 
 def read_run_json(p: Path) -> dict:
