@@ -33,7 +33,7 @@ STAGES: list[tuple[str, tuple[str, ...]]] = [
     ("recommend", ("recommend",)),
     ("runners", ("runners",)),
     ("tune", ("tune",)),
-    ("commands", ("npu", "commands", "cli", "__main__")),
+    ("commands", ("npu", "npu_policy", "commands", "cli", "__main__")),
 ]
 
 

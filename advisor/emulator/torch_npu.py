@@ -225,13 +225,14 @@ class Session:
                 warnings.simplefilter("ignore")
                 if self.config.amp == "autocast":
                     ops = [(o, ov, c) for o, ov, c in S.autocast_ops()]
-                    ops += [(e.partition(".")[0], e.partition(".")[2] or "default", None) for e in self.extra_ops]
+                    ops += [(e.partition(".")[0], e.partition(".")[2], None) for e in self.extra_ops]  # "": every
                     for op, ov, cat in ops:
                         for handle in _overloads(op, ov):
                             qual = _qualname(handle)
                             if qual in covered:
                                 continue
-                            kernel = _banned(op) if cat == "banned" else _marker(tr, S.table_key(op, ov), handle)
+                            key = S.table_key(op, handle._overloadname or "default")
+                            kernel = _banned(op) if cat == "banned" else _marker(tr, key, handle)
                             lib.impl(qual, kernel, _AUTOCAST_KEY)
                             covered.add(qual)
                 for op, ov in _CAST_OVERLOADS:
@@ -309,8 +310,8 @@ def _overloads(op: str, overload: str) -> list:
         names = packet.overloads()
     except (AttributeError, RuntimeError):
         return []
-    if overload == "default" and "default" not in names:
-        return []
+    if not overload:                       # every overload of the op
+        return [getattr(packet, n) for n in names]
     return [getattr(packet, overload)] if overload in names else []
 
 

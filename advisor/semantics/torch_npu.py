@@ -145,6 +145,29 @@ def aclnn_api(op: str, overload: str = "default") -> str:
     return "aclnn" + ("Inplace" if inplace else "") + camel
 
 
+def autocast_target(category: str | None, dtypes: Iterable[str], first_float: bool, dtype_arg: str | None,
+                    low: str) -> str | None:
+    """The dtype torch_npu's autocast kernel of ``category`` casts an op's eligible (fp16/bf16/fp32) tensor inputs to,
+    given their dtypes (in argument order), whether the first argument is a float tensor and an explicit dtype
+    argument; None: the op runs on its inputs as they are (PyTorch's autocast_mode.h ``WrapFunction_``:
+    lower_precision_fp casts to the autocast dtype, fp32 to fp32, fp32_set_opt_dtype and fp32_append_dtype give
+    fp32 when the first argument is eligible -- set_opt_dtype unless a dtype was given --, promote the widest)."""
+    if category == "lower_precision_fp":
+        return low
+    if category == "fp32":
+        return "fp32"
+    dtypes = list(dtypes)
+    first = first_float and bool(dtypes) and dtypes[0] in ("fp16", "bf16", "fp32")
+    if category == "fp32_set_opt_dtype":
+        return "fp32" if first and dtype_arg is None else None
+    if category == "fp32_append_dtype":
+        return "fp32" if first else None
+    if category == "promote":
+        elig = [r for r in dtypes if r in ("fp16", "bf16", "fp32")]
+        return "fp32" if any(r != low for r in elig) else low
+    return None
+
+
 # ---------------------------------------------------------------------- the configuration
 def default_acl_mode(soc: str | None) -> str:
     """ACL_PRECISION_MODE torch_npu sets by chip: allow_fp32_to_fp16 below Ascend910B1, else must_keep_origin_dtype."""
@@ -399,23 +422,10 @@ class _Planner:
         return None
 
     def _autocast_target(self, cat: str | None, fid: int) -> str | None:
+        if cat in ("lower_precision_fp", "fp32", None, "banned"):
+            return autocast_target(cat, (), False, None, self.low)
         f = self.t.frames[fid]
-        if cat == "lower_precision_fp":
-            return self.low
-        if cat == "fp32":
-            return "fp32"
-        reads = self.frame_reads(fid)
-        first = f.first_float and bool(reads) and reads[0] in ("fp16", "bf16", "fp32")
-        if cat == "fp32_set_opt_dtype":
-            return "fp32" if first and f.dtype_arg is None else None
-        if cat == "fp32_append_dtype":
-            return "fp32" if first else None
-        if cat == "promote":
-            elig = [r for r in reads if r in ("fp16", "bf16", "fp32")]
-            if any(r == "fp32" for r in elig) or any(r != self.low for r in elig):
-                return "fp32"
-            return self.low
-        return None
+        return autocast_target(cat, self.frame_reads(fid), f.first_float, f.dtype_arg, self.low)
 
     def _apex_target(self, cat: str | None, fid: int) -> str | None:
         if cat == "fp16":
@@ -457,11 +467,16 @@ class _Planner:
             if dt in FLOATS:
                 r = tuple(dt if x in FLOATS else x for x in reads)
                 return self._acl(c, OpDecision(dt, dt, r, "backward", oc.name, c.kernel))
-        if self.pol is not None and self.pol.keeps_op(c.op, c.overload, c.module):
-            reads = tuple("fp32" if r in LOW else r for r in reads)
-            rule = "keep-op"
-        else:
-            rule = ""
+        if self.cfg.amp != "autocast" and self.pol is not None and self.pol.keeps_op(c.op, c.overload, c.module) \
+                and c.kernel and c.dtype_arg is None:
+            # outside autocast a kept op runs on fp32 inputs and gives its outputs the dtype it would have had
+            # (the program stays type-consistent: advisor.npu_policy's dispatch mode does the same)
+            was = result_dtype(reads, c.in_dims or [1] * len(reads))
+            if was is not None:
+                up = tuple("fp32" if r in LOW else r for r in reads)
+                comp = result_dtype(up, c.in_dims or [1] * len(up)) or "fp32"
+                return self._acl(c, OpDecision(comp, was, up, "keep-op", None, c.kernel))
+        rule = ""
         if c.dtype_arg in FLOATS:
             return self._acl(c, OpDecision(c.dtype_arg, c.dtype_arg, reads, rule or "dtype-arg", None, c.kernel))
         comp = result_dtype(reads, c.in_dims or [1] * len(reads))
@@ -517,18 +532,23 @@ def plan(trace: Trace, config: AmpConfig, policy: PrecisionPolicy | None = None)
 
 
 def policy_matches(trace: Trace, policy: PrecisionPolicy) -> list[str]:
-    """The policy's rules that match nothing in the trace (a module no op ran in, an op never called), as notes."""
+    """The policy's rules that match nothing in the trace (a module no op ran in, an op never called; under
+    autocast an op counts where it reached the autocast key, not inside another table op), as notes."""
     mods = {c.module for c in trace.calls} | {f.module for f in trace.frames} | {f.op for f in trace.frames
                                                                                 if f.kind == "module"}
-    ops = {(c.op, c.overload) for c in trace.calls}
-    ops |= {(f.op.partition(".")[0], f.op.partition(".")[2] or "default") for f in trace.frames if f.kind == "autocast"}
+    ops = {(f.op.partition(".")[0], f.op.partition(".")[2] or "default") for f in trace.frames if f.kind == "autocast"}
+    if policy.amp != "autocast":
+        ops |= {(c.op, c.overload) for c in trace.calls}
     funcs = {f.op for f in trace.frames if f.kind == "apex"}
     out = []
     for r in policy.rules.keep_fp32:
         if r.module is not None and not any(r.covers_module(m) for m in mods):
             out.append(f"{r}: no module {r.module!r} ran")
         elif r.op is not None and not any(r.names_op(o, ov) for o, ov in ops):
-            out.append(f"{r}: aten op {r.op} was not called")
+            out.append(f"{r}: aten op {r.op} was not called" + (" at the autocast key (an op inside another "
+                                                                 "autocast op, e.g. addmm inside linear, is not "
+                                                                 "reached: name that op)" if policy.amp ==
+                                                                 "autocast" else ""))
     out += [f"register_float_function {f}: Apex never called it" for f in policy.rules.register_float_function
             if f not in funcs]
     return out
@@ -550,4 +570,4 @@ def frame_targets(trace: Trace, config: AmpConfig, policy: PrecisionPolicy | Non
 __all__ = ["ENGINES", "ACL_MODES", "CATEGORIES", "AmpConfig", "Leaf", "Frame", "Call", "Trace", "OpDecision",
            "TorchPlan", "plan", "autocast_category", "autocast_ops", "apex_functions", "apex_category", "eager_op",
            "cube_family", "aclnn_api", "default_acl_mode", "promote_dtypes", "result_dtype", "policy_matches",
-           "describe", "frame_targets"]
+           "describe", "frame_targets", "autocast_target"]
