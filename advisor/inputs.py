@@ -177,8 +177,8 @@ def engine_settings(engine: str | None, amp: str | None, mode: str | None, polic
                     framework: str = "pytorch", ge_options: dict | None = None, where: str | None = None
                     ) -> EngineSettings:
     """The engine a capture runs on, checked before any work (one line, exit 2): ``engine`` None is the library's
-    default, ge; "auto" is the command line's (``auto_engine``; torch_npu when ``amp`` or ``policy`` is given); torch_npu only for PyTorch workloads and without GE's
-    options; ``amp`` (autocast | apex-o1 | apex-o2 | none; default autocast in a mixed mode, else none) and
+    default, ge; "auto" is the command line's (``auto_engine``; torch_npu when ``amp`` or ``policy`` is given);
+    torch_npu only for PyTorch workloads and without GE's options; ``amp`` (autocast | apex-o1 | apex-o2 | none; default autocast in a mixed mode, else none) and
     ``policy`` (a precision_policy.json path or a PrecisionPolicy) only for torch_npu; ``mode``: mixed_float16 /
     mixed_bfloat16 pick the low dtype, allow_fp32_to_fp16 / must_keep_origin_dtype the ACL_PRECISION_MODE."""
     from .precision_policy import PrecisionPolicy, read_policy
@@ -197,13 +197,13 @@ def engine_settings(engine: str | None, amp: str | None, mode: str | None, polic
             raise InputError("--policy", "applies to --engine torch_npu (a GE run takes --mixlist)")
         return EngineSettings("ge")
     if framework != "pytorch":
-        raise InputError(where or "--engine", f"--engine torch_npu emulates PyTorch eager; a{'n' if framework == 'onnx' else ''} "
-                                              f"{framework.upper() if framework == 'onnx' else 'TensorFlow'} model runs on GE "
+        kind = "an ONNX" if framework == "onnx" else "a TensorFlow"
+        raise InputError(where or "--engine", f"--engine torch_npu emulates PyTorch eager; {kind} model runs on GE "
                                               "(use --engine ge)")
     if ge_options:
         opt = next(iter(ge_options))
-        raise InputError(f"--{opt.replace('_', '-')}", "is GE's (torch_npu eager has no mixlist or per-op dtype files): "
-                                                       "use --engine ge, or a --policy for torch_npu")
+        raise InputError(f"--{opt.replace('_', '-')}", "is GE's (torch_npu eager has no mixlist or per-op dtype "
+                                                       "files): use --engine ge, or a --policy for torch_npu")
     mode = mode or "mixed_float16"
     if mode not in TORCH_NPU_MODES:
         raise InputError("--mode", f"torch_npu takes {', '.join(TORCH_NPU_MODES)}, not {mode!r} (GE's modes: "

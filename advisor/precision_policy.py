@@ -33,6 +33,7 @@ _TOP_KEYS = ("schema", "version", "engine", "amp", "dtype", "rules", "notes")
 _RULE_KEYS = ("keep_fp32", "register_float_function")
 _OP = re.compile(r"^(?:aten::)?[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)?$")
 _MODULE = re.compile(r"^[A-Za-z0-9_]+(?:\.[A-Za-z0-9_]+)*$")
+_PYTHON_NAMESPACES = frozenset({"torch", "Tensor", "F", "nn", "functional"})
 _FUNCTION = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+$")
 
 
@@ -144,6 +145,9 @@ def _keep_rule(e: Any, i: int, where: str) -> KeepRule:
         _want(isinstance(op, str) and bool(_OP.match(op)), where,
               f"{at}.op must be an aten op name such as mul or mul.Tensor, not {op!r:.60}")
         op = op[6:] if op.startswith("aten::") else op
+        _want(op.partition(".")[0] not in _PYTHON_NAMESPACES, where,
+              lambda: f"{at}.op {op!r} is a Python name: name the aten op it runs ({op.rpartition('.')[2]}), which "
+                      "covers every spelling (h * h, torch.mul, Tensor.mul_)")
     return KeepRule(module=mod, op=op)
 
 

@@ -185,11 +185,9 @@ class RunWriter:
         atomic_write_text(p, text)
         return p
 
-    def write_policy(self, doc: dict) -> Path:
+    def write_policy(self, doc: dict) -> None:
         """precision_policy.json: the policy a torch_npu capture applied (run.json ``policy`` names it)."""
-        p = self.out / "precision_policy.json"
-        atomic_write_json(p, doc)
-        return p
+        atomic_write_json(self.out / "precision_policy.json", doc)
 
     # ------------------------------------------------------------------ profile
     def write_profile(self, kernels: Iterable[dict], start_us: float = 1_700_000_000_000_000.0) -> Path:
@@ -582,11 +580,6 @@ def check_mixlist_mode(mode: str, mixlist: Any) -> None:
                             "refuses it too); drop --mixlist or use mixed_float16 / mixed_bfloat16")
 
 
-def check_dump(dump: str | None) -> None:
-    if dump not in (None, "tensors", "stats"):
-        raise InputError(None, f"--dump must be tensors or stats, not {dump!r}")
-
-
 def capture_settings(mode: str, dump: str | None, mixlist: Any, soc: str, ops_info: Any, cann: str | None = None):
     """What both emulators check and resolve before a capture: (low dtype or None, the Mixlist or
     None, effective lists, notes).  A mixlist in a mode that applies none is refused (``check_mixlist_mode``)."""
@@ -597,7 +590,8 @@ def capture_settings(mode: str, dump: str | None, mixlist: Any, soc: str, ops_in
         _, low = semantics.mode_info(mode)
     except ValueError as e:
         raise InputError(None, str(e)) from None
-    check_dump(dump)
+    if dump not in (None, "tensors", "stats"):
+        raise InputError(None, f"--dump must be tensors or stats, not {dump!r}")
     check_mixlist_mode(mode, mixlist)
     ml = load_mixlist(mixlist) if isinstance(mixlist, (str, os.PathLike)) else mixlist
     base = load_lists(soc, ops_info, cann)

@@ -17,8 +17,8 @@ from ..mixlist import Mixlist
 from ..numerics import IEEE, Numerics, resolve as resolve_numerics
 from ..oplists import DEFAULT_SOC, ops_info_meta
 from ..progress import Progress
-from ..inputs import engine_settings
-from ..rundir import (RunWriter, StagedRunDir, capture_settings, check_dump, check_run_out, check_uniform_ports,
+from ..inputs import check_capture_inputs, engine_settings
+from ..rundir import (RunWriter, StagedRunDir, capture_settings, check_run_out, check_uniform_ports,
                       override_settings, scalar_record, tensor_record, worst_local)
 from ..workload import (Workload, describe_user_error, is_onnx_model, is_onnx_target, is_tf_model, load_target,
                         normalize, tf_install_hint)
@@ -299,19 +299,15 @@ def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semanti
     ``model.onnx`` TARGET, or a workload whose model is one) goes to ``advisor.onnx``; ``inputs`` (.npz files) /
     ``input_shapes`` (``name:1,3,224,224``) give its batches.  ``cann``: the tables' version (None: the current),
     ``overflow_mode`` / ``allow_hf32`` override the chip's numerics (``advisor.numerics.resolve``); run.json
-    records all.  ``dump_tensors``: ``_Steps``.  ``engine``: ge (the default here; ``advisor capture`` picks
-    torch_npu for PyTorch workloads: ``inputs.auto_engine``) or torch_npu, whose ``amp`` (autocast | apex-o1 |
-    apex-o2 | none) and ``policy`` (a precision_policy.json) ``semantics.torch_npu`` applies op by op
-    (``inputs.engine_settings`` checks them; ONNX and TF models run on GE)."""
+    records all.  ``dump_tensors``: ``_Steps``.  ``engine`` / ``amp`` / ``policy``: ``inputs.engine_settings``
+    (default ge; "auto" is the command line's; torch_npu plans by ``semantics.torch_npu``)."""
     check_run_out(out)
-    where = str(target_or_workload) if isinstance(target_or_workload, (str, os.PathLike)) else None
-    ge_opts = {"mixlist": mixlist, "keep_dtype": keep_dtype, "customize_dtypes": customize_dtypes,
-               "ops_info": ops_info}
+    ge_opts = {"mixlist": mixlist, "keep_dtype": keep_dtype, "customize_dtypes": customize_dtypes, "ops_info": ops_info}
     onnx_kw = dict(mode=mode, mixlist=mixlist, soc=soc, ops_info=ops_info, cann=cann, seed=seed, dump=dump,
                    local=local, progress=progress, keep_dtype=keep_dtype, customize_dtypes=customize_dtypes,
                    inputs=inputs, input_shapes=input_shapes, overflow_mode=overflow_mode, allow_hf32=allow_hf32)
     if is_onnx_target(target_or_workload) or is_onnx_model(target_or_workload):   # model.onnx or a ModelProto
-        engine_settings(engine, amp, mode, policy, soc, "onnx", where=where)
+        engine_settings(engine, amp, mode, policy, soc, "onnx", where=str(target_or_workload))
         if loss_scale is not None:
             raise InputError(str(target_or_workload), "--loss-scale needs a training workload; an ONNX model is "
                                                       "inference only")
@@ -330,12 +326,7 @@ def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semanti
             raise InputError(target, "a loss scale is emulated for PyTorch training workloads only")
         engine_settings(engine, amp, mode, policy, soc, "tensorflow", where=target)
         return _delegate_tf(wl, out, target=target, **{k: v for k, v in onnx_kw.items() if k[:5] != "input"})
-    eng = engine_settings(engine, amp, mode, policy, soc, "pytorch", ge_opts, target)
-    if eng.engine == "torch_npu":
-        check_dump(dump)
-        low, ml, lists, notes = eng.config.dtype, None, None, []
-    else:
-        low, ml, lists, notes = capture_settings(mode, dump, mixlist, soc, ops_info, cann)
+    eng, low, ml, lists, notes = _settings(engine, amp, policy, mode, dump, ge_opts, soc, cann, target)
     numerics, nnotes = resolve_numerics(soc, overflow_mode, allow_hf32)
     model, unwrap_notes = _unwrap(wl.model)
     notes += nnotes + unwrap_notes
@@ -361,23 +352,39 @@ def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semanti
                     steps.run(step, batch)
             finally:
                 _restore(model, steps.state0)
-        writer.write_profile(steps.kernels)
-        graph_path = None
-        if steps.g0 is not None:
-            steps.annotate()
-            graph_path = writer.write_graph(steps.g0, steps.plan0 if lists is not None else None, notes)
-        if local:
-            writer.write_local_error(steps.local_rows.values())
         files = writer.write_overrides(overrides, keep_dtype if isinstance(keep_dtype, (str, os.PathLike)) else None,
                                        customize_dtypes)
-        notes += stage.backup_notes()
-        writer.write_run_json(steps=len(wl.batches), training=wl.loss_fn is not None, dump=dump,
-                              low_dtype=low, lists_source=lists.source if lists else None, **files,
-                              unmapped_ops=sorted(steps.unmapped), notes=notes,
-                              graph=str(graph_path.relative_to(out_dir)) if graph_path else None,
-                              n_ops=len(steps.g0) if steps.g0 is not None else 0, options=wl.options or {},
-                              loss_scale=loss_scale, dump_tensor_list=sorted(steps.tensor_names) or None)
+        _finish(stage, writer, steps, wl, notes, local=local, dump=dump, low=low, loss_scale=loss_scale,
+                lists_source=lists.source if lists else None, **files)
     return stage.out
+
+
+def _settings(engine, amp, policy, mode, dump, ge_opts: dict, soc, cann, target) -> tuple:
+    """(EngineSettings, low dtype, Mixlist, effective lists, notes) of a PyTorch capture: torch_npu takes no GE list
+    (``inputs.engine_settings`` refused GE's options), ge ``rundir.capture_settings``."""
+    eng = engine_settings(engine, amp, mode, policy, soc, "pytorch", ge_opts, target)
+    if eng.engine == "torch_npu":
+        check_capture_inputs(None, None, dump, None)
+        return eng, eng.config.dtype, None, None, []
+    return (eng, *capture_settings(mode, dump, ge_opts["mixlist"], soc, ge_opts["ops_info"], cann))
+
+
+def _finish(stage: StagedRunDir, writer: RunWriter, steps: "_Steps", wl: Workload, notes: list, *, local: bool,
+            dump: str, low: Any, loss_scale: Any, **run_json: Any) -> None:
+    """The run directory's profile, graph dump, local error and run.json, once every step ran."""
+    writer.write_profile(steps.kernels)
+    graph_path = None
+    if steps.g0 is not None:
+        steps.annotate()
+        graph_path = writer.write_graph(steps.g0, steps.plan0 if steps.trace0 is None else None, notes)
+    if local:
+        writer.write_local_error(steps.local_rows.values())
+    notes += stage.backup_notes()
+    writer.write_run_json(steps=len(wl.batches), training=wl.loss_fn is not None, dump=dump, low_dtype=low,
+                          unmapped_ops=sorted(steps.unmapped), notes=notes,
+                          graph=str(graph_path.relative_to(stage.path)) if graph_path else None,
+                          n_ops=len(steps.g0) if steps.g0 is not None else 0, options=wl.options or {},
+                          loss_scale=loss_scale, dump_tensor_list=sorted(steps.tensor_names) or None, **run_json)
 
 
 class _Steps:

@@ -27,7 +27,7 @@ import json
 from dataclasses import dataclass, field
 from functools import lru_cache
 from importlib import resources
-from typing import Any, Iterable
+from typing import Iterable
 
 from ..errors import InputError
 from ..oplists import AUX_FP32_OUTPUTS
@@ -93,7 +93,10 @@ def autocast_ops() -> list[tuple[str, str, str]]:
 
 @lru_cache(maxsize=1)
 def _apex_index() -> dict[str, str]:
-    return {f"{f['module']}.{f['name']}": APEX_CATEGORY[f["list"]] for f in apex_table()["functions"]}
+    out: dict[str, str] = {}
+    for m, n, c in apex_functions():      # a name in two lists: the first wrap is innermost and casts last
+        out.setdefault(f"{m}.{n}", c)
+    return out
 
 
 def apex_functions() -> list[tuple[str, str, str]]:
@@ -112,13 +115,8 @@ def apex_functions() -> list[tuple[str, str, str]]:
 
 
 def apex_category(function: str) -> str | None:
-    """Apex O1's category of a dotted function name (``torch.nn.functional.softmax``)."""
-    cat = _apex_index().get(function)
-    if cat is not None:
-        return cat
-    mod, _, name = function.rpartition(".")
-    return {(m + "." + n): c for m, n, c in apex_functions()}.get(function) if mod in ("torch.Tensor", "torch") \
-        and name else None
+    """Apex O1's category of a dotted function name (``torch.nn.functional.softmax``; None: Apex leaves it)."""
+    return _apex_index().get(function)
 
 
 def eager_op(op: str, overload: str = "default") -> dict | None:
@@ -560,14 +558,7 @@ def describe(d: OpDecision) -> str:
     return f"{d.compute}" + (f"->{d.out}" if d.out != d.compute else "") + f" ({d.rule}{via})"
 
 
-def frame_targets(trace: Trace, config: AmpConfig, policy: PrecisionPolicy | None = None) -> dict[int, Any]:
-    """What each frame casts to (None: nothing) under ``config`` and ``policy`` -- for reports and tests."""
-    p = _Planner(trace, config, policy)
-    p.run()
-    return {i: p.casts.get(i, p.frame_cast(i)) for i in range(len(trace.frames))}
-
-
 __all__ = ["ENGINES", "ACL_MODES", "CATEGORIES", "AmpConfig", "Leaf", "Frame", "Call", "Trace", "OpDecision",
            "TorchPlan", "plan", "autocast_category", "autocast_ops", "apex_functions", "apex_category", "eager_op",
            "cube_family", "aclnn_api", "default_acl_mode", "promote_dtypes", "result_dtype", "policy_matches",
-           "describe", "frame_targets", "autocast_target"]
+           "describe", "autocast_target"]
