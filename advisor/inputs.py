@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import json
 import math
+from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 from .errors import InputError
 from .mixlist import Mixlist, check_op_types, load
@@ -142,3 +143,84 @@ def check_run_dir(path: str, option: str = "--profile") -> Path:
         raise InputError(p, f"is a file; {option} takes the run directory that holds it (with the run's dumps and "
                             f"run.json when there are any): {option} {p.parent}")
     return p
+
+
+# ---------------------------------------------------------------------- the engine a PyTorch run is emulated on
+TORCH_NPU_MODES = ("mixed_float16", "mixed_bfloat16", "allow_fp32_to_fp16", "must_keep_origin_dtype")
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """``engine`` (torch_npu | ge), and for torch_npu the ``config`` (amp, low dtype, chip, ACL_PRECISION_MODE) and the
+    ``policy`` to apply (None: none)."""
+
+    engine: str = "ge"
+    config: Any = None
+    policy: Any = None
+
+    def to_meta(self) -> dict:
+        """run.json's fields: ``engine`` always; ``amp``, ``acl_precision_mode``, ``policy`` for torch_npu."""
+        if self.engine != "torch_npu":
+            return {"engine": "ge"}
+        return {**self.config.to_meta(), "policy": "precision_policy.json" if self.policy is not None else None}
+
+
+def auto_engine(framework: str, mode: str | None = None, ge_options: Iterable[str] = ()) -> str:
+    """The engine a new capture takes when none is given: torch_npu for a PyTorch workload, unless an option only GE
+    has is given (a mixlist, keep_dtype / customize_dtypes files, ops-info files, a precision mode torch_npu eager does
+    not take); ge for ONNX and TensorFlow models (they reach GE through ATC or the TF adapter)."""
+    if framework != "pytorch" or any(ge_options) or (mode is not None and mode not in TORCH_NPU_MODES):
+        return "ge"
+    return "torch_npu"
+
+
+def engine_settings(engine: str | None, amp: str | None, mode: str | None, policy: Any, soc: str | None,
+                    framework: str = "pytorch", ge_options: dict | None = None, where: str | None = None
+                    ) -> EngineSettings:
+    """The engine a capture runs on, checked before any work (one line, exit 2): ``engine`` None is the library's
+    default, ge; "auto" is the command line's (``auto_engine``; torch_npu when ``amp`` or ``policy`` is given);
+    torch_npu only for PyTorch workloads and without GE's options; ``amp`` (autocast | apex-o1 | apex-o2 | none; default autocast in a mixed mode, else none) and
+    ``policy`` (a precision_policy.json path or a PrecisionPolicy) only for torch_npu; ``mode``: mixed_float16 /
+    mixed_bfloat16 pick the low dtype, allow_fp32_to_fp16 / must_keep_origin_dtype the ACL_PRECISION_MODE."""
+    from .precision_policy import PrecisionPolicy, read_policy
+    from .semantics.torch_npu import ENGINES, AmpConfig
+    ge_options = {k: v for k, v in (ge_options or {}).items() if v}
+    if engine is None:
+        engine = "ge"
+    elif engine == "auto":      # the command line's default: --amp / --policy mean torch_npu
+        engine = "torch_npu" if amp is not None or policy is not None else auto_engine(framework, mode, ge_options)
+    if engine not in ENGINES:
+        raise InputError("--engine", f"must be torch_npu or ge, not {engine!r}")
+    if engine == "ge":
+        if amp is not None:
+            raise InputError("--amp", "applies to --engine torch_npu (GE takes --mode and a mixlist)")
+        if policy is not None:
+            raise InputError("--policy", "applies to --engine torch_npu (a GE run takes --mixlist)")
+        return EngineSettings("ge")
+    if framework != "pytorch":
+        kind = "an ONNX" if framework == "onnx" else "a TensorFlow"
+        raise InputError(where or "--engine", f"--engine torch_npu emulates PyTorch eager; {kind} model runs on GE "
+                                              "(use --engine ge)")
+    if ge_options:
+        opt = next(iter(ge_options))
+        raise InputError(f"--{opt.replace('_', '-')}", "is GE's (torch_npu eager has no mixlist or per-op dtype "
+                                                       "files): use --engine ge, or a --policy for torch_npu")
+    mode = mode or "mixed_float16"
+    if mode not in TORCH_NPU_MODES:
+        raise InputError("--mode", f"torch_npu takes {', '.join(TORCH_NPU_MODES)}, not {mode!r} (GE's modes: "
+                                   "--engine ge)")
+    mixed = mode in ("mixed_float16", "mixed_bfloat16")
+    amp = amp or ("autocast" if mixed else "none")
+    cfg = AmpConfig(amp, "bf16" if mode == "mixed_bfloat16" else "fp16", soc or "ascend910b",
+                    None if mixed else mode)
+    pol = read_policy(policy) if isinstance(policy, (str, Path)) else policy
+    if pol is not None:
+        if not isinstance(pol, PrecisionPolicy):
+            raise InputError("--policy", f"expected a precision_policy.json path, not {type(pol).__name__}")
+        if pol.amp != cfg.amp:
+            raise InputError(pol.source or "--policy", f"the policy is for amp {pol.amp}; this run uses {cfg.amp} "
+                                                       "(--amp)")
+        if pol.dtype != cfg.dtype and cfg.amp != "none":
+            raise InputError(pol.source or "--policy", f"the policy's dtype is {pol.dtype}; --mode {mode} runs "
+                                                       f"{cfg.dtype}")
+    return EngineSettings("torch_npu", cfg, pol)

@@ -2,7 +2,8 @@
 runs it.
 
     import advisor.npu
-    cfg = advisor.npu.apply()          # reads ADVISOR_MIXLIST / ADVISOR_MODE / ADVISOR_RUN_DIR
+    cfg = advisor.npu.apply()          # reads ADVISOR_MIXLIST / ADVISOR_MODE / ADVISOR_RUN_DIR / ADVISOR_POLICY
+    cfg.apply_policy(model)            # torch_npu eager: the precision_policy.json (advisor.npu.apply_policy)
 
 * **TensorFlow (npu_device, TF2)**: sets ``npu_device.global_options().precision_mode_v2`` (or
   ``precision_mode`` for the v1 names such as ``allow_mix_precision``) and, in the mixed modes,
@@ -35,6 +36,7 @@ from typing import Any, Mapping
 
 ENV_MIXLIST, ENV_MODE, ENV_RUN_DIR = "ADVISOR_MIXLIST", "ADVISOR_MODE", "ADVISOR_RUN_DIR"
 ENV_LOSS_SCALE = "ADVISOR_LOSS_SCALE"
+ENV_POLICY = "ADVISOR_POLICY"            # a precision_policy.json (torch_npu eager): cfg.apply_policy(model)
 DEFAULT_MODE = "mixed_float16"
 
 # precision_mode_v2 values, and advisor/precision_mode (v1) names that have a v2 spelling
@@ -74,6 +76,7 @@ class Settings:
     run_dir: Path | None = None
     reference: bool = False
     loss_scale: float | None = None          # ADVISOR_LOSS_SCALE: the static loss scale to train with
+    policy: Path | None = None               # ADVISOR_POLICY: the precision_policy.json to apply
 
     @property
     def dump_dir(self) -> Path | None:
@@ -102,8 +105,12 @@ def settings(environ: Mapping[str, str] | None = None) -> Settings:
         if not (0 < scale < math.inf):
             from .errors import InputError
             raise InputError(ENV_LOSS_SCALE, f"must be a number > 0, not {ls!r}")
+    pol = env.get(ENV_POLICY) or None
+    if pol is not None and not Path(pol).is_file():
+        from .errors import InputError
+        raise InputError(pol, f"{ENV_POLICY} names a file that does not exist")
     return Settings(mode, Path(ml) if ml else None, Path(rd) if rd else None, env.get("ADVISOR_REFERENCE") == "1",
-                    scale)
+                    scale, Path(pol) if pol else None)
 
 
 @dataclass
@@ -121,6 +128,12 @@ class Applied:
     def autocast(self):
         """Context manager realising the mixlist decision in torch eager (no-op for TF)."""
         return self.policy.context() if self.policy is not None else contextlib.nullcontext()
+
+    def apply_policy(self, model: Any, device_type: str = "npu"):
+        """Apply ``ADVISOR_POLICY`` (a precision_policy.json) to ``model`` (``apply_policy``); None when unset."""
+        if self.settings.policy is None:
+            return None
+        return apply_policy(model, self.settings.policy, device_type=device_type)
 
     def msprobe_kwargs(self, task: str = "statistics", level: str = "L1") -> dict:
         """Arguments for msprobe's ``PrecisionDebugger(**kwargs)`` so its dump lands where tune reads
@@ -220,6 +233,13 @@ def _apply_torch(s: Settings, device_type: str) -> Applied:
         if out.policy.unmapped:
             out.notes.append("op types with no eager equivalent: " + ", ".join(out.policy.unmapped))
     return out
+
+
+def apply_policy(model: Any, policy: Any, *, device_type: str = "npu", amp_module: Any = None):
+    """Realise a precision_policy.json on ``model`` (torch_npu eager; ``advisor.npu_policy``): kept modules, kept
+    ops at the dispatcher, Apex float functions.  Returns an ``AppliedPolicy`` (``remove()`` undoes it)."""
+    from . import npu_policy
+    return npu_policy.apply_policy(model, policy, device_type=device_type, amp_module=amp_module)
 
 
 # ------------------------------------------------------------------ eager autocast policy

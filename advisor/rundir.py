@@ -180,10 +180,12 @@ class RunWriter:
             out[key] = dst.name
         return out
 
-    def write_mixlist(self, text: str) -> Path:
-        p = self.out / "mixlist.json"
-        atomic_write_text(p, text)
-        return p
+    def write_mixlist(self, text: str) -> None:
+        atomic_write_text(self.out / "mixlist.json", text)
+
+    def write_policy(self, doc: dict) -> None:
+        """precision_policy.json: the policy a torch_npu capture applied (run.json ``policy`` names it)."""
+        atomic_write_json(self.out / "precision_policy.json", doc)
 
     # ------------------------------------------------------------------ profile
     def write_profile(self, kernels: Iterable[dict], start_us: float = 1_700_000_000_000_000.0) -> Path:

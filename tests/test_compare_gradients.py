@@ -109,7 +109,7 @@ def test_threshold_zero_judges_every_gradient_by_cosine():
 @pytest.mark.timeout(600)
 def test_conv_batchnorm_training_with_biased_convs_passes_compare_and_gets_no_edit(tmp_path, capfd):
     run = tmp_path / "run"
-    assert main(["capture", f"{EXAMPLE}:workload", "--out", str(run)]) == 0
+    assert main(["capture", f"{EXAMPLE}:workload", "--out", str(run), "--engine", "ge"]) == 0   # list advice: GE
     capfd.readouterr()
     assert main(["compare", "--run", str(run), "--json"]) == 0
     res = json.loads(capfd.readouterr().out)

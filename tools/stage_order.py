@@ -21,8 +21,8 @@ from code_metrics import PKG, module_name, resolve  # noqa: E402
 # bottom first; a unit is a top-level module or a sub-package taken as a whole (advisor.<name>)
 STAGES: list[tuple[str, tuple[str, ...]]] = [
     ("foundations", ("advisor", "errors", "fsutil", "results", "progress", "tasks", "workload", "graph")),
-    ("tables and rules", ("kernels", "oplists", "overrides", "mixlist", "semantics", "numerics", "costmodel",
-                          "lint", "scalers", "fusion")),   # fusion: GE's graph rewrite before the judge
+    ("tables and rules", ("kernels", "oplists", "overrides", "mixlist", "precision_policy", "semantics", "numerics",
+                          "costmodel", "lint", "scalers", "fusion")),   # fusion: GE's graph rewrite before the judge
     ("ingest", ("ingest",)),
     ("compare", ("compare",)),
     ("report", ("report",)),                 # renders the JSON documents of every stage (no stage objects)
@@ -33,7 +33,7 @@ STAGES: list[tuple[str, tuple[str, ...]]] = [
     ("recommend", ("recommend",)),
     ("runners", ("runners",)),
     ("tune", ("tune",)),
-    ("commands", ("npu", "commands", "cli", "__main__")),
+    ("commands", ("npu", "npu_policy", "commands", "cli", "__main__")),
 ]
 
 

@@ -10,12 +10,12 @@ import typer
 from ..errors import AdvisorError
 from ..runners.base import DEFAULT_TIMEOUT_S
 from .common import CustomizeDtypesOption, KeepDtypeOption, human_report, overrides_of
-from .options import CHIP_FIXED, NUMERICS, Chip, NumericsChoice, uses
+from .options import CHIP_FIXED, ENGINE, NUMERICS, Chip, EngineChoice, NumericsChoice, uses
 
 
 def register(app: typer.Typer) -> None:
     @app.command("capture")
-    @uses(CHIP_FIXED, NUMERICS)
+    @uses(CHIP_FIXED, NUMERICS, ENGINE)
     def capture(target: str = typer.Argument(..., help="path/to/file.py:function or package.module:function "
                                                        "returning (model, batches[, loss_fn]) or an advisor.Workload, "
                                                        "or an ONNX model file (model.onnx)"),
@@ -30,7 +30,7 @@ def register(app: typer.Typer) -> None:
                                                            "(one array per graph input name); repeat for more batches."),
                 input_shape: Optional[List[str]] = typer.Option(None, "--input-shape", help="ONNX model: generate an "
                                                                 "input of this shape, name:1,3,224,224 (repeatable)."),
-                chip: Chip = None, numerics: NumericsChoice = None,
+                chip: Chip = None, numerics: NumericsChoice = None, engine: EngineChoice = None,
                 seed: int = typer.Option(0, "--seed", help="RNG seed (step i uses seed + i in both runs)."),
                 dump: Optional[str] = typer.Option(None, "--dump", help="tensors | stats (default: tensors for "
                                                                         "models up to 2M parameters)."),
@@ -43,21 +43,26 @@ def register(app: typer.Typer) -> None:
                                               "(exit 2); 0: no limit."),
                 as_json: bool = typer.Option(False, "--json", help="Print the run's summary (run.json and its "
                                                                    "run_dir) as JSON.")) -> None:
-        """Run TARGET in FP32 and emulated GE mixed precision; write profile, graph, dumps, local error."""
+        """Run TARGET in FP32 and emulated mixed precision -- torch_npu eager (autocast, Apex) for a PyTorch workload,
+        GE for ONNX/TF models or with GE's options; write profile, graph, dumps, local error."""
         import sys
 
-        from ..inputs import check_capture_inputs, check_mode, check_timeout, load_mixlist
+        from ..inputs import check_capture_inputs, check_mode, check_timeout, engine_settings, load_mixlist
         from ..progress import VERBOSE, StageLog, note, verbosity
         from ..rundir import check_run_out
         from ..runners.base import Heartbeat
         from ..runners.worker import CaptureWorker
-        from ..workload import check_target
+        from ..workload import check_target, is_onnx_target
         try:
             # every input checked before the workload runs: one line, exit 2, nothing written
             limit = check_timeout(timeout)
             check_mode(mode)
             lists = chip.lists()                           # a bad --soc / --cann / ops-info file: one line
             load_mixlist(mixlist, lists, mode=mode)        # as ATC: none outside the mixed modes; a file GE rejects
+            engine_settings(engine.capture_kw()["engine"], engine.amp, mode, engine.policy, chip.soc,
+                            "onnx" if is_onnx_target(target) else "pytorch",
+                            {"mixlist": mixlist, "keep_dtype": keep_dtype, "customize_dtypes": customize_dtypes,
+                             "ops_info": chip.ops_info}, target)
             check_run_out(out)
             check_target(target)
             overrides_of(keep_dtype, customize_dtypes)
@@ -65,8 +70,9 @@ def register(app: typer.Typer) -> None:
             extra = {k: v for k, v in (("keep_dtype", keep_dtype), ("customize_dtypes", customize_dtypes),
                                        ("inputs", inputs), ("input_shapes", input_shape)) if v}
             extra.update(numerics.extra())
+            extra.update(engine.capture_kw())
             log = StageLog()
-            log(f"capturing {target} (FP32 and {mode})")
+            log(f"capturing {target} (FP32 and {mode}{', engine ' + engine.engine if engine.engine else ''})")
             with CaptureWorker() as worker:
                 reply = worker.capture(target, out, timeout=limit, mode=mode, mixlist=mixlist, soc=chip.soc,
                                        ops_info=chip.ops_info, cann=chip.cann, seed=seed, dump=dump, local=not no_local,

@@ -10,7 +10,8 @@ the built value::
         lists = chip.lists()
 
 The chip group (``--soc``, ``--ops-info``, ``--cann``; a new chip-table option is one more line in ``chip_group`` and
-one more field of ``Chip``) and the tolerance group (``compare.cli_options``) are the only declarations of those options.
+one more field of ``Chip``), the engine group (``--engine``, ``--amp``, ``--policy``) and the tolerance group
+(``compare.cli_options``) are the only declarations of those options.
 A value a group refuses (``--soc nosoc``, ``--cann 7.0``, ``--min-cosine 2``) is one line and exit 2 before the
 command runs."""
 from __future__ import annotations
@@ -152,6 +153,69 @@ NUMERICS = OptionGroup("numerics", (
 ), _numerics)
 
 
+# ---------------------------------------------------------------------- engine (torch_npu eager or GE)
+@dataclass(frozen=True)
+class EngineChoice:
+    """What ``--engine`` / ``--amp`` / ``--policy`` select.  ``engine`` None: a new capture's default
+    (``inputs.auto_engine``: torch_npu for a PyTorch workload), a run's own (run.json; ge when it does not say)."""
+
+    engine: Optional[str] = None
+    amp: Optional[str] = None
+    policy: Optional[str] = None
+
+    def capture_kw(self) -> dict:
+        """The capture's ``engine`` / ``amp`` / ``policy`` (``engine`` "auto" when not given)."""
+        kw = {"engine": self.engine or "auto"}
+        kw.update({k: v for k, v in (("amp", self.amp), ("policy", self.policy)) if v})
+        return kw
+
+    def for_run(self, run_dir: str, what: str) -> str:
+        """The engine of the run ``what`` (recommend, replay, ...) reads; refused (one line, exit 2) when the options
+        name another, and for a torch_npu run: its advice is a precision policy, which ``what`` does not make yet."""
+        from ..ingest.run import read_run_json, run_engine
+        from pathlib import Path
+        p = Path(run_dir) / "run.json"
+        meta = read_run_json(p) if p.is_file() else {}
+        eng = run_engine(meta, p)
+        if self.engine is not None and self.engine != eng:
+            raise InputError(run_dir, f"the run was captured with engine {eng}, not {self.engine} (--engine)")
+        if eng == "torch_npu" or self.amp is not None or self.policy is not None:
+            raise InputError(run_dir, f"{what} searches GE lists; advice for a torch_npu run (a precision policy) is "
+                                      "not available in this version: capture with --engine ge for list advice")
+        return eng
+
+
+def _engine(engine: Optional[str], amp: Optional[str], policy: Optional[str]) -> EngineChoice:
+    """Bad values and files are one line (exit 2) before any work; ``--amp`` / ``--policy`` mean torch_npu."""
+    from ..precision_policy import AMP_MODES, read_policy
+    from ..semantics.torch_npu import ENGINES
+    if engine is not None and engine not in ENGINES:
+        raise InputError("--engine", f"must be torch_npu or ge, not {engine!r}")
+    if amp is not None and amp not in AMP_MODES:
+        raise InputError("--amp", f"must be one of {', '.join(AMP_MODES)}, not {amp!r}")
+    if engine == "ge" and (amp is not None or policy is not None):
+        raise InputError("--amp" if amp is not None else "--policy", "applies to --engine torch_npu (GE takes "
+                                                                     "--mode and --mixlist)")
+    if policy is not None:
+        pol = read_policy(policy)
+        if amp is not None and pol.amp != amp:
+            raise InputError(policy, f"the policy is for amp {pol.amp}, not {amp} (--amp)")
+    return EngineChoice(engine, amp, policy)
+
+
+ENGINE = OptionGroup("engine", (
+    ("engine", Optional[str], typer.Option(None, "--engine", help="torch_npu | ge: the engine the run is emulated on "
+                                           "(default for a new capture: torch_npu for a PyTorch workload -- unless "
+                                           "a GE-only option such as --mixlist is given --, ge for ONNX and "
+                                           "TensorFlow models; for a run: its run.json's, ge when it has none).")),
+    ("amp", Optional[str], typer.Option(None, "--amp", help="torch_npu: autocast | apex-o1 | apex-o2 | none "
+                                        "(default: autocast in mixed_float16 / mixed_bfloat16, none in "
+                                        "allow_fp32_to_fp16 / must_keep_origin_dtype).")),
+    ("policy", Optional[str], typer.Option(None, "--policy", help="torch_npu: a precision_policy.json to apply "
+                                           "(docs/formats.md), as advisor.npu.apply_policy applies it.")),
+), _engine)
+
+
 # ---------------------------------------------------------------------- tolerance
 def _tolerance(**values: Any) -> Tolerance:
     from ..compare.tolerance import tolerance_from_options
@@ -162,7 +226,7 @@ def _tolerance(**values: Any) -> Tolerance:
 
 
 __all__ = ["OptionGroup", "uses", "Chip", "chip_group", "CHIP_OF_RUN", "CHIP_FIXED", "NUMERICS", "NumericsChoice",
-           "TOLERANCE", "Tolerance"]
+           "ENGINE", "EngineChoice", "TOLERANCE", "Tolerance"]
 
 TOLERANCE = OptionGroup("tol", tuple((n, bool if n in ("allow_nonfinite", "msprobe_rule") else float, opt)
                                      for n, opt in TOLERANCE_OPTIONS.items()), _tolerance)

@@ -10,12 +10,12 @@ import typer
 from ..errors import AdvisorError
 from ..fsutil import check_out_dir
 from .common import RayOption, WorkersOption, default_out, human_report, overrides_of
-from .options import CHIP_OF_RUN, NUMERICS, TOLERANCE, Chip, NumericsChoice, Tolerance, uses
+from .options import CHIP_OF_RUN, ENGINE, NUMERICS, TOLERANCE, Chip, EngineChoice, NumericsChoice, Tolerance, uses
 
 
 def register(app: typer.Typer) -> None:
     @app.command("recommend")
-    @uses(CHIP_OF_RUN, NUMERICS, TOLERANCE)
+    @uses(CHIP_OF_RUN, NUMERICS, ENGINE, TOLERANCE)
     def recommend_cmd(
         profile: str = typer.Option(..., "--profile", help="run directory (emulator capture, tune run, or a real "
                                     "NPU run with a profile and optionally msprobe dumps)"),
@@ -31,7 +31,7 @@ def register(app: typer.Typer) -> None:
         max_edits: int = typer.Option(4, "--max-edits", min=1, help="largest edit set searched"),
         chip: Chip = None,
         mode: Optional[str] = typer.Option(None, "--mode", help="precision mode (default: run.json's)"),
-        numerics: NumericsChoice = None,
+        numerics: NumericsChoice = None, engine: EngineChoice = None,
         rank: Optional[int] = typer.Option(None, "--rank", help="only this rank of a multi-rank run (default: "
                                            "every rank's evidence)"),
         workers: Optional[int] = WorkersOption, ray: Optional[str] = RayOption,
@@ -58,6 +58,7 @@ def register(app: typer.Typer) -> None:
         from ..inputs import check_run_dir
         try:
             check_run_dir(profile)
+            engine.for_run(profile, "recommend")
             check_workers(workers, ray)
             base = mx.load(mixlist) if mixlist else None
             out_dir = check_out_dir(Path(out) if out else default_out(profile))

@@ -10,12 +10,12 @@ import typer
 from ..errors import AdvisorError, InputError
 from ..fsutil import json_safe
 from .common import human_report, overrides_of
-from .options import CHIP_OF_RUN, NUMERICS, TOLERANCE, Chip, NumericsChoice, Tolerance, uses
+from .options import CHIP_OF_RUN, ENGINE, NUMERICS, TOLERANCE, Chip, EngineChoice, NumericsChoice, Tolerance, uses
 
 
 def register(app: typer.Typer) -> None:
     @app.command("replay")
-    @uses(CHIP_OF_RUN, NUMERICS, TOLERANCE)
+    @uses(CHIP_OF_RUN, NUMERICS, ENGINE, TOLERANCE)
     def replay_cmd(
         run: str = typer.Option(..., "--run", help="run directory with an FP32 tensor dump (capture, tune or msprobe)"),
         mixlist: Optional[str] = typer.Option(None, "--mixlist", help="the candidate modify_mixlist JSON "
@@ -27,7 +27,7 @@ def register(app: typer.Typer) -> None:
         as_json: bool = typer.Option(False, "--json", help="print the result as JSON"),
         chip: Chip = None,
         mode: Optional[str] = typer.Option(None, "--mode", help="precision mode (default: run.json's)"),
-        numerics: NumericsChoice = None,
+        numerics: NumericsChoice = None, engine: EngineChoice = None,
         step: Optional[list[int]] = typer.Option(None, "--step", help="only these steps (repeatable)"),
         tol: Tolerance = None,
     ) -> None:
@@ -38,6 +38,7 @@ def register(app: typer.Typer) -> None:
         from ..inputs import check_run_dir
         try:
             check_run_dir(run, "--run")
+            engine.for_run(run, "replay")
             ov = overrides_of(keep_dtype, customize_dtypes)      # the user's files read before the run is
             cand = mx.load(mixlist) if mixlist else None            # (malformed: one line, nothing read)
             a = analyze(run, tolerance=tol, soc=chip.soc, ops_info=chip.ops_info, cann=chip.cann, mode=mode,

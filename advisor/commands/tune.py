@@ -8,7 +8,7 @@ import typer
 
 from ..errors import AdvisorError, InputError
 from .common import CustomizeDtypesOption, KeepDtypeOption, human_report, overrides_of
-from .options import CHIP_FIXED, NUMERICS, TOLERANCE, Chip, NumericsChoice, Tolerance, uses
+from .options import CHIP_FIXED, ENGINE, NUMERICS, TOLERANCE, Chip, EngineChoice, NumericsChoice, Tolerance, uses
 
 
 _Out = typer.Option(..., "--out", help="Directory for the iterations, journal and final outputs (an existing "
@@ -89,7 +89,7 @@ def _granularity(value: str, runner: str) -> str:
 
 def register(app: typer.Typer) -> None:
     @app.command("tune")
-    @uses(CHIP_FIXED, NUMERICS, TOLERANCE)
+    @uses(CHIP_FIXED, NUMERICS, ENGINE, TOLERANCE)
     def tune(target: Optional[str] = typer.Argument(None, help="Workload path/to/file.py:function (emulator runner); "
                                                                "optional with --runner command."),
              out: str = _Out, mode: str = _Mode, max_runs: int = _MaxRuns, holdout: Optional[int] = _Holdout,
@@ -99,7 +99,7 @@ def register(app: typer.Typer) -> None:
              chip: Chip = None, mixlist: Optional[str] = _Mixlist,
              keep_dtype: Optional[str] = KeepDtypeOption, customize_dtypes: Optional[str] = CustomizeDtypesOption,
              inputs: Optional[List[str]] = _Inputs, input_shape: Optional[List[str]] = _InputShape,
-             dump: Optional[str] = _Dump, numerics: NumericsChoice = None,
+             dump: Optional[str] = _Dump, numerics: NumericsChoice = None, engine: EngineChoice = None,
              granularity: str = _Granularity, seed: int = typer.Option(0, "--seed", help="Emulator seed."),
              no_learn: bool = typer.Option(False, "--no-learn", help="Do not use the learned edit-effect model."),
              no_perf: bool = typer.Option(False, "--no-perf", help="Do not try performance edits after a pass."),
@@ -116,6 +116,9 @@ def register(app: typer.Typer) -> None:
         try:
             # every input checked before the first run: one line, exit 2, no --out written or moved aside
             check_timeout(timeout)
+            if engine.engine == "torch_npu" or engine.amp is not None or engine.policy is not None:
+                raise InputError("--engine", "tune searches GE lists (its runs use --engine ge); a torch_npu policy "
+                                             "search is not available in this version")
             # as ATC: no mixlist outside the mixed modes (its words, before tune's own mode check); a file GE rejects
             base = load_mixlist(mixlist, chip.lists(), mode=mode)
             check_tune_options(mode, max_runs, holdout, parallel, loss_scale)

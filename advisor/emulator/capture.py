@@ -2,6 +2,7 @@
 a run directory in the real NPU formats (see advisor/rundir.py and docs/formats.md)."""
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 from typing import Any, Iterable, Mapping
@@ -16,16 +17,16 @@ from ..mixlist import Mixlist
 from ..numerics import IEEE, Numerics, resolve as resolve_numerics
 from ..oplists import DEFAULT_SOC, ops_info_meta
 from ..progress import Progress
+from ..inputs import check_capture_inputs, engine_settings
 from ..rundir import (RunWriter, StagedRunDir, capture_settings, check_run_out, check_uniform_ports,
-                      override_settings, scalar_record, tensor_record, worst_local)
+                      override_settings, worst_local)
 from ..workload import (Workload, describe_user_error, is_onnx_model, is_onnx_target, is_tf_model, load_target,
                         normalize, tf_install_hint)
-from ..oplists import AUX_FP32_OUTPUTS
-from .engine import FLOAT_DTYPES, ArgRef, EmuMode, StepRecord, dtype_name, eager_math_attention, exec_pair
+from .dumps import DumpBuilder, static_ptrs
+from .engine import EmuMode, StepRecord, eager_math_attention
 from .kernel_rows import kernel_rows
 from .local import local_error
 from .train import TrainLoop
-from .stats import batched_stats
 
 SMALL_MODEL_PARAMS = 2_000_000   # default --dump tensors at or below this many parameters
 
@@ -35,7 +36,7 @@ def run_step(model, batch: tuple, loss_fn=None, *, graph=None, params: dict | No
              plan: list[str] | None = None, reference=None, keep_entries: bool = True,
              keep_local: bool = False, seed: int = 0, step: int = 0, cache: dict | None = None,
              loss_scale: float | None = None, numerics: Numerics = IEEE, groups: dict | None = None,
-             overflow: list | None = None) -> StepRecord:
+             overflow: list | None = None, tracker: Any = None, forward: Any = None) -> StepRecord:
     """Run one step (forward, + loss and backward when ``loss_fn``) under the emulation mode.
 
     ``loss_scale`` S: backward starts from S (what ``(loss * S).backward()`` computes, without an extra
@@ -45,22 +46,27 @@ def run_step(model, batch: tuple, loss_fn=None, *, graph=None, params: dict | No
     chip's overflow mode and HF32, applied by the mixed run (``plan`` given).  ``groups``: the members of fused
     kernels (``EmuMode``).  Recording a graph also marks the ops whose outputs leave the step (model outputs, loss,
     gradients: ``net_outputs``, what GE's NetOutput reads).  ``overflow``: a list the mixed run appends the
-    index of every op that overflowed to (``EmuMode._note_overflow``; training steps)."""
+    index of every op that overflowed to (``EmuMode._note_overflow``; training steps).  torch_npu: ``forward()`` is
+    the context of the forward and the loss (the autocast key), ``tracker`` records the run (``emulator.torch_npu``)."""
     torch.manual_seed(seed + step)
     if loss_fn is not None and isinstance(model, torch.nn.Module):
         for p in model.parameters():
             p.grad = None
     inputs = {id(t): i for i, t in enumerate(batch) if isinstance(t, torch.Tensor)}
     mode = EmuMode(graph, params, inputs, plan, reference, keep_entries, keep_local, cache=cache, numerics=numerics,
-                   groups=groups, overflow=overflow)
+                   groups=groups, overflow=overflow, tracker=tracker)
+    fwd = forward if forward is not None else contextlib.nullcontext
     with eager_math_attention():
         if loss_fn is not None:
             with torch.enable_grad(), mode:
-                out = model(*batch)
-                loss = loss_fn(out, batch)
+                with fwd():
+                    out = model(*batch)
+                    loss = loss_fn(out, batch)
                 if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
                     raise InputError(None, "loss_fn must return a scalar tensor")
                 mode.rec.bwd_start = len(mode.rec.ops)
+                if tracker is not None:
+                    tracker.start_backward()
                 if loss_scale is not None:
                     loss.backward(gradient=torch.full_like(loss, float(loss_scale)))
                 else:
@@ -70,7 +76,7 @@ def run_step(model, batch: tuple, loss_fn=None, *, graph=None, params: dict | No
                 mode.rec.grads = {n: p.grad for n, p in model.named_parameters() if p.grad is not None}
 
         else:
-            with torch.no_grad(), mode:
+            with torch.no_grad(), mode, fwd():
                 out = model(*batch)
     flat, _ = tree_flatten(out)
     mode.rec.outputs = [t for t in flat if isinstance(t, torch.Tensor)]
@@ -198,110 +204,6 @@ def _restore(model, state: dict) -> None:
                 b.copy_(state[n])
 
 
-def _static_ptrs(params: dict, round_cache: dict) -> set:
-    """Storages that do not change during a capture: parameters and their cached rounded copies."""
-    ptrs = {t.untyped_storage().data_ptr() for t in params.get("__tensors__", ())}
-    ptrs |= {t.untyped_storage().data_ptr() for t in round_cache.values()}
-    return ptrs
-
-
-def _exec_dtype(t: torch.Tensor, prec: str, low_ok: bool) -> str:
-    """dtype of a tensor as the op executed it."""
-    if t.dtype in FLOAT_DTYPES and prec in ("fp16", "bf16", "fp32") and low_ok:
-        return prec
-    return dtype_name(t.dtype)
-
-
-# ---------------------------------------------------------------------- dumps
-class _DumpBuilder:
-    """Builds dump.json data for one run of one step; statistics for all tensors in one batched pass."""
-
-    def __init__(self, rec: StepRecord, precs: list[str], ops, files: bool, framework: str = "pytorch",
-                 stats_cache: dict | None = None, static_ptrs: set | None = None, tensor_names: frozenset = frozenset(),
-                 members: Mapping | None = None):
-        self.rec, self.precs, self.ops, self.files = rec, precs, ops, files
-        self.tensor_names = tensor_names      # ops dumped with tensors in a statistics dump (msprobe tensor_list)
-        self.members = members or {}          # members of fused kernels (fusion.Member): values between them unrounded
-        self.stats_cache, self.static_ptrs = stats_cache, static_ptrs
-        self.framework = framework
-
-    def build(self) -> tuple[dict, dict]:
-        rec = self.rec
-        uniq: dict[int, int] = {}
-        tensors: list[torch.Tensor] = []
-
-        def slot(t: torch.Tensor) -> int:
-            k = uniq.get(id(t))
-            if k is None:
-                k = uniq[id(t)] = len(tensors)
-                tensors.append(t)
-            return k
-        plan_rows = []
-        for i, (struct, tin, tout, _rg) in enumerate(rec.entries):
-            plan_rows.append(([slot(t) for t in tin], [slot(t) for t in tout]))
-        out_slots = [slot(t) for t in rec.outputs]
-        grad_items = [(n, g) for n, g in rec.grads.items()]
-        grad_slots = [slot(g) for _, g in grad_items]
-        loss_slot = slot(rec.loss) if rec.loss is not None else None
-        st = batched_stats(tensors, cache=self.stats_cache, static_ptrs=self.static_ptrs)
-        data: dict = {}
-        files: dict = {}
-        rounded = getattr(rec, "rounded", {})
-
-        def trec(t, k, dt, fname=None, rg=None, always=False):
-            # model outputs, loss and gradients are small and statistics cannot show a finite "far off"
-            # error, so they keep their tensor files even in --dump stats
-            write = fname is not None and (self.files or always)
-            if write:
-                tt = t.detach()
-                if dt in ("fp16", "bf16") and tt.dtype != {"fp16": torch.float16, "bf16": torch.bfloat16}[dt]:
-                    tt = tt.to(torch.float16 if dt == "fp16" else torch.bfloat16)
-                files[fname] = tt
-            rg = bool(getattr(t, "requires_grad", False)) if rg is None else rg
-            return tensor_record(dt, list(t.shape), st[k], rg,
-                                 fname if write else None, self.framework)
-
-        for i, (struct, tin, tout, rgs) in enumerate(rec.entries):
-            op = self.ops[i]
-            prec, out_prec = exec_pair(self.precs[i])
-            m = self.members.get(op.name)
-            inner_in = m.internal_in if m is not None else ()   # fed by another member: not rounded between them
-            out_low = m is None or m.round_out                   # an output that never leaves the fused kernel
-            name = f"{op.name}.forward"
-            in_sl, out_sl = plan_rows[i]
-            aux = AUX_FP32_OUTPUTS.get(op.packet, ())
-            listed = op.name in self.tensor_names
-
-            def conv(x, _tin=tin, _in_sl=in_sl, _name=name, _prec=prec, _rgs=rgs, _listed=listed, _inner=inner_in):
-                if isinstance(x, ArgRef):
-                    t = _tin[x.i]
-                    return trec(t, _in_sl[x.i], _exec_dtype(t, _prec, x.i not in _inner), f"{_name}.input.{x.i}.pt",
-                                _rgs[x.i] if x.i < len(_rgs) else None, always=_listed)
-                if isinstance(x, list):
-                    return [conv(y) for y in x]
-                return scalar_record(x)
-            args, kwargs = struct
-            entry = {"input_args": [conv(a) for a in args],
-                     "input_kwargs": {k: conv(v) for k, v in kwargs.items()},
-                     "output": [trec(t, out_sl[j], _exec_dtype(t, out_prec, out_low and j not in aux),
-                                     f"{name}.output.{j}.pt", always=listed) for j, t in enumerate(tout)]}
-            data[name] = entry
-
-        def low_of(t):
-            r = rounded.get(id(t))
-            return r[1] if r is not None and r[0] is t else dtype_name(t.dtype)
-        data["Model.output.0.forward"] = {"input_args": [], "input_kwargs": {}, "output": [
-            trec(t, out_slots[j], low_of(t), f"Model.output.0.forward.output.{j}.pt", always=True)
-            for j, t in enumerate(rec.outputs)]}
-        if loss_slot is not None:
-            data["Model.loss.0.forward"] = {"input_args": [], "input_kwargs": {}, "output": [
-                trec(rec.loss, loss_slot, low_of(rec.loss), "Model.loss.0.forward.output.0.pt", always=True)]}
-        for (n, gr), k in zip(grad_items, grad_slots):
-            data[f"Grad.{n}"] = {"input_args": [], "input_kwargs": {}, "output": [
-                trec(gr, k, low_of(gr), f"Grad.{n}.output.0.pt", always=True)]}
-        return data, files
-
-
 # ---------------------------------------------------------------------- capture
 def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semantics.DEFAULT_MODE,
             mixlist: str | os.PathLike | Mixlist | None = None, soc: str = DEFAULT_SOC,
@@ -309,7 +211,8 @@ def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semanti
             batches: int | list | None = None, local: bool = True, progress: Progress = None,
             keep_dtype: Any = None, customize_dtypes: Any = None, inputs: list[str] | None = None,
             input_shapes: list[str] | None = None, loss_scale: float | None = None, cann: str | None = None,
-            overflow_mode: str | None = None, allow_hf32: str | None = None, dump_tensors: Iterable[str] = ()) -> Path:
+            overflow_mode: str | None = None, allow_hf32: str | None = None, dump_tensors: Iterable[str] = (),
+            engine: str | None = None, amp: str | None = None, policy: Any = None) -> Path:
     """Capture a workload (TARGET string, Workload, or (model, batches[, loss_fn]) tuple) into ``out``: FP32
     reference run + mixed run applying ``semantics.plan`` exactly.  Returns the run directory.  ``batches``: an int
     keeps the first N batches, a list replaces them.  ``dump``: "tensors" | "stats" (default: tensors for models
@@ -322,18 +225,22 @@ def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semanti
     ``model.onnx`` TARGET, or a workload whose model is one) goes to ``advisor.onnx``; ``inputs`` (.npz files) /
     ``input_shapes`` (``name:1,3,224,224``) give its batches.  ``cann``: the tables' version (None: the current),
     ``overflow_mode`` / ``allow_hf32`` override the chip's numerics (``advisor.numerics.resolve``); run.json
-    records all.  ``dump_tensors``: ``_Steps``."""
+    records all.  ``dump_tensors``: ``_Steps``.  ``engine`` / ``amp`` / ``policy``: ``inputs.engine_settings``
+    (default ge; "auto" is the command line's; torch_npu plans by ``semantics.torch_npu``)."""
     check_run_out(out)
+    ge_opts = {"mixlist": mixlist, "keep_dtype": keep_dtype, "customize_dtypes": customize_dtypes, "ops_info": ops_info}
     onnx_kw = dict(mode=mode, mixlist=mixlist, soc=soc, ops_info=ops_info, cann=cann, seed=seed, dump=dump,
                    local=local, progress=progress, keep_dtype=keep_dtype, customize_dtypes=customize_dtypes,
                    inputs=inputs, input_shapes=input_shapes, overflow_mode=overflow_mode, allow_hf32=allow_hf32)
     if is_onnx_target(target_or_workload) or is_onnx_model(target_or_workload):   # model.onnx or a ModelProto
+        engine_settings(engine, amp, mode, policy, soc, "onnx", where=str(target_or_workload))
         if loss_scale is not None:
             raise InputError(str(target_or_workload), "--loss-scale needs a training workload; an ONNX model is "
                                                       "inference only")
         return _delegate_onnx(target_or_workload, None, out, None, batches, **onnx_kw)
     wl, target = _load_workload(target_or_workload, batches)
     if is_onnx_model(wl.model):
+        engine_settings(engine, amp, mode, policy, soc, "onnx", where=target)
         return _delegate_onnx(wl.model, wl, out, target, batches, **onnx_kw)
     if inputs or input_shapes:
         raise InputError(target, "--inputs / --input-shape give the inputs of an ONNX model; this workload "
@@ -344,8 +251,9 @@ def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semanti
     if not isinstance(wl.model, torch.nn.Module) and not callable(wl.model) or is_tf_model(wl.model):
         if loss_scale:
             raise InputError(target, "a loss scale is emulated for PyTorch training workloads only")
+        engine_settings(engine, amp, mode, policy, soc, "tensorflow", where=target)
         return _delegate_tf(wl, out, target=target, **{k: v for k, v in onnx_kw.items() if k[:5] != "input"})
-    low, ml, lists, notes = capture_settings(mode, dump, mixlist, soc, ops_info, cann)
+    eng, low, ml, lists, notes = _settings(engine, amp, policy, mode, dump, ge_opts, soc, cann, wl, target)
     numerics, nnotes = resolve_numerics(soc, overflow_mode, allow_hf32)
     model, unwrap_notes = _unwrap(wl.model)
     notes += nnotes + unwrap_notes
@@ -354,33 +262,57 @@ def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semanti
     with StagedRunDir(out, progress) as stage:
         out_dir = stage.path
         writer = RunWriter(out_dir, {"name": wl.name, "target": target, "mode": mode, "soc": soc,
-                                     "ops_info": ops_info_meta(ops_info), **lists.table_meta(),
+                                     "ops_info": ops_info_meta(ops_info), **(lists.table_meta() if lists else {}),
                                      "mixlist": ml.to_dict() if ml is not None else None, "seed": seed,
-                                     "framework": "pytorch", "emulated": True, **numerics.to_meta()}, stage.out)
+                                     "framework": "pytorch", "emulated": True, **numerics.to_meta(),
+                                     **eng.to_meta()}, stage.out)
         if ml is not None:
             writer.write_mixlist(ml.to_json())
+        if eng.policy is not None:
+            writer.write_policy(eng.policy.to_dict())
         steps = _Steps(model, wl, target, lists, mode, seed, notes, writer, files=dump == "tensors", local=local,
                        low_for_local=low or "fp16", loss_scale=loss_scale, overrides=overrides, numerics=numerics,
-                       tensor_names=dump_tensors)
-        try:
-            counted = steps.run_all()
-        finally:
-            _restore(model, steps.state0)
-        writer.write_profile(steps.kernels)
-        graph_path = steps.write_graph(notes)
-        if local:
-            writer.write_local_error(steps.local_error_rows())
+                       tensor_names=dump_tensors, engine=eng)
+        with steps.session():
+            try:
+                counted = steps.run_all()
+            finally:
+                _restore(model, steps.state0)
         files = writer.write_overrides(overrides, keep_dtype if isinstance(keep_dtype, (str, os.PathLike)) else None,
                                        customize_dtypes)
-        notes += stage.backup_notes()
-        writer.write_run_json(**counted, training=wl.loss_fn is not None, dump=dump,
-                              low_dtype=low, lists_source=lists.source, **files,
-                              fusion=fusion.summary(steps.fz0) if steps.fz0 is not None else None,
-                              unmapped_ops=sorted(steps.unmapped), notes=notes,
-                              graph=str(graph_path.relative_to(out_dir)) if graph_path else None,
-                              n_ops=len(steps.g0) if steps.g0 is not None else 0, options=wl.options or {},
-                              loss_scale=loss_scale, dump_tensor_list=sorted(steps.tensor_names) or None)
+        _finish(stage, writer, steps, wl, notes, counted, local=local, dump=dump, low=low, loss_scale=loss_scale,
+                lists_source=lists.source if lists else None, **files)
     return stage.out
+
+
+def _settings(engine, amp, policy, mode, dump, ge_opts: dict, soc, cann, wl: Workload, target) -> tuple:
+    """(EngineSettings, low dtype, Mixlist, effective lists, notes) of a PyTorch capture: torch_npu takes no GE list
+    (``inputs.engine_settings`` refused GE's options) and no optimizer steps yet, ge ``rundir.capture_settings``."""
+    eng = engine_settings(engine, amp, mode, policy, soc, "pytorch", ge_opts, target)
+    if eng.engine == "torch_npu":
+        if wl.trains:
+            raise InputError(target, "training over optimizer steps (a workload with an optimizer) is emulated on "
+                                     "GE only: capture it with --engine ge, or without its optimizer")
+        check_capture_inputs(None, None, dump, None)
+        return eng, eng.config.dtype, None, None, []
+    return (eng, *capture_settings(mode, dump, ge_opts["mixlist"], soc, ge_opts["ops_info"], cann))
+
+
+def _finish(stage: StagedRunDir, writer: RunWriter, steps: "_Steps", wl: Workload, notes: list, counted: dict, *,
+            local: bool, dump: str, low: Any, loss_scale: Any, **run_json: Any) -> None:
+    """The run directory's profile, graph dump, local error and run.json, once every step ran (``counted``:
+    ``_Steps.run_all``'s fields)."""
+    writer.write_profile(steps.kernels)
+    graph_path = steps.write_graph(notes)
+    if local:
+        writer.write_local_error(steps.local_error_rows())
+    notes += stage.backup_notes()
+    writer.write_run_json(**counted, training=wl.loss_fn is not None, dump=dump, low_dtype=low,
+                          fusion=fusion.summary(steps.fz0) if steps.fz0 is not None else None,
+                          unmapped_ops=sorted(steps.unmapped), notes=notes,
+                          graph=str(graph_path.relative_to(stage.path)) if graph_path else None,
+                          n_ops=len(steps.g0) if steps.g0 is not None else 0, options=wl.options or {},
+                          loss_scale=loss_scale, dump_tensor_list=sorted(steps.tensor_names) or None, **run_json)
 
 
 class _Steps:
@@ -392,7 +324,8 @@ class _Steps:
 
     def __init__(self, model, wl: Workload, target: Any, lists, mode: str, seed: int, notes: list[str],
                  writer: RunWriter, *, files: bool, local: bool, low_for_local: str, loss_scale: float | None = None,
-                 overrides: Any = None, numerics: Numerics = IEEE, tensor_names: Iterable[str] = ()):
+                 overrides: Any = None, numerics: Numerics = IEEE, tensor_names: Iterable[str] = (),
+                 engine: Any = None):
         self.model, self.wl, self.target, self.lists, self.mode, self.seed = model, wl, target, lists, mode, seed
         self.loss_scale, self.overrides, self.numerics = loss_scale, overrides, numerics
         self.tensor_names = frozenset(() if files else tensor_names)
@@ -409,6 +342,24 @@ class _Steps:
         self.local_rows: dict[str, dict] = {}
         self.round_cache: dict = {}
         self.stats_cache: dict = {}
+        self.eng = engine          # inputs.EngineSettings; torch_npu: planned by semantics.torch_npu
+        self.sess: Any = None
+        self.trace0 = self.ref_tplan = None
+
+    @contextlib.contextmanager
+    def session(self):
+        """torch_npu: the dispatcher, module and Apex hooks around every run of the capture (``emulator.torch_npu``)."""
+        if self.eng is None or self.eng.engine != "torch_npu":
+            yield
+            return
+        from .torch_npu import Session
+        with Session(self.model, self.eng.config, self.eng.policy) as sess:
+            self.sess = sess
+            try:
+                yield
+            finally:
+                self.notes.extend(sess.notes)
+                self.sess = None
 
     def run_all(self) -> dict:
         """Every step (batch i = step i; a workload with an optimizer: its optimizer steps, ``train.TrainLoop``);
@@ -423,22 +374,34 @@ class _Steps:
     def run(self, step: int, batch: tuple) -> None:
         """One batch: FP32 run, plan, mixed run (the profiled target run), then its outputs."""
         g = G.new_graph(framework="pytorch", step=step)
+        tr = self.sess.tracker if self.sess is not None else None
+        fwd = self.sess.forward if self.sess is not None else None
         fp = self._user_run("FP32", step, lambda: run_step(
             self.model, batch, self.wl.loss_fn, graph=g, params=self.params, seed=self.seed, step=step,
-            keep_local=self.local, loss_scale=self.loss_scale))
+            keep_local=self.local, loss_scale=self.loss_scale, tracker=tr, forward=fwd))
+        trace = None
+        if tr is not None:
+            from .torch_npu import leaves_of
+            trace = tr.trace(fp.ops, leaves_of(g, self.model))
+            tr.end()
         if step == 0:
             _check_traced(fp, self.target)
         _restore(self.model, self.state0)
-        precs, cpu, fz = self._plan(step, g, fp)
+        precs, cpu, fz = self._plan(step, g, fp, trace)
         for r in fp.ops:
             if not r.mapped:
                 self.unmapped[f"aten.{r.packet}.{r.overload}"] = r.type
         groups = self.groups_of(fz)
         mx = self._user_run("mixed", step, lambda: run_step(
             self.model, batch, self.wl.loss_fn, params=self.params, plan=precs, reference=fp.ops, seed=self.seed,
-            step=step, cache=self.round_cache, loss_scale=self.loss_scale, numerics=self.numerics, groups=groups))
+            step=step, cache=self.round_cache, loss_scale=self.loss_scale, numerics=self.numerics, groups=groups,
+            forward=fwd))
         _restore(self.model, self.state0)
-        self.kernels.extend(kernel_rows(step, fp, precs, cpu, fz))
+        if trace is not None:
+            from .torch_npu import kernel_rows as eager_kernel_rows
+            self.kernels.extend(eager_kernel_rows(step, fp, self.ref_tplan))
+        else:
+            self.kernels.extend(kernel_rows(step, fp, precs, cpu, fz))
         self._write_dumps(step, fp, mx, precs, fz.members)
         if self.local:  # every step: a hazard may show only in some batches; rows keep the worst
             self._local_errors(fp)
@@ -454,15 +417,20 @@ class _Steps:
             raise InputError(self.target, f"the model failed in the {which} run (step {step}): "
                                           f"{describe_user_error(e)}") from None
 
-    def _plan(self, step: int, g, fp: StepRecord) -> tuple[list, list[bool], fusion.FusionResult]:
+    def _plan(self, step: int, g, fp: StepRecord, trace: Any = None) -> tuple[list, list[bool], fusion.FusionResult]:
         """The planned dtypes of every op of the step (``Plan.exec_dtypes``: a precision, or an (input, output)
         pair where they differ), whether it runs on AI CPU, and the step's graph fusion: step 0's when the op
         sequence is the same, else fused and planned separately (with a note).  GE's graph fusion runs before its
         precision judge (advisor.fusion): the plan is the fused graph's, and every op executes the decision (its
-        dtypes, its placement) of the (possibly fused) node it belongs to."""
+        dtypes, its placement) of the (possibly fused) node it belongs to.  torch_npu (``trace`` given):
+        ``semantics.torch_npu.plan`` of the step's trace, on the unfused graph (eager torch_npu has no graph
+        fusion: ``_plan_eager``)."""
         sig = [r.func for r in fp.ops]
         if self.ref_sig is not None and sig == self.ref_sig:
+            self.ref_tplan = self.plan0 if self.trace0 is not None else None
             return (*self.ref_plan, self.ref_fz)
+        if trace is not None:
+            return self._plan_eager(step, g, sig, trace)
         fz = fusion.fuse(g, self.lists.soc, self.lists)
         p = semantics.plan(fz.graph, self.lists, self.mode, self.overrides)
         check_uniform_ports(p, self.target)
@@ -477,6 +445,25 @@ class _Steps:
             self.notes.append(f"step {step} has a different op sequence than step 0: planned separately")
         return precs, cpu, fz
 
+    def _plan_eager(self, step: int, g, sig: list, trace: Any) -> tuple[list, list[bool], fusion.FusionResult]:
+        """torch_npu: ``semantics.torch_npu.plan`` of the step's trace; every op is its own kernel (no graph
+        fusion in eager mode: an identity ``FusionResult``), none on AI CPU."""
+        from ..semantics.torch_npu import plan as torch_npu_plan, policy_matches
+        tp = torch_npu_plan(trace, self.eng.config, self.eng.policy)
+        precs = [d.compute if d.compute == d.out else (d.compute, d.out) for d in tp.decisions]
+        cpu = [False] * len(precs)
+        fz = fusion.FusionResult(g)
+        self.ref_tplan = tp
+        if step == 0:
+            self.g0, self.plan0, self.trace0 = g, tp, trace
+            self.ref_sig, self.ref_plan, self.ref_fz = sig, (precs, cpu), fz
+            self.notes.extend(tp.notes)
+            if self.eng.policy is not None:
+                self.notes.extend(policy_matches(trace, self.eng.policy))
+        else:
+            self.notes.append(f"step {step} has a different op sequence than step 0: planned separately")
+        return precs, cpu, fz
+
     def _write_dumps(self, step: int, fp: StepRecord, mx: StepRecord, precs: list,
                      members: Mapping | None = None) -> None:
         """The FP32 (golden) and mixed (target) msprobe dumps of the step (one entry per executed op, fused or
@@ -484,16 +471,21 @@ class _Steps:
         unrounded)."""
         for which, rec, pr in (("fp32", fp, ["fp32" if r.is_float else "n/a" for r in fp.ops]),
                                ("mixed", mx, precs)):
-            static = _static_ptrs(self.params, self.round_cache)
-            data, fl = _DumpBuilder(rec, pr, fp.ops, self.files, stats_cache=self.stats_cache,
-                                    static_ptrs=static, tensor_names=self.tensor_names,
-                                    members=members if which == "mixed" else None).build()
+            static = static_ptrs(self.params, self.round_cache)
+            data, fl = DumpBuilder(rec, pr, fp.ops, self.files, stats_cache=self.stats_cache,
+                                   static_ptrs=static, tensor_names=self.tensor_names,
+                                   members=members if which == "mixed" else None).build()
             self.writer.write_dump(which, step, data, fl or None, task="tensor" if self.files else "statistics")
 
     def write_graph(self, notes: list[str]):
-        """The GE-style graph dump of step 0's fused graph, annotated with its plan (None: no graph)."""
+        """The GE-style graph dump of step 0's graph (GE: fused) annotated with its plan (torch_npu: with kernel
+        names and modules too, ``emulator.torch_npu.annotate``); None: no graph."""
         if self.g0 is None:
             return None
+        if self.trace0 is not None:
+            from .torch_npu import annotate
+            annotate(self.g0, self.plan0, self.trace0)
+            return self.writer.write_graph(self.g0, None, notes)
         semantics.annotate(self.g0, self.plan0)
         return self.writer.write_graph(self.g0, self.plan0, notes)
 

@@ -165,10 +165,14 @@ class EmuMode(TorchDispatchMode):
                  plan: list[str] | None = None, reference: list[OpRecord] | None = None,
                  keep_entries: bool = True, keep_local_inputs: bool = False, low: str | None = None,
                  cache: dict | None = None, numerics: Numerics = IEEE, groups: dict | None = None,
-                 overflow: list | None = None):
+                 overflow: list | None = None, tracker: Any = None):
         super().__init__()
         # training steps (emulator/train.py): indices of the mixed run's ops that overflowed (``_note_overflow``)
         self.overflow = overflow
+        # torch_npu: what the recording run sees beyond the ops (emulator.torch_npu.Tracker)
+        self.tracker = tracker
+        if tracker is not None and plan is None:
+            tracker.begin(self)
         self.numerics = numerics          # the chip's overflow mode and HF32 (mixed run; the FP32 run is IEEE)
         # members of fused kernels (mixed run): op name -> (fused node, its outputs leave the kernel); a value one
         # member hands another inside the kernel is neither rounded nor saturated (advisor.fusion)
@@ -192,6 +196,13 @@ class EmuMode(TorchDispatchMode):
         self.n_const = 0
 
     # ------------------------------------------------------------------ graph helpers
+    def source_of(self, t: torch.Tensor) -> tuple[str, int]:
+        """(node, output index) a tensor comes from: the op that produced it, else its Data/Const leaf."""
+        p = self.producer.get(id(t))
+        if p is None or p[0] is not t:
+            return self._leaf_node(t), 0
+        return p[1], p[2]
+
     def _leaf_node(self, t: torch.Tensor) -> str:
         tid = id(t)
         if tid in self.params:  # torchair: parameters are graph inputs (ge.Data), fx2ge_converter.py:1309-1345
@@ -325,6 +336,9 @@ class EmuMode(TorchDispatchMode):
                            in_shapes=[list(t.shape) for t in tin], in_dtypes=[dtype_name(t.dtype) for t in tin],
                            out_shapes=[list(t.shape) for t in tout], out_dtypes=[dtype_name(t.dtype) for t in tout],
                            nondeterministic=torch.Tag.nondeterministic_seeded in func.tags, mutates=mutates)
+            srcs = [self.source_of(t) for t in tin] if self.g is not None or self.tracker is not None else []
+            if self.tracker is not None:
+                self.tracker.on_op(rec, tin, srcs, kwargs)
             if self.g is not None:
                 origin = next((dtype_name(t.dtype) for t in tout if t.dtype in FLOAT_DTYPES), "fp32")
                 attrs = dict(kernel=kernel, float=is_float, origin_dtype=origin, aten=f"aten.{packet}.{overload}",
@@ -334,13 +348,6 @@ class EmuMode(TorchDispatchMode):
                     dst = next((dtype_name(t.dtype) for t in tout), None)
                     if dst:
                         attrs["cast_to"] = dst
-                srcs = []
-                for t in tin:
-                    p = self.producer.get(id(t))
-                    if p is None or p[0] is not t:
-                        srcs.append((self._leaf_node(t), 0))
-                    else:
-                        srcs.append((p[1], p[2]))
                 G.add_op(self.g, name, typ, role="op", **attrs)
                 for pos, (t, (src, src_out)) in enumerate(zip(tin, srcs)):
                     G.connect(self.g, src, name, src_out, pos, float=t.dtype in FLOAT_DTYPES)

@@ -47,6 +47,11 @@ class Run:
     found: Found | None = None
     trace: dict | None = None                   # read_trace_view() of the first readable trace_view.json
 
+    @property
+    def engine(self) -> str:
+        """torch_npu | ge (``run_engine``: ge when run.json does not say)."""
+        return run_engine(self.meta, self.path)
+
 
 # ------------------------------------------------------------------------------ FLOPs
 
@@ -119,9 +124,20 @@ _META_TYPES: dict[str, tuple[type, ...]] = {
     "target": (str,), "mode": (str,), "precision_mode": (str,), "soc": (str,), "ops_info": (str, list),
     "mixlist": (str, dict), "emulated": (bool,), "name": (str,), "framework": (str,),
     "keep_dtype": (str,), "customize_dtypes": (str,), "cann": (str,), "lists_source": (str,),
-    "overflow_mode": (str,), "allow_hf32": (str,),
+    "overflow_mode": (str,), "allow_hf32": (str,), "engine": (str,), "amp": (str,), "acl_precision_mode": (str,),
+    "policy": (str,),
 }
-_META_PATHS = ("ops_info", "mixlist", "keep_dtype", "customize_dtypes")   # file names, resolved inside the run dir
+_META_PATHS = ("ops_info", "mixlist", "keep_dtype", "customize_dtypes", "policy")   # resolved inside the run dir
+
+
+def run_engine(meta: dict | None, path: Any = None) -> str:
+    """The engine a run directory was made for: run.json's ``engine``; a run.json without the key (written before
+    advisor knew torch_npu eager) and a real run's folder read as ``ge``, so their advice does not change."""
+    from ..semantics.torch_npu import ENGINES
+    e = (meta or {}).get("engine") or "ge"
+    if e not in ENGINES:
+        raise InputError(path or "run.json", f"engine {e!r} is not torch_npu or ge")
+    return e
 
 
 def read_run_json(p: Path) -> dict:
@@ -432,11 +448,35 @@ def _attach_trace(frame: pd.DataFrame, tv: dict) -> pd.DataFrame:
     return out
 
 
+def eager_names(g: nx.DiGraph, k: pd.DataFrame) -> pd.DataFrame:
+    """Kernel rows named as eager torch_npu names them (``aclnnMul_MulAiCore_Mul`` for every Mul) renamed to the
+    graph nodes they are: nodes carrying a ``kernel_name`` (an emulated torch_npu run), the k-th row of a name in a
+    step is the k-th node of that kernel name in execution order.  Rows of a GE-named profile (name = node) and
+    rows no node claims keep their names."""
+    kn = [(a.get("order", float("inf")), a["kernel_name"], a.get("name", n)) for n, a in g.nodes(data=True)
+          if isinstance(a.get("kernel_name"), str)]
+    if not kn or not len(k):
+        return k
+    seen: dict[str, int] = {}
+    alias = {}
+    for _, kname, node in sorted(kn, key=lambda x: (x[0] if isinstance(x[0], (int, float)) else float("inf"))):
+        i = seen.get(kname, 0)
+        seen[kname] = i + 1
+        alias[f"{kname}#{i}"] = node
+    occ = k.groupby(["step", "name"], sort=False).cumcount().astype(str)
+    key = k["name"].astype(str) + "#" + occ
+    out = k.copy()
+    out["name"] = key.map(alias).fillna(k["name"]).to_numpy(dtype=object)
+    return out
+
+
 def _join_kernels(g: nx.DiGraph, k: pd.DataFrame) -> None:
     """Timing and observed dtypes from kernel rows onto GE-dump nodes with the same name
-    (duration = mean over the steps present; other fields from the first row)."""
+    (duration = mean over the steps present; other fields from the first row); eager torch_npu names first
+    renamed to their nodes (``eager_names``)."""
     if not len(k):
         return
+    k = eager_names(g, k)
     agg = k.groupby(["name", "step"], sort=False)["duration_us"].sum().groupby(level=0, sort=False).mean()
     first = k.drop_duplicates("name")
     info = dict(zip(first["name"].to_numpy(dtype=object),

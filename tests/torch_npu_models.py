@@ -1,0 +1,73 @@
+"""Small PyTorch workloads and readers shared by the tests/test_torch_npu_*.py files."""
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import torch
+
+KD_DTYPES = {"FLOAT16": "fp16", "FLOAT": "fp32", "DT_BF16": "bf16", "BF16": "bf16", "DOUBLE": "fp64"}
+
+
+def kernel_rows(run_dir) -> list[dict]:
+    """kernel_details.csv rows of a run directory (Type, Name, input and output dtypes as advisor names them)."""
+    path = next(Path(run_dir).glob("profile/*/ASCEND_PROFILER_OUTPUT/kernel_details.csv"))
+    out = []
+    for r in csv.DictReader(path.open(encoding="utf-8")):
+        out.append({"name": r["Name"], "type": r["Type"],
+                    "in": [KD_DTYPES.get(d, d) for d in r["Input Data Types"].split(";") if d],
+                    "out": [KD_DTYPES.get(d, d) for d in r["Output Data Types"].split(";") if d]})
+    return out
+
+
+def rows_of(run_dir, typ: str) -> list[dict]:
+    rows = [r for r in kernel_rows(run_dir) if r["type"] == typ]
+    assert rows, f"no {typ} kernel in {[r['type'] for r in kernel_rows(run_dir)]}"
+    return rows
+
+
+class Square(torch.nn.Module):
+    """``h * h`` (operator syntax) in a module of its own, so a policy can name it."""
+
+    def forward(self, h):
+        return h * h
+
+
+class LinMul(torch.nn.Module):
+    """linear -> h * h -> exp -> softmax -> sum: large activations make the fp16 ``h * h`` overflow."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(16, 16)
+        self.sq = Square()
+
+    def forward(self, x):
+        h = self.fc(x)
+        h2 = self.sq(h)
+        e = torch.exp(h2 * 1e-6)
+        return torch.softmax(e, -1).sum()
+
+
+def lin_mul_workload():
+    torch.manual_seed(0)
+    m = LinMul()
+    with torch.no_grad():
+        m.fc.weight.mul_(40.0)
+    return m, [(torch.randn(4, 16) * 10,)]
+
+
+class Expr(torch.nn.Module):
+    """``fn(fc(x), x)``: the op under test on a linear's output (fp16 under autocast) and on the raw input (fp32)."""
+
+    def __init__(self, fn):
+        super().__init__()
+        self.fc = torch.nn.Linear(8, 8)
+        self.fn = fn
+
+    def forward(self, x):
+        return self.fn(self.fc(x), x)
+
+
+def expr_workload(fn):
+    torch.manual_seed(0)
+    return Expr(fn), [(torch.randn(4, 8),)]
