@@ -165,21 +165,28 @@ class EngineSettings:
         return {**self.config.to_meta(), "policy": "precision_policy.json" if self.policy is not None else None}
 
 
+# The command line's engine for a PyTorch capture given no --engine / --amp / --policy: ge while recommend, replay and
+# tune refuse torch_npu runs (their advice, a precision policy, is issue 22b); with 22b it becomes "torch_npu".
+PYTORCH_DEFAULT_ENGINE = "ge"
+
+
 def auto_engine(framework: str, mode: str | None = None, ge_options: Iterable[str] = ()) -> str:
-    """The engine a new capture takes when none is given: torch_npu for a PyTorch workload, unless an option only GE
-    has is given (a mixlist, keep_dtype / customize_dtypes files, ops-info files, a precision mode torch_npu eager does
-    not take); ge for ONNX and TensorFlow models (they reach GE through ATC or the TF adapter)."""
+    """The engine a new capture takes when none is given: ``PYTORCH_DEFAULT_ENGINE`` (ge for now) for a PyTorch
+    workload, and ge whenever an option only GE has is given (a mixlist, keep_dtype / customize_dtypes files, ops-info
+    files, a precision mode torch_npu eager does not take); ge for ONNX and TensorFlow models (they reach GE through
+    ATC or the TF adapter)."""
     if framework != "pytorch" or any(ge_options) or (mode is not None and mode not in TORCH_NPU_MODES):
         return "ge"
-    return "torch_npu"
+    return PYTORCH_DEFAULT_ENGINE
 
 
 def engine_settings(engine: str | None, amp: str | None, mode: str | None, policy: Any, soc: str | None,
                     framework: str = "pytorch", ge_options: dict | None = None, where: str | None = None
                     ) -> EngineSettings:
     """The engine a capture runs on, checked before any work (one line, exit 2): ``engine`` None is the library's
-    default, ge; "auto" is the command line's (``auto_engine``; torch_npu when ``amp`` or ``policy`` is given);
-    torch_npu only for PyTorch workloads and without GE's options; ``amp`` (autocast | apex-o1 | apex-o2 | none; default autocast in a mixed mode, else none) and
+    default, ge; "auto" is the command line's (``auto_engine``, ge for now; torch_npu when ``amp`` or ``policy`` is
+    given); torch_npu only for PyTorch workloads and without GE's options; ``amp`` (autocast | apex-o1 | apex-o2 |
+    none; default autocast in a mixed mode, else none) and
     ``policy`` (a precision_policy.json path or a PrecisionPolicy) only for torch_npu; ``mode``: mixed_float16 /
     mixed_bfloat16 pick the low dtype, allow_fp32_to_fp16 / must_keep_origin_dtype the ACL_PRECISION_MODE."""
     from .precision_policy import PrecisionPolicy, read_policy

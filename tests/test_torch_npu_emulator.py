@@ -36,8 +36,22 @@ def _meta(run) -> dict:
 
 
 # ---------------------------------------------------------------------------- autocast, as torch_npu runs it
-def test_capture_defaults_to_torch_npu_for_a_pytorch_workload(tmp_path):
+def test_capture_defaults_to_ge_for_a_pytorch_workload_until_torch_npu_advice_exists(tmp_path):
+    """torch_npu is opt-in while recommend / replay / tune refuse torch_npu runs (issue 22b switches the default)."""
     assert _cli("capture", WL, "--out", str(tmp_path / "r"), "--no-local-error", "--dump", "stats") == 0
+    m = _meta(tmp_path / "r")
+    assert m["engine"] == "ge" and "amp" not in m
+
+
+def test_a_default_capture_can_be_recommended(tmp_path):
+    assert _cli("capture", WL, "--out", str(tmp_path / "r"), "--no-local-error", "--dump", "stats") == 0
+    assert _cli("recommend", "--profile", str(tmp_path / "r"), "--out", str(tmp_path / "rec")) == 0
+    assert (tmp_path / "rec" / "recommendation.json").is_file()
+
+
+def test_amp_without_engine_means_torch_npu(tmp_path):
+    assert _cli("capture", WL, "--out", str(tmp_path / "r"), "--amp", "autocast", "--no-local-error",
+                "--dump", "stats") == 0
     m = _meta(tmp_path / "r")
     assert (m["engine"], m["amp"], m["acl_precision_mode"]) == ("torch_npu", "autocast", "must_keep_origin_dtype")
 

@@ -43,8 +43,8 @@ def register(app: typer.Typer) -> None:
                                               "(exit 2); 0: no limit."),
                 as_json: bool = typer.Option(False, "--json", help="Print the run's summary (run.json and its "
                                                                    "run_dir) as JSON.")) -> None:
-        """Run TARGET in FP32 and emulated mixed precision -- torch_npu eager (autocast, Apex) for a PyTorch workload,
-        GE for ONNX/TF models or with GE's options; write profile, graph, dumps, local error."""
+        """Run TARGET in FP32 and emulated mixed precision -- GE (default), or torch_npu eager (autocast, Apex) for a
+        PyTorch workload with --engine torch_npu; write profile, graph, dumps, local error."""
         import sys
 
         from ..inputs import check_capture_inputs, check_mode, check_timeout, engine_settings, load_mixlist

@@ -157,7 +157,8 @@ NUMERICS = OptionGroup("numerics", (
 @dataclass(frozen=True)
 class EngineChoice:
     """What ``--engine`` / ``--amp`` / ``--policy`` select.  ``engine`` None: a new capture's default
-    (``inputs.auto_engine``: torch_npu for a PyTorch workload), a run's own (run.json; ge when it does not say)."""
+    (``inputs.auto_engine``: ge; torch_npu when ``--amp`` / ``--policy`` is given), a run's own (run.json; ge when it
+    does not say)."""
 
     engine: Optional[str] = None
     amp: Optional[str] = None
@@ -205,9 +206,10 @@ def _engine(engine: Optional[str], amp: Optional[str], policy: Optional[str]) ->
 
 ENGINE = OptionGroup("engine", (
     ("engine", Optional[str], typer.Option(None, "--engine", help="torch_npu | ge: the engine the run is emulated on "
-                                           "(default for a new capture: torch_npu for a PyTorch workload -- unless "
-                                           "a GE-only option such as --mixlist is given --, ge for ONNX and "
-                                           "TensorFlow models; for a run: its run.json's, ge when it has none).")),
+                                           "(default for a new capture: ge -- torch_npu eager is opt-in with "
+                                           "--engine torch_npu, --amp or --policy until recommend/replay/tune advise "
+                                           "torch_npu runs; ONNX and TensorFlow models always run on ge; for a run: "
+                                           "its run.json's, ge when it has none).")),
     ("amp", Optional[str], typer.Option(None, "--amp", help="torch_npu: autocast | apex-o1 | apex-o2 | none "
                                         "(default: autocast in mixed_float16 / mixed_bfloat16, none in "
                                         "allow_fp32_to_fp16 / must_keep_origin_dtype).")),
