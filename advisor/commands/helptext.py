@@ -30,8 +30,8 @@ def tidy_param(p) -> None:
         p.metavar = ""
 
 
-class AdvisorCommand(TyperCommand):
-    """Every command's class (``_register_all``): help texts tidied once (``tidy_help``)."""
+class TidyHelp:
+    """Help texts tidied once (``tidy_help``), and ``--help`` shown without a metavar: mixed into every command."""
 
     def __init__(self, *a, **kw) -> None:
         super().__init__(*a, **kw)
@@ -44,15 +44,9 @@ class AdvisorCommand(TyperCommand):
         return opt
 
 
-class AdvisorGroup(TyperGroup):
+class AdvisorCommand(TidyHelp, TyperCommand):
+    """Every command's class (``_register_all``)."""
+
+
+class AdvisorGroup(TidyHelp, TyperGroup):
     """The root command: its own options and help tidied like every command's."""
-
-    def __init__(self, *a, **kw) -> None:
-        super().__init__(*a, **kw)
-        tidy_help(self)
-
-    def get_help_option(self, ctx):
-        opt = super().get_help_option(ctx)
-        if opt is not None:
-            opt.metavar = ""
-        return opt

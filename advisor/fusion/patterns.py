@@ -153,15 +153,7 @@ def layer_norm_onnx_fusion_pass(g, ctx: Context) -> list[Rewrite]:
     -> Div [-> Mul(gamma) -> Add(beta)] becomes one LayerNorm named ``<last>/LayerNorm`` ([CD]
     layer_norm_onnx_fusion_pass.cc:61-236, :406-442, :521-621, :686-730): keep_dims on the first mean, the Sub read
     twice, every other inner node read once; without the affine Mul/Add it still fuses (gamma 1, beta 0)."""
-    out = []
-    for r0 in _of_type(g, "ReduceMean", "ReduceMeanD"):
-        if r0 not in g:
-            continue
-        m = _match_ln_onnx(g, r0)
-        if m is not None:
-            out.append(contract(g, _ordered(g, ctx, m[0]), "LayerNorm", "LayerNormONNXFusionPass", name=m[1],
-                                attributes=m[2]))
-    return out
+    return _layer_norms(g, ctx, _of_type(g, "ReduceMean", "ReduceMeanD"), _match_ln_onnx, "LayerNormONNXFusionPass")
 
 
 # ---------------------------------------------------------------------- LayerNormFusionPass
@@ -214,14 +206,18 @@ def layer_norm_fusion_pass(g, ctx: Context) -> list[Rewrite]:
     """LayerNormFusionPass: the TensorFlow moments pattern ReduceMeanD / SquaredDifference / ReduceMeanD / Add(eps) /
     Rsqrt / Mul(gamma) / Mul(x - mean) / Add(beta) becomes one LayerNorm named ``<add>/LayerNorm`` ([CD]
     layer_norm_fusion_pass.cc:58-411, the name :315)."""
+    return _layer_norms(g, ctx, _of_type(g, "ReduceMeanD"), _match_ln_tf, "LayerNormFusionPass")
+
+
+def _layer_norms(g, ctx: Context, starts, match, pass_name: str) -> list[Rewrite]:
+    """One LayerNorm per match of ``match`` (members, name, attributes) from each start node still in the graph."""
     out = []
-    for m0 in _of_type(g, "ReduceMeanD"):
-        if m0 not in g:
+    for n0 in starts:
+        if n0 not in g:
             continue
-        m = _match_ln_tf(g, m0)
+        m = match(g, n0)
         if m is not None:
-            out.append(contract(g, _ordered(g, ctx, m[0]), "LayerNorm", "LayerNormFusionPass", name=m[1],
-                                attributes=m[2]))
+            out.append(contract(g, _ordered(g, ctx, m[0]), "LayerNorm", pass_name, name=m[1], attributes=m[2]))
     return out
 
 
