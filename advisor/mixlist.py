@@ -449,12 +449,7 @@ def apply(base: OpLists, mixlist: Mixlist) -> ApplyResult:
             warnings.append(f"gray-list to-add {t!r}: GE ignores gray-list to-add (no effect)")
         to = policy(bits, now)
         if to != now:
-            white.discard(t)
-            black.discard(t)
-            if to == WHITE:
-                white.add(t)
-            elif to == BLACK:
-                black.add(t)
+            _move(white, black, t, to)
     return ApplyResult(base.with_lists(frozenset(white), frozenset(black)), warnings)
 
 
@@ -504,15 +499,20 @@ def with_targets(base: OpLists, targets: Mapping[str, str]) -> OpLists:
     for every candidate)."""
     white, black = set(base.white), set(base.black)
     for t, to in targets.items():
-        white.discard(t)
-        black.discard(t)
-        if to == WHITE:
-            white.add(t)
-        elif to == BLACK:
-            black.add(t)
-        elif to != GRAY:
+        if to not in (WHITE, BLACK, GRAY):
             raise ValueError(f"target list must be white, black or gray, not {to!r}")
+        _move(white, black, t, to)
     return base.with_lists(frozenset(white), frozenset(black))
+
+
+def _move(white: set, black: set, t: str, to: str) -> None:
+    """Put type ``t`` in list ``to`` (gray: in neither set), in place."""
+    white.discard(t)
+    black.discard(t)
+    if to == WHITE:
+        white.add(t)
+    elif to == BLACK:
+        black.add(t)
 
 
 def compose(base: OpLists, first: Mixlist | None, then: Mixlist) -> Mixlist:
