@@ -91,3 +91,16 @@ def test_every_setting_reaches_every_slots_capture(tmp_path, monkeypatch):
     carried = {**first, "input_shapes": first.get("input_shapes"), "timeout": first.get("timeout")}
     for name, value in settings.items():
         assert value in carried.values(), f"setting {name}={value!r} did not reach the capture: {first}"
+
+
+def test_capture_child_starts_without_importing_the_runners():
+    """The capture child (``python -m advisor.runners.worker``) loads the user's workload before anything else:
+    importing it must not pull in the runners, the mixlist or the lint modules (they cost ~0.2 s of a refusal that
+    has to wait for the workload's own import)."""
+    import subprocess
+    import sys
+    code = ("import sys, advisor.runners.worker, advisor.workload; "
+            "print(sorted(m for m in ('advisor.mixlist', 'advisor.lint', 'advisor.runners.base', "
+            "'advisor.runners.emulator', 'advisor.runners.command', 'numpy') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
