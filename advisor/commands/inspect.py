@@ -44,6 +44,12 @@ def _print(s: dict) -> None:
     e(f"  msprobe dump roots: {len(f.get('dump_roots', []))}" + "".join(f"\n    {x}" for x in f.get("dump_roots", [])))
     if f.get("run_json"):
         e(f"  run.json: {f['run_json']}  (mode {s['mode']}, soc {s['soc']})")
+    en = s.get("engine") or {}
+    if en:
+        acl = en.get("acl_precision_mode")
+        e(f"  engine: {en['engine']} ({en.get('why')})" + (f"; ACL_PRECISION_MODE {acl}" + (
+            f" (from {Path(en['acl_precision_mode_source']).name})" if en.get("acl_precision_mode_source") else "")
+            if acl else ""))
     ranks = rank_ranges(r for r in s["ranks"] if r is not None and r >= 0) or "unknown (no profiler_info)"
     steps = ", ".join(map(str, s["steps"][:20])) + (" ..." if len(s["steps"]) > 20 else "") or "-"
     e(f"  ranks: {ranks}   steps: {steps}   kernels: {s['kernels']:,}   kernel time: {s['kernel_time_us']:,.1f} us")

@@ -173,11 +173,8 @@ class EngineChoice:
     def for_run(self, run_dir: str, what: str) -> str:
         """The engine of the run ``what`` (recommend, replay, ...) reads; refused (one line, exit 2) when the options
         name another, and for a torch_npu run: its advice is a precision policy, which ``what`` does not make yet."""
-        from ..ingest.run import read_run_json, run_engine
-        from pathlib import Path
-        p = Path(run_dir) / "run.json"
-        meta = read_run_json(p) if p.is_file() else {}
-        eng = run_engine(meta, p)
+        from ..ingest.engine import engine_of
+        eng = engine_of(run_dir).engine     # run.json's; a real run's from its kernel names / dumps
         if self.engine is not None and self.engine != eng:
             raise InputError(run_dir, f"the run was captured with engine {eng}, not {self.engine} (--engine)")
         if eng == "torch_npu" or self.amp is not None or self.policy is not None:
@@ -209,7 +206,8 @@ ENGINE = OptionGroup("engine", (
                                            "(default for a new capture: ge -- torch_npu eager is opt-in with "
                                            "--engine torch_npu, --amp or --policy until recommend/replay/tune advise "
                                            "torch_npu runs; ONNX and TensorFlow models always run on ge; for a run: "
-                                           "its run.json's, ge when it has none).")),
+                                           "its run.json's, else read from its files: eager kernel names or a PyTorch "
+                                           "msprobe dump mean torch_npu, docs/formats.md).")),
     ("amp", Optional[str], typer.Option(None, "--amp", help="torch_npu: autocast | apex-o1 | apex-o2 | none "
                                         "(default: autocast in mixed_float16 / mixed_bfloat16, none in "
                                         "allow_fp32_to_fp16 / must_keep_origin_dtype).")),

@@ -46,11 +46,12 @@ class Run:
     step: int | None = None
     found: Found | None = None
     trace: dict | None = None                   # read_trace_view() of the first readable trace_view.json
+    engine_info: Any = None                     # ingest.engine.EngineInfo: what the run ran on and why
 
     @property
     def engine(self) -> str:
-        """torch_npu | ge (``run_engine``: ge when run.json does not say)."""
-        return run_engine(self.meta, self.path)
+        """torch_npu | ge: ``engine_info``'s (``ingest.engine.decide``), else ``run_engine`` (run.json's, else ge)."""
+        return self.engine_info.engine if self.engine_info is not None else run_engine(self.meta, self.path)
 
 
 # ------------------------------------------------------------------------------ FLOPs
@@ -242,10 +243,12 @@ def load_run(path: str | Path, rank: int | None = None, step: int | None = None,
     local = read_local_errors(found.local_error) if found.local_error else None
     if found.local_error:
         sources["local_errors"] = str(found.local_error)
+    from .engine import decide
     return Run(path=p, graph=graph, kernels=kernels, target_dump=target or None, golden_dump=golden or None,
                meta=meta, local_errors=local, sources=sources, mixlist=mix,
                op_statistic=pd.concat(opstats, ignore_index=True) if opstats else None,
-               ranks=ranks, steps=steps, rank=graph_rank, step=graph_step, found=found, trace=trace)
+               ranks=ranks, steps=steps, rank=graph_rank, step=graph_step, found=found, trace=trace,
+               engine_info=decide(found, meta, kernels))
 
 
 def _read_settings(found: Found, sources: dict) -> tuple[dict, Any]:
@@ -403,8 +406,10 @@ def run_of_dumps(path: str | Path, t: dict[int, Dump], g: dict[int, Dump], rank:
         raise InputError(path, f"target steps {sorted(t)} and golden steps {sorted(g)} do not overlap")
     empty = pd.DataFrame({c: pd.Series(dtype=object) for c in ("step", "rank", "name", "type", "core", "start_us",
                                                                  "duration_us", "precision")})
+    from .engine import of_dumps
     return Run(path=Path(path), graph=None, kernels=empty, target_dump=t, golden_dump=g,
-               steps=sorted(set(t) & set(g)), rank=rank, ranks=[] if rank is None else [rank])
+               steps=sorted(set(t) & set(g)), rank=rank, ranks=[] if rank is None else [rank],
+               engine_info=of_dumps(t.values()))
 
 
 TRACE_MAX_BYTES = 512 << 20  # a bigger trace_view.json is not linked (json parsing would dominate)
