@@ -43,6 +43,7 @@ KIND_CYCLE = ("hazard", "control", "hazard")
 HAZARDS = ("mul_square", "add_linears", "div_small", "prefix_matmul", "sigmoid_bce", "bias_norm")
 CONTROLS = ("pow_square", "mul_small", "cumsum", "bce_logits", "layer_norm", "softmax_large", "plain")
 FP16_MAX = 65504.0
+GAIN = 16.0                 # add_linears / prefix sums: the hazard op's output is ~GAIN x its input (h < limit)
 SIGMOID_ONE = 8.32          # the logit above which fp16 sigmoid rounds to exactly 1.0 (1 - p < 2**-12)
 
 
@@ -142,7 +143,7 @@ class DivSmall(torch.nn.Module):
         self.fc_t, self.scale = torch.nn.Linear(d, d), 1.0
 
     def forward(self, h):
-        t = self.fc_t(h).abs() + 0.05
+        t = self.fc_t(h).abs() * 0.02 + 0.002
         return h / t * self.scale
 
 
@@ -150,10 +151,10 @@ class Prefix(torch.nn.Module):
     def __init__(self, d: int, builtin: bool):
         super().__init__()
         self.builtin, self.scale = builtin, 1.0
-        self.register_buffer("tri", torch.triu(torch.ones(d, d)))
+        self.register_buffer("tri", torch.triu(torch.ones(d, d)) * GAIN)
 
     def forward(self, h):
-        p = torch.cumsum(h, -1) if self.builtin else h @ self.tri
+        p = torch.cumsum(h * GAIN, -1) if self.builtin else h @ self.tri
         return p * self.scale
 
 
@@ -231,7 +232,8 @@ def _hz(spec: dict, d: int) -> torch.nn.Module:
         return Square(spec["spelling"])
     if f == "add_linears":
         hz = AddLinears(d, 1.0)
-        with torch.no_grad():           # b = a: each half of the sum below the fp16 limit, the sum above it
+        with torch.no_grad():           # b = a: each half of the sum below the fp16 limit, the sum above it;
+            hz.fc_a.weight.mul_(GAIN)   # the gain keeps h itself well below the limit
             hz.fc_b.load_state_dict(hz.fc_a.state_dict())
         return hz
     if f == "div_small":
@@ -257,9 +259,9 @@ def _quantity(net: NpuNet, spec: dict, batches) -> float:
     if f == "add_linears":
         return max(float((net.hz.fc_a(h) + net.hz.fc_b(h)).abs().max()) for h in hs) / FP16_MAX
     if f == "div_small":
-        return max(float((h / (net.hz.fc_t(h).abs() + 0.05)).abs().max()) for h in hs) / FP16_MAX
+        return max(float((h / (net.hz.fc_t(h).abs() * 0.02 + 0.002)).abs().max()) for h in hs) / FP16_MAX
     if f in ("prefix_matmul", "cumsum"):
-        return max(float(torch.cumsum(h, -1).abs().max()) for h in hs) / FP16_MAX
+        return max(float(torch.cumsum(h * GAIN, -1).abs().max()) for h in hs) / FP16_MAX
     if f in ("sigmoid_bce", "bce_logits"):
         return max(float(h.max()) for h in hs) / SIGMOID_ONE
     if f in ("layer_norm", "softmax_large"):
