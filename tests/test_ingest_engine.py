@@ -11,8 +11,7 @@ import pytest
 
 from advisor.cli import main
 from advisor.errors import InputError
-from advisor.ingest.engine import engine_of
-from advisor.ingest.run import load_run, run_from_dumps
+from advisor.ingest.run import engine_of, load_run, run_from_dumps
 
 REAL = Path(__file__).parent / "fixtures" / "real"
 PROFILES = Path(__file__).parent.parent / "profiles"
@@ -161,7 +160,6 @@ def test_recommend_takes_the_torch_npu_path_for_a_real_eager_profile(tmp_path, c
     assert code == 2 and "torch_npu run" in err and len(err.strip().splitlines()) == 1
 
 
-def test_recommend_on_a_ge_run_is_not_refused_for_its_engine(tmp_path, capsys):
-    shutil.copytree(PROFILES / "mlp_exp", tmp_path / "r")
-    main(["recommend", "--profile", str(tmp_path / "r"), "--out", str(tmp_path / "o"), "--no-perf"])
-    assert "torch_npu run" not in capsys.readouterr().err
+def test_a_ge_run_passes_the_engine_check_of_recommend_and_replay():
+    from advisor.commands.options import EngineChoice
+    assert EngineChoice().for_run(str(PROFILES / "mlp_exp"), "recommend") == "ge"

@@ -34,22 +34,23 @@ def _profile_line(p: dict) -> str:
     return f"\n    [{p['kind']}] {p['root']}: no kernel table{only}"
 
 
+def _engine_line(en: dict) -> str:
+    """``engine: torch_npu (why); ACL_PRECISION_MODE m (from file)`` (ingest.engine.EngineInfo.to_dict)."""
+    acl, src = en.get("acl_precision_mode"), en.get("acl_precision_mode_source")
+    return f"  engine: {en['engine']} ({en.get('why')})" + (
+        f"; ACL_PRECISION_MODE {acl}" + (f" (from {Path(src).name})" if src else "") if acl else "")
+
+
 def _print(s: dict) -> None:
     e = typer.echo
     f = s["found"]
-    e(f"advisor inspect: {s['path']}")
+    e(f"advisor inspect: {s['path']}" + (f"\n{_engine_line(s['engine'])}" if s.get("engine") else ""))
     profs = f.get("profiles", [])
     e(f"  profiles: {len(profs)}" + "".join(map(_profile_line, profs)))
     e(f"  GE graph dumps: {len(f.get('ge_dumps', []))}" + "".join(f"\n    {x}" for x in f.get("ge_dumps", [])[:5]))
     e(f"  msprobe dump roots: {len(f.get('dump_roots', []))}" + "".join(f"\n    {x}" for x in f.get("dump_roots", [])))
     if f.get("run_json"):
         e(f"  run.json: {f['run_json']}  (mode {s['mode']}, soc {s['soc']})")
-    en = s.get("engine") or {}
-    if en:
-        acl = en.get("acl_precision_mode")
-        e(f"  engine: {en['engine']} ({en.get('why')})" + (f"; ACL_PRECISION_MODE {acl}" + (
-            f" (from {Path(en['acl_precision_mode_source']).name})" if en.get("acl_precision_mode_source") else "")
-            if acl else ""))
     ranks = rank_ranges(r for r in s["ranks"] if r is not None and r >= 0) or "unknown (no profiler_info)"
     steps = ", ".join(map(str, s["steps"][:20])) + (" ..." if len(s["steps"]) > 20 else "") or "-"
     e(f"  ranks: {ranks}   steps: {steps}   kernels: {s['kernels']:,}   kernel time: {s['kernel_time_us']:,.1f} us")

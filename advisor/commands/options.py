@@ -173,7 +173,7 @@ class EngineChoice:
     def for_run(self, run_dir: str, what: str) -> str:
         """The engine of the run ``what`` (recommend, replay, ...) reads; refused (one line, exit 2) when the options
         name another, and for a torch_npu run: its advice is a precision policy, which ``what`` does not make yet."""
-        from ..ingest.engine import engine_of
+        from ..ingest.run import engine_of
         eng = engine_of(run_dir).engine     # run.json's; a real run's from its kernel names / dumps
         if self.engine is not None and self.engine != eng:
             raise InputError(run_dir, f"the run was captured with engine {eng}, not {self.engine} (--engine)")

@@ -154,10 +154,19 @@ def _first_dump_json(root: Path) -> Path | None:
 
 
 # ---------------------------------------------------------------------- the decision
+def run_engine(meta: dict | None, path: Any = None) -> str:
+    """The engine a run directory was made for: run.json's ``engine``; a run.json without the key (written before
+    advisor knew torch_npu eager) reads as ``ge``, so its advice does not change."""
+    from ..semantics.torch_npu import ENGINES
+    e = (meta or {}).get("engine") or "ge"
+    if e not in ENGINES:
+        raise InputError(path or "run.json", f"engine {e!r} is not torch_npu or ge")
+    return e
+
+
 def decide(found: Found, meta: dict | None, kernels: pd.DataFrame | None = None) -> EngineInfo:
     """The engine of a run (module docstring).  ``kernels``: the run's kernel frame when already read (else each
     profile's Name / Type / core columns are read)."""
-    from .run import run_engine
     meta = meta or {}
     if found.run_json is not None and (meta.get("engine") or meta.get("emulated") or meta.get("target")):
         e = run_engine(meta, found.run_json)
@@ -220,12 +229,3 @@ def of_dumps(dumps: Iterable[Any]) -> EngineInfo:
         if info is not None:
             return info
     return EngineInfo("ge", "nothing names the engine (no kernel table, no PyTorch dump): ge")
-
-
-def engine_of(path: str | Path) -> EngineInfo:
-    """The engine of the run at ``path`` (a run directory, profiler output or one file), read without loading it."""
-    from .discover import discover
-    from .run import read_run_json
-    found = discover(Path(path))
-    meta = read_run_json(found.run_json) if found.run_json else {}
-    return decide(found, meta)
