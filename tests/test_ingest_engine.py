@@ -163,3 +163,27 @@ def test_recommend_takes_the_torch_npu_path_for_a_real_eager_profile(tmp_path, c
 def test_a_ge_run_passes_the_engine_check_of_recommend_and_replay():
     from advisor.commands.options import EngineChoice
     assert EngineChoice().for_run(str(PROFILES / "mlp_exp"), "recommend") == "ge"
+
+
+def test_engine_ge_overrides_what_a_real_runs_files_suggest(tmp_path):
+    from advisor.commands.options import EngineChoice
+    assert EngineChoice(engine="ge").for_run(str(_ascend_pt(tmp_path, AC_BF16)), "recommend") == "ge"
+
+
+def test_engine_cannot_override_an_advisor_captures_run_json(tmp_path):
+    from advisor.commands.options import EngineChoice
+    with pytest.raises(InputError, match="captured with engine ge, not torch_npu"):
+        EngineChoice(engine="torch_npu").for_run(str(PROFILES / "mlp_exp"), "recommend")
+
+
+def test_a_malformed_kernel_table_is_named_before_the_engine(tmp_path):
+    """The engine is read with the kernel table's own reader: a bad cell is the same one-line error as load_run's."""
+    import csv
+    with AC_BF16.open(newline="", encoding="utf-8") as f:
+        rows = list(csv.reader(f))
+    rows[3][rows[0].index("Duration(us)")] = "-5"
+    bad = tmp_path / "kernel_details.csv"
+    with bad.open("w", newline="", encoding="utf-8") as f:
+        csv.writer(f).writerows(rows)
+    with pytest.raises(InputError, match="Duration"):
+        engine_of(bad)

@@ -48,10 +48,11 @@ class EngineInfo:
     why: str
     acl_precision_mode: str | None = None
     acl_source: str | None = None
+    declared: bool = False          # run.json names it (an advisor capture): a fact, not an inference
 
     def to_dict(self) -> dict:
         return {"engine": self.engine, "why": self.why, "acl_precision_mode": self.acl_precision_mode,
-                "acl_precision_mode_source": self.acl_source}
+                "acl_precision_mode_source": self.acl_source, "declared": self.declared}
 
 
 # ---------------------------------------------------------------------- kernel names
@@ -165,15 +166,15 @@ def run_engine(meta: dict | None, path: Any = None) -> str:
 
 
 def decide(found: Found, meta: dict | None, kernels: pd.DataFrame | None = None) -> EngineInfo:
-    """The engine of a run (module docstring).  ``kernels``: the run's kernel frame when already read (else each
-    profile's Name / Type / core columns are read)."""
+    """The engine of a run (module docstring).  ``kernels``: the run's kernel frame when already read (else the first
+    kernel table is read, and checked, as ``load_run`` reads it: a malformed one is the same one-line error)."""
     meta = meta or {}
     if found.run_json is not None and (meta.get("engine") or meta.get("emulated") or meta.get("target")):
         e = run_engine(meta, found.run_json)
         why = f"{found.run_json.name} says so" if meta.get("engine") else \
             f"{found.run_json.name} names no engine (an advisor run written before torch_npu eager: ge)"
         return EngineInfo(e, why, meta.get("acl_precision_mode") if e == "torch_npu" else None,
-                          str(found.run_json) if meta.get("acl_precision_mode") else None)
+                          str(found.run_json) if meta.get("acl_precision_mode") else None, declared=True)
     if found.ge_dumps:
         return EngineInfo("ge", f"a GE graph dump ({found.ge_dumps[0].name})")
     info = _from_profiles(found, kernels)
@@ -191,7 +192,7 @@ def decide(found: Found, meta: dict | None, kernels: pd.DataFrame | None = None)
 
 
 def _from_profiles(found: Found, kernels: pd.DataFrame | None) -> EngineInfo | None:
-    from .profile import read_kernel_names
+    from .profile import read_kernels
     srcs = [s for s in found.profiles if s.kernels is not None]
     if not srcs:
         return None
@@ -199,8 +200,8 @@ def _from_profiles(found: Found, kernels: pd.DataFrame | None) -> EngineInfo | N
         counts = eager_kernels(kernels["name"], kernels["type"], kernels["core"] if "core" in kernels else None)
         where = srcs[0].kernels.name if len(srcs) == 1 else f"{len(srcs)} kernel tables"
         return _names_verdict(counts, where)
-    frame = read_kernel_names(srcs[0].kernels)
-    return _names_verdict(eager_kernels(frame["name"], frame["type"], frame.get("core")), srcs[0].kernels.name)
+    frame = read_kernels(srcs[0].kernels)
+    return _names_verdict(eager_kernels(frame["name"], frame["type"], frame["core"]), srcs[0].kernels.name)
 
 
 def _dump_verdict(fw: str | None, f: Path) -> EngineInfo | None:

@@ -340,18 +340,6 @@ def read_op_summary(path: str | Path, rank: Any = None) -> pd.DataFrame:
     return _canonical(tbl, headers, p, "an op_summary CSV", rank)
 
 
-def read_kernel_names(path: str | Path) -> pd.DataFrame:
-    """Only the ``name`` / ``type`` (and ``core`` where present) columns of a kernel_details.csv or op_summary CSV,
-    as strings: what ``ingest.engine`` needs to tell the engine, without converting the rest."""
-    p = Path(path)
-    what = "an op_summary CSV" if p.name.startswith("op_summary") else "a kernel_details.csv"
-    tbl, headers = _read_table(p, what, ("name", "type", "core"))
-    for c in ("name", "type"):
-        if c not in tbl.column_names:
-            raise InputError(p, f"no {_SPELLED[c]} column; expected {what}")
-    return pd.DataFrame({c: _a_str(tbl.column(c)).to_numpy(dtype=object) for c in tbl.column_names})
-
-
 def read_kernels(path: str | Path, rank: Any = None) -> pd.DataFrame:
     """kernel_details.csv or op_summary_*.csv, chosen by file name (else by columns)."""
     p = Path(path)

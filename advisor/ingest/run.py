@@ -134,7 +134,7 @@ _META_PATHS = ("ops_info", "mixlist", "keep_dtype", "customize_dtypes", "policy"
 
 def engine_of(path: str | Path) -> EngineInfo:
     """The engine of the run at ``path`` (a run directory, profiler output or one file; ``ingest.engine.decide``),
-    read without loading the run: run.json, the kernel tables' Name / Type columns, a dump.json's head."""
+    read without building its graph: run.json, the first kernel table, a dump.json's head."""
     found = discover(Path(path))
     return decide(found, read_run_json(found.run_json) if found.run_json else {})
 
