@@ -231,7 +231,7 @@ class RunWriter:
                 "start_info": {"syscnt_enable": False, "start_time_ns": int(start_us * 1000)},
                 "end_info": {"end_time_ns": int(t * 1000)},
                 "rank_id": 0, "emulated": True, "emulator": f"advisor {__version__} CPU emulator",
-                "framework": self.framework}
+                "framework": self.framework, "ACL_PRECISION_MODE": self.meta.get("acl_precision_mode")}  # ingest.engine
         atomic_write_json(self.profile_dir / "profiler_info.json", info)
         return out_dir
 

@@ -166,7 +166,8 @@ def test_cli_replay_exit_codes_json_and_a_dump_only_run(tmp_path, capsys):
     assert out["verdict"]["ok"] and out["how"] == "replayed" and out["coverage"]["coverage"] == 1.0
     assert 0 < out["low_precision_share"]["value"] < 1
     assert main(["replay", "--run", str(run), "--step", "7"]) == 2
-    # a directory with msprobe dumps only: the graph is the FP32 dump's dataflow
-    assert main(["replay", "--run", str(REAL_PAIR), "--mode", "mixed_bfloat16", "--json"]) == 0
+    # a directory with msprobe dumps only: the graph is the FP32 dump's dataflow (a PyTorch dump reads as torch_npu:
+    # --engine ge replays it under GE's lists)
+    assert main(["replay", "--run", str(REAL_PAIR), "--mode", "mixed_bfloat16", "--engine", "ge", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["coverage"]["needed"] == 5 and out["coverage"]["coverage"] == 1.0

@@ -34,10 +34,17 @@ def _profile_line(p: dict) -> str:
     return f"\n    [{p['kind']}] {p['root']}: no kernel table{only}"
 
 
+def _engine_line(en: dict) -> str:
+    """``engine: torch_npu (why); ACL_PRECISION_MODE m (from file)`` (ingest.engine.EngineInfo.to_dict)."""
+    acl, src = en.get("acl_precision_mode"), en.get("acl_precision_mode_source")
+    return f"  engine: {en['engine']} ({en.get('why')})" + (
+        f"; ACL_PRECISION_MODE {acl}" + (f" (from {Path(src).name})" if src else "") if acl else "")
+
+
 def _print(s: dict) -> None:
     e = typer.echo
     f = s["found"]
-    e(f"advisor inspect: {s['path']}")
+    e(f"advisor inspect: {s['path']}" + (f"\n{_engine_line(s['engine'])}" if s.get("engine") else ""))
     profs = f.get("profiles", [])
     e(f"  profiles: {len(profs)}" + "".join(map(_profile_line, profs)))
     e(f"  GE graph dumps: {len(f.get('ge_dumps', []))}" + "".join(f"\n    {x}" for x in f.get("ge_dumps", [])[:5]))

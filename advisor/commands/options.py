@@ -171,18 +171,20 @@ class EngineChoice:
         return kw
 
     def for_run(self, run_dir: str, what: str) -> str:
-        """The engine of the run ``what`` (recommend, replay, ...) reads; refused (one line, exit 2) when the options
-        name another, and for a torch_npu run: its advice is a precision policy, which ``what`` does not make yet."""
-        from ..ingest.run import read_run_json, run_engine
-        from pathlib import Path
-        p = Path(run_dir) / "run.json"
-        meta = read_run_json(p) if p.is_file() else {}
-        eng = run_engine(meta, p)
+        """The engine of the run ``what`` (recommend, replay, ...) reads (``ingest.engine``): refused (one line, exit 2)
+        when the options name another than its run.json (a real run's, read from its files, ``--engine`` overrides),
+        and for a torch_npu run: its advice is a precision policy, which ``what`` does not make yet."""
+        from ..ingest.run import engine_of
+        info = engine_of(run_dir)           # run.json's; a real run's read from its kernel names / dumps
+        eng = info.engine
         if self.engine is not None and self.engine != eng:
-            raise InputError(run_dir, f"the run was captured with engine {eng}, not {self.engine} (--engine)")
+            if info.declared:
+                raise InputError(run_dir, f"the run was captured with engine {eng}, not {self.engine} (--engine)")
+            eng = self.engine               # a real run: --engine overrides what its files suggest
         if eng == "torch_npu" or self.amp is not None or self.policy is not None:
             raise InputError(run_dir, f"{what} searches GE lists; advice for a torch_npu run (a precision policy) is "
-                                      "not available in this version: capture with --engine ge for list advice")
+                                      "not available in this version: " + ("capture with --engine ge for list "
+                                      "advice" if info.declared else f"{info.why}; --engine ge reads it as GE"))
         return eng
 
 
@@ -209,7 +211,9 @@ ENGINE = OptionGroup("engine", (
                                            "(default for a new capture: ge -- torch_npu eager is opt-in with "
                                            "--engine torch_npu, --amp or --policy until recommend/replay/tune advise "
                                            "torch_npu runs; ONNX and TensorFlow models always run on ge; for a run: "
-                                           "its run.json's, ge when it has none).")),
+                                           "its run.json's, else read from its files -- eager kernel names or a PyTorch "
+                                           "msprobe dump mean torch_npu, docs/formats.md -- which --engine "
+                                           "overrides).")),
     ("amp", Optional[str], typer.Option(None, "--amp", help="torch_npu: autocast | apex-o1 | apex-o2 | none "
                                         "(default: autocast in mixed_float16 / mixed_bfloat16, none in "
                                         "allow_fp32_to_fp16 / must_keep_origin_dtype).")),

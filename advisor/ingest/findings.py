@@ -236,6 +236,8 @@ def summarize(run: Run, lists: OpLists, mode: str | None = None, top: int = 15) 
         "casts": casts(k),
         "behaved_as": behaved_as(table, lists),
         "mode": mode, "soc": lists.soc,
+        "engine": (run.engine_info.to_dict() if run.engine_info is not None else {"engine": run.engine, "why":
+                   "run.json"}),
     }
     if run.graph is not None:
         g = run.graph

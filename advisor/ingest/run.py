@@ -22,6 +22,7 @@ from ..graph import no_gc, normalize_dtype
 from ..progress import Progress
 from .common import shape_ints
 from .discover import Found, discover, pick_ge_dump, source_rank
+from .engine import EngineInfo, decide, of_dumps, run_engine
 from .ge_dump import read_ge_dump
 from .infer import first_iteration, graph_from_kernels
 from .msprobe import Dump, dump_files, dump_steps, load_dumps
@@ -46,11 +47,12 @@ class Run:
     step: int | None = None
     found: Found | None = None
     trace: dict | None = None                   # read_trace_view() of the first readable trace_view.json
+    engine_info: EngineInfo | None = None       # what the run ran on and why (ingest.engine.decide)
 
     @property
     def engine(self) -> str:
-        """torch_npu | ge (``run_engine``: ge when run.json does not say)."""
-        return run_engine(self.meta, self.path)
+        """torch_npu | ge: ``engine_info``'s (``ingest.engine.decide``), else ``run_engine`` (run.json's, else ge)."""
+        return self.engine_info.engine if self.engine_info is not None else run_engine(self.meta, self.path)
 
 
 # ------------------------------------------------------------------------------ FLOPs
@@ -130,14 +132,11 @@ _META_TYPES: dict[str, tuple[type, ...]] = {
 _META_PATHS = ("ops_info", "mixlist", "keep_dtype", "customize_dtypes", "policy")   # resolved inside the run dir
 
 
-def run_engine(meta: dict | None, path: Any = None) -> str:
-    """The engine a run directory was made for: run.json's ``engine``; a run.json without the key (written before
-    advisor knew torch_npu eager) and a real run's folder read as ``ge``, so their advice does not change."""
-    from ..semantics.torch_npu import ENGINES
-    e = (meta or {}).get("engine") or "ge"
-    if e not in ENGINES:
-        raise InputError(path or "run.json", f"engine {e!r} is not torch_npu or ge")
-    return e
+def engine_of(path: str | Path) -> EngineInfo:
+    """The engine of the run at ``path`` (a run directory, profiler output or one file; ``ingest.engine.decide``),
+    read without building its graph: run.json, the first kernel table, a dump.json's head."""
+    found = discover(Path(path))
+    return decide(found, read_run_json(found.run_json) if found.run_json else {})
 
 
 def read_run_json(p: Path) -> dict:
@@ -245,7 +244,8 @@ def load_run(path: str | Path, rank: int | None = None, step: int | None = None,
     return Run(path=p, graph=graph, kernels=kernels, target_dump=target or None, golden_dump=golden or None,
                meta=meta, local_errors=local, sources=sources, mixlist=mix,
                op_statistic=pd.concat(opstats, ignore_index=True) if opstats else None,
-               ranks=ranks, steps=steps, rank=graph_rank, step=graph_step, found=found, trace=trace)
+               ranks=ranks, steps=steps, rank=graph_rank, step=graph_step, found=found, trace=trace,
+               engine_info=decide(found, meta, kernels))
 
 
 def _read_settings(found: Found, sources: dict) -> tuple[dict, Any]:
@@ -404,7 +404,8 @@ def run_of_dumps(path: str | Path, t: dict[int, Dump], g: dict[int, Dump], rank:
     empty = pd.DataFrame({c: pd.Series(dtype=object) for c in ("step", "rank", "name", "type", "core", "start_us",
                                                                  "duration_us", "precision")})
     return Run(path=Path(path), graph=None, kernels=empty, target_dump=t, golden_dump=g,
-               steps=sorted(set(t) & set(g)), rank=rank, ranks=[] if rank is None else [rank])
+               steps=sorted(set(t) & set(g)), rank=rank, ranks=[] if rank is None else [rank],
+               engine_info=of_dumps(t.values()))
 
 
 TRACE_MAX_BYTES = 512 << 20  # a bigger trace_view.json is not linked (json parsing would dominate)

@@ -111,13 +111,14 @@ class Runner(ABC):
 
     @abstractmethod
     def run(self, mixlist: Mixlist | None, mode: str, run_dir: Path, loss_scale: float | None = None,
-            keep_dtype: Sequence[str] = (), customize_dtypes: Sequence[str] = ()) -> RunResult:
+            keep_dtype: Sequence[str] = (), customize_dtypes: Sequence[str] = (), policy: Any = None) -> RunResult:
         """Execute the workload with ``mixlist`` (None = the default lists) under ``mode`` and
         leave a run directory at ``run_dir``; ``loss_scale``: the static loss scale of a training
         workload's backward (None: the workload's own); ``keep_dtype`` / ``customize_dtypes``: ATC --keep_dtype /
-        --customize_dtypes lines the run adds (per-op advice).  The loop passes ``loss_scale`` / ``keep_dtype`` /
-        ``customize_dtypes`` only when it sets them, so a runner written without the parameters keeps working
-        until then."""
+        --customize_dtypes lines the run adds (per-op advice); ``policy``: a torch_npu precision policy
+        (``precision_policy.PrecisionPolicy`` or a precision_policy.json path) the run applies.  The loop passes
+        ``loss_scale`` / ``keep_dtype`` / ``customize_dtypes`` / ``policy`` only when it sets them, so a runner
+        written without the parameters keeps working until then."""
 
     def reference(self, run_dir: Path) -> RunResult:
         """Execute the FP32 reference into ``run_dir`` (only needed when ``run`` results have no
@@ -173,6 +174,18 @@ def write_customize_file(lines: Sequence[str], path: Path, base: str | None = No
     keys = {(e.kind, e.key) for e in read_customize_text("".join(f"{ln}\n" for ln in own)).entries} if own else set()
     new = [ln for ln in lines if not any((e.kind, e.key) in keys for e in read_customize_text(f"{ln}\n").entries)]
     atomic_write_text(path, "".join(f"{ln}\n" for ln in dict.fromkeys([*own, *new])))
+    return path
+
+
+def write_policy_file(policy: Any, path: Path) -> Path | None:
+    """Write the precision_policy.json a run applies (atomically; read back through ``read_policy`` first, so a
+    malformed one is an InputError before the run); None when there is none."""
+    if policy is None:
+        return None
+    from ..fsutil import atomic_write_json
+    from ..precision_policy import PrecisionPolicy, read_policy
+    pol = policy if isinstance(policy, PrecisionPolicy) else read_policy(policy)
+    atomic_write_json(path, pol.to_dict())
     return path
 
 

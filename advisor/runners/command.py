@@ -15,6 +15,8 @@ The command gets, in its environment:
 ``ADVISOR_CUSTOMIZE_DTYPES`` an ATC --customize_dtypes file the run adds (per-op advice: an op's fp16 inputs
                     and fp32 output; "" = none): pass it to atc (``--customize_dtypes``) / the IR build
                     (``ge.customizeDtypes``)
+``ADVISOR_POLICY``    a precision_policy.json the run applies (torch_npu eager; "" = none): the script calls
+                    ``cfg.apply_policy(model)`` (``advisor.npu.apply_policy``)
 
 ``advisor.npu.apply()`` reads these in the user's script.  stdout/stderr go to files beside the
 run directory; a non-zero exit, a timeout or a run directory with nothing ingestible is recorded
@@ -29,12 +31,12 @@ import shutil
 import subprocess
 import time
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from ..errors import InputError
 from ..mixlist import Mixlist
 from .base import (FAILED, NO_OUTPUT, OK, REFERENCE_MODE, TIMEOUT, Heartbeat, Runner, RunResult,
-                   write_customize_file, write_keep_file, write_mixlist_file)
+                   write_customize_file, write_keep_file, write_mixlist_file, write_policy_file)
 from .proctree import start_tree, stop_tree
 
 ENV_MIXLIST, ENV_MODE, ENV_RUN_DIR = "ADVISOR_MIXLIST", "ADVISOR_MODE", "ADVISOR_RUN_DIR"
@@ -42,6 +44,7 @@ ENV_DUMP_DIR, ENV_PROFILE_DIR, ENV_REFERENCE = "ADVISOR_DUMP_DIR", "ADVISOR_PROF
 ENV_LOSS_SCALE = "ADVISOR_LOSS_SCALE"           # the static loss scale to train with ("" = the script's own)
 ENV_KEEP_DTYPE = "ADVISOR_KEEP_DTYPE"           # an ATC --keep_dtype file the run adds ("" = none)
 ENV_CUSTOMIZE_DTYPES = "ADVISOR_CUSTOMIZE_DTYPES"   # an ATC --customize_dtypes file the run adds ("" = none)
+ENV_POLICY = "ADVISOR_POLICY"                   # a precision_policy.json the run applies ("" = none)
 ENV_DEVICES = "ASCEND_RT_VISIBLE_DEVICES"    # the NPUs a run may use (torch_npu / CANN read it)
 
 
@@ -96,14 +99,14 @@ class CommandRunner(Runner):
         return self._execute(None, REFERENCE_MODE, run_dir, reference=True)
 
     def run(self, mixlist: Mixlist | None, mode: str, run_dir: Path, loss_scale: float | None = None,
-            keep_dtype: Sequence[str] = (), customize_dtypes: Sequence[str] = ()) -> RunResult:
+            keep_dtype: Sequence[str] = (), customize_dtypes: Sequence[str] = (), policy: Any = None) -> RunResult:
         return self._execute(mixlist, mode, run_dir, reference=False, loss_scale=loss_scale, keep_dtype=keep_dtype,
-                             customize_dtypes=customize_dtypes)
+                             customize_dtypes=customize_dtypes, policy=policy)
 
     # ------------------------------------------------------------------
     def _execute(self, mixlist: Mixlist | None, mode: str, run_dir: Path, reference: bool,
                  loss_scale: float | None = None, keep_dtype: Sequence[str] = (),
-                 customize_dtypes: Sequence[str] = ()) -> RunResult:
+                 customize_dtypes: Sequence[str] = (), policy: Any = None) -> RunResult:
         run_dir = Path(run_dir).resolve()
         logs = run_dir.parent
         logs.mkdir(parents=True, exist_ok=True)
@@ -112,6 +115,7 @@ class CommandRunner(Runner):
         ml_path = write_mixlist_file(mixlist, logs / ("reference_mixlist.json" if reference else "mixlist_used.json"))
         keep_path = write_keep_file(keep_dtype, logs / "keep_dtype_used.cfg")
         custom_path = write_customize_file(customize_dtypes, logs / "customize_dtypes_used.cfg")
+        policy_path = write_policy_file(policy, logs / "precision_policy_used.json")
         out_path = logs / ("reference_stdout.txt" if reference else "stdout.txt")
         err_path = logs / ("reference_stderr.txt" if reference else "stderr.txt")
         env = dict(os.environ)
@@ -126,6 +130,7 @@ class CommandRunner(Runner):
             ENV_LOSS_SCALE: format(loss_scale, ".17g") if loss_scale is not None else "",
             ENV_KEEP_DTYPE: str(keep_path) if keep_path else "",
             ENV_CUSTOMIZE_DTYPES: str(custom_path) if custom_path else "",
+            ENV_POLICY: str(policy_path) if policy_path else "",
         })
         t0 = time.monotonic()
         status, rc, msg = OK, None, ""

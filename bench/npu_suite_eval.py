@@ -1,0 +1,109 @@
+"""advisor recommend on the torch_npu cases, checked against the brute-force oracle (bench/npu_cases/oracle.py).
+
+Per case: a fresh capture under ``--engine torch_npu --amp autocast`` (mixed_float16, ascend910b); ``advisor
+recommend --profile RUN`` on it; when it writes a precision_policy.json, a FRESH capture with that policy
+(``--policy FILE``) judged by compare's default verdict, its low-precision share measured as the oracle measures it
+(bench/cases/search.py ``low_precision_share``), and both set beside the oracle's passing / best-share /
+fewest-rule sets.  A recommend that refuses torch_npu runs (exit 2, one line) is reported per case as "recommend
+refused", not as a failure of the script.
+
+    nice -n 10 python -m bench.npu_suite_eval --set dev --oracle bench/npu_cases/oracle_dev.json --out /tmp/e.json
+"""
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench.cases.search import judge_run, low_precision_share
+from bench.npu_cases.oracle import AMP, ENGINE, MODE, SOC
+from bench.npu_cases.suite import SETS, cases as suite_cases
+
+
+def _capture(case, out: Path, policy: Path | None = None) -> Path:
+    from advisor.emulator import capture
+    return Path(capture(case.workload(), out, engine=ENGINE, amp=AMP, mode=MODE, soc=SOC,
+                        policy=str(policy) if policy else None, dump="stats", local=False))
+
+
+def _recommend(run: Path, out: Path) -> tuple[int, str]:
+    """(exit code, stderr) of ``advisor recommend --profile RUN --out OUT``, run in this process."""
+    from advisor.cli import main
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        code = main(["recommend", "--profile", str(run), "--out", str(out)])
+    return code, err.getvalue().strip()
+
+
+def _rules_of(policy: Path) -> list[str]:
+    d = json.loads(policy.read_text())
+    return sorted(f"{k}:{v}" for r in d.get("rules", {}).get("keep_fp32", []) for k, v in r.items())
+
+
+def eval_case(case, oracle: dict | None, work: Path) -> dict:
+    t0 = time.perf_counter()
+    run = _capture(case, work / "base")
+    out = {"case": case.name, "kind": case.kind, "family": case.family}
+    try:
+        code, err = _recommend(run, work / "rec")
+        policy = work / "rec" / "precision_policy.json"
+        if code == 2 and "torch_npu" in err:
+            out.update(status="recommend refused", message=err.splitlines()[-1] if err else "")
+        elif code != 0 or not policy.is_file():
+            out.update(status=f"recommend exit {code}" + ("" if policy.is_file() else ", no precision_policy.json"),
+                       message=(err.splitlines() or [""])[-1])
+        else:
+            rules = _rules_of(policy)
+            fresh = _capture(case, work / "fresh", policy)
+            v = judge_run(fresh)
+            out.update(status="advised", rules=rules, passes=bool(v["ok"]), share=low_precision_share(fresh))
+            if oracle is not None:
+                best = oracle["best_share"][0]["share"] if oracle["best_share"] else None
+                fewest = len(oracle["fewest_rules"][0]["rules"]) if oracle["fewest_rules"] else None
+                out.update(oracle_best_share=best, oracle_fewest=fewest,
+                           in_oracle_passing=any(sorted(p["rules"]) == rules for p in oracle["passing"]))
+    finally:
+        for d in ("base", "rec", "fresh"):
+            shutil.rmtree(work / d, ignore_errors=True)
+    out["seconds"] = round(time.perf_counter() - t0, 1)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench.npu_suite_eval", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--set", choices=sorted(SETS), required=True)
+    ap.add_argument("--oracle", type=Path, help="the oracle JSON of the same set (bench/npu_cases/oracle.py)")
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--cases", nargs="*", help="only these cases (names or seeds)")
+    a = ap.parse_args(argv)
+    import torch
+    torch.set_num_threads(1)
+    orc = {r["case"]: r for r in json.loads(a.oracle.read_text())["cases"]} if a.oracle else {}
+    cs = [c for c in suite_cases(a.set) if not a.cases or c.name in a.cases or str(c.seed) in a.cases]
+    recs = []
+    with tempfile.TemporaryDirectory(prefix="npu_eval_") as tmp:
+        for c in cs:
+            r = eval_case(c, orc.get(c.name), Path(tmp))
+            print(json.dumps(r), flush=True)
+            recs.append(r)
+    counts: dict[str, int] = {}
+    for r in recs:
+        counts[r["status"]] = counts.get(r["status"], 0) + 1
+    advised = [r for r in recs if r["status"] == "advised"]
+    summary = {"cases": len(recs), "status": counts, "advice_passes": sum(r["passes"] for r in advised),
+               "advice_in_oracle_passing": sum(bool(r.get("in_oracle_passing")) for r in advised)}
+    from advisor.fsutil import atomic_write_json, json_safe
+    atomic_write_json(a.out, json_safe({"set": a.set, "summary": summary, "cases": recs}))
+    print(json.dumps(summary))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
