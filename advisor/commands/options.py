@@ -170,9 +170,10 @@ class EngineChoice:
         kw.update({k: v for k, v in (("amp", self.amp), ("policy", self.policy)) if v})
         return kw
 
-    def for_run(self, run_dir: str, what: str) -> str:
+    def for_run(self, run_dir: str, what: str, torch_npu: bool = False) -> str:
         """The engine of the run ``what`` (recommend, replay, ...) reads; refused (one line, exit 2) when the options
-        name another, and for a torch_npu run: its advice is a precision policy, which ``what`` does not make yet."""
+        name another, and for a torch_npu run unless ``what`` advises one (``torch_npu``: its advice is a precision
+        policy); ``--policy`` / ``--amp`` only for a torch_npu run (``--amp`` must be the run's)."""
         from ..ingest.run import read_run_json, run_engine
         from pathlib import Path
         p = Path(run_dir) / "run.json"
@@ -180,6 +181,13 @@ class EngineChoice:
         eng = run_engine(meta, p)
         if self.engine is not None and self.engine != eng:
             raise InputError(run_dir, f"the run was captured with engine {eng}, not {self.engine} (--engine)")
+        if torch_npu and eng == "torch_npu":
+            if self.amp is not None and self.amp != (meta.get("amp") or "autocast"):
+                raise InputError(run_dir, f"the run used amp {meta.get('amp')}, not {self.amp} (--amp)")
+            return eng
+        if torch_npu and (self.amp is not None or self.policy is not None):
+            raise InputError("--policy" if self.policy is not None else "--amp",
+                             f"applies to a torch_npu run; this run is {eng} (its candidates are mixlists)")
         if eng == "torch_npu" or self.amp is not None or self.policy is not None:
             raise InputError(run_dir, f"{what} searches GE lists; advice for a torch_npu run (a precision policy) is "
                                       "not available in this version: capture with --engine ge for list advice")

@@ -483,8 +483,10 @@ class _Steps:
         if self.g0 is None:
             return None
         if self.trace0 is not None:
+            from ..semantics.torch_npu_trace import write_trace
             from .torch_npu import annotate
             annotate(self.g0, self.plan0, self.trace0)
+            write_trace(self.writer.out, self.trace0)     # what replay and the policy search re-plan
             return self.writer.write_graph(self.g0, None, notes)
         semantics.annotate(self.g0, self.plan0)
         return self.writer.write_graph(self.g0, self.plan0, notes)
