@@ -276,13 +276,15 @@ def test_run_without_engine_in_run_json_reads_as_ge(tmp_path):
     assert EngineChoice().for_run(str(old), "recommend") == "ge"
 
 
-def test_recommend_refuses_a_torch_npu_run_in_one_line(tmp_path, capsys):
+def test_recommend_refuses_a_ge_mixlist_for_a_torch_npu_run_in_one_line(tmp_path, capsys):
     run = capture(lin_mul_workload(), tmp_path / "r", engine="torch_npu", local=False, dump="stats")
     assert load_run(run).engine == "torch_npu"
+    ml = tmp_path / "m.json"
+    ml.write_text(json.dumps({"black-list": {"to-add": ["Mul"]}}))
     capsys.readouterr()
-    assert _cli("recommend", "--profile", str(run)) == 2
+    assert _cli("recommend", "--profile", str(run), "--mixlist", str(ml), "--out", str(tmp_path / "a")) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "torch_npu" in err[0]
+    assert len(err) == 1 and "--policy" in err[0]
 
 
 # ---------------------------------------------------------------------------- eager-looking profiles

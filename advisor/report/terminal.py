@@ -82,6 +82,7 @@ def print_recommendation(d: Mapping, console: Console | None = None, paths: Mapp
         con.print(f"type-level alternative (where per-op files are not accepted): {', '.join(tl['edits'])} -> "
                   f"low-precision share {_f(tl['predicted'].get('low_precision_share'))} ({tl.get('how')}; the "
                   f"advice above keeps {_f((d.get('predicted') or {}).get('recommended', {}).get('low_precision_share'))})")
+    _print_policy(con, d.get("precision_policy"))
     c = d.get("closest")
     if c:
         con.print(f"[red]no edit set within limits meets the tolerance[/red]; closest: "
@@ -92,6 +93,22 @@ def print_recommendation(d: Mapping, console: Console | None = None, paths: Mapp
     if paths:
         for k, p in paths.items():
             con.print(f"{k}: {p}")
+
+
+def _print_policy(con: Console, p: Mapping | None) -> None:
+    """A torch_npu recommendation's policy edits (recommendation.json ``precision_policy``)."""
+    if not p:
+        return
+    if p.get("edits"):
+        t = Table(title=f"policy edits (torch_npu, amp {p.get('amp')})")
+        for c in ("edit", "flips", "time change us", "why"):
+            t.add_column(c, overflow="fold")
+        for e in p["edits"]:
+            t.add_row(e["edit"], str(e.get("predicted_flip_count")), _f(e.get("predicted_time_change_us")),
+                      e.get("explanation", ""))
+        con.print(t)
+    else:
+        con.print(f"precision policy unchanged (torch_npu, amp {p.get('amp')})")
 
 
 def print_diff(d: Mapping, console: Console | None = None, paths: Mapping | None = None) -> None:
