@@ -218,3 +218,42 @@ def test_advice_is_the_best_single_edit_by_fresh_captures(run910, tmp_path):
     advised = str(rec.precision_policy.edits[0].edit)
     assert advised in shares
     assert shares[advised] == pytest.approx(max(shares.values()))
+
+
+# ---------------------------------------------------------------------------- tune --engine torch_npu
+@pytest.mark.slow
+def test_tune_confirms_the_advised_policy_on_the_held_out_batch(tmp_path):
+    out = tmp_path / "t"
+    assert main(["tune", WL, "--engine", "torch_npu", "--soc", "ascend910", "--out", str(out)]) == 0
+    s = json.loads((out / "summary.json").read_text())
+    last = s["history"][-1]
+    assert s["confirmed"] and last["held_out"]["ok"] and last["calibration"]["ok"]
+    assert s["history"][0]["ok"] is False
+    pol = read_policy(out / "precision_policy.json")
+    assert [(r.module, r.op) for r in pol.rules.keep_fp32][0] in [("sq", None), (None, "mul"), ("sq", "mul")]
+    used = read_policy(out / last["iteration"] / "precision_policy_used.json")
+    assert used == pol                                    # what tune confirmed is the file it writes
+
+
+@pytest.mark.parametrize("extra", [["--mixlist", "m.json"], ["--resume"], ["--parallel", "2"]])
+def test_tune_refuses_what_a_torch_npu_tune_does_not_do_in_one_line(tmp_path, capsys, extra):
+    (tmp_path / "m.json").write_text("{}")
+    extra = [str(tmp_path / x) if x.endswith(".json") else x for x in extra]
+    capsys.readouterr()
+    assert main(["tune", WL, "--engine", "torch_npu", "--out", str(tmp_path / "t"), *extra]) == 2
+    assert len(capsys.readouterr().err.strip().splitlines()) == 1
+    assert not (tmp_path / "t").exists()
+
+
+def test_tune_refuses_an_optimizer_workload_under_torch_npu_in_one_line(tmp_path, capsys):
+    src = tmp_path / "wl.py"
+    src.write_text(
+        "import torch\nimport torch.nn.functional as F\nfrom advisor.workload import Workload\n"
+        "def workload():\n    torch.manual_seed(0)\n"
+        "    return Workload(torch.nn.Linear(6, 2), [(torch.randn(4, 6), torch.randn(4, 2))] * 2,\n"
+        "                    lambda o, b: F.mse_loss(o, b[1]), optimizer=lambda p: torch.optim.SGD(p, lr=0.1),\n"
+        "                    steps=2)\n")
+    capsys.readouterr()
+    assert main(["tune", f"{src}:workload", "--engine", "torch_npu", "--out", str(tmp_path / "t")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "optimizer" in err[0]

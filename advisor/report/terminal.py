@@ -167,6 +167,21 @@ def print_replay(d: Mapping, console: Console | None = None) -> None:
         con.print(f"  [red]{r}[/red]")
 
 
+def print_policy_tune(s: Mapping, out: str, console: Console | None = None) -> None:
+    """``advisor tune --engine torch_npu``: one line per run (its policy, measured verdicts), then the verdict."""
+    con = console or Console(highlight=False)
+    for h in s.get("history") or []:
+        mark = "PASS" if h.get("ok") else "fail"
+        cal, held = h.get("calibration") or {}, h.get("held_out") or {}
+        con.print(f"{h['iteration']} {mark}  {'; '.join(h.get('rules') or []) or '(policy unchanged)'}  calibration "
+                  f"rel-L2 {_f(cal.get('final_rel_l2'))}" + (f", held-out rel-L2 {_f(held.get('final_rel_l2'))}"
+                                                             if held else "") + f" ({h.get('status')})")
+    if s.get("confirmed"):
+        con.print(f"[green]confirmed[/green] by measurement in {s['runs']} run(s): {out}/precision_policy.json")
+    else:
+        con.print(f"[red]not confirmed[/red] within {s.get('max_runs')} run(s)")
+
+
 def print_tune_summary(s: Mapping, out: str, console: Console | None = None) -> None:
     """``advisor tune``: one line per run (verdict, measured and predicted error, share), then the verdict,
     the minimality by measurement and how often the predictions were wrong."""
