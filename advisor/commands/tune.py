@@ -117,14 +117,11 @@ def register(app: typer.Typer) -> None:
             # every input checked before the first run: one line, exit 2, no --out written or moved aside
             check_timeout(timeout)
             if engine.engine == "torch_npu" or engine.amp is not None or engine.policy is not None:
-                s = _tune_policy(target, out, mode, max_runs, holdout, resume, runner, timeout, chip, numerics,
-                                 engine, tol, seed, dump, {"--mixlist": mixlist, "--keep-dtype": keep_dtype,
-                                                           "--customize-dtypes": customize_dtypes, "--inputs": inputs,
-                                                           "--input-shape": input_shape, "--ray": ray,
-                                                           "--devices": devices, "--loss-scale": loss_scale,
-                                                           "--parallel": parallel if parallel != 1 else None,
-                                                           "--measure-minimality": measure_minimality or None})
-                _print_policy_summary(s, out, as_json)
+                _print_policy_summary(_tune_policy(target, out, mode, max_runs, holdout, resume, runner, timeout, chip,
+                                                   numerics, engine, tol, seed, dump, dict(zip(_GE_ONLY, (
+                                                       mixlist, keep_dtype, customize_dtypes, inputs, input_shape, ray,
+                                                       devices, loss_scale, parallel != 1, measure_minimality)))),
+                                      out, as_json)
             # as ATC: no mixlist outside the mixed modes (its words, before tune's own mode check); a file GE rejects
             base = load_mixlist(mixlist, chip.lists(), mode=mode)
             check_tune_options(mode, max_runs, holdout, parallel, loss_scale)
@@ -168,6 +165,11 @@ def register(app: typer.Typer) -> None:
         with human_report(as_json):
             print_tune_summary(s, out)
         raise typer.Exit(0 if s["confirmed"] else 1)
+
+
+# options a torch_npu tune does not take (yet), in the order register passes them
+_GE_ONLY = ("--mixlist", "--keep-dtype", "--customize-dtypes", "--inputs", "--input-shape", "--ray", "--devices",
+            "--loss-scale", "--parallel", "--measure-minimality")
 
 
 def _tune_policy(target, out, mode, max_runs, holdout, resume, runner, timeout, chip, numerics, engine, tol, seed,
