@@ -257,3 +257,15 @@ def test_tune_refuses_an_optimizer_workload_under_torch_npu_in_one_line(tmp_path
     assert main(["tune", f"{src}:workload", "--engine", "torch_npu", "--out", str(tmp_path / "t")]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "optimizer" in err[0]
+
+
+def test_apex_o1_advice_keeps_the_module_because_a_kept_op_hands_on_fp16(tmp_path):
+    """Outside autocast a kept op keeps its output dtype (the fp16 square still overflows on its way out), so the
+    advice keeps the module; a fresh capture with it passes."""
+    run = capture(lin_sq_workload(), tmp_path / "r", engine="torch_npu", amp="apex-o1", soc="ascend910", local=False)
+    rec = recommend_policy(analyze(run))
+    assert [(e.kind, e.module) for e in rec.precision_policy.edits] == [("keep-module", "sq")]
+    assert any(c.startswith("register_float_function") for c in rec.precision_policy.candidates)
+    fresh = capture(lin_sq_workload(), tmp_path / "f", engine="torch_npu", amp="apex-o1", soc="ascend910",
+                    policy=parse_policy(rec.precision_policy.policy), local=False, dump="stats")
+    assert analyze(fresh).verdict().ok

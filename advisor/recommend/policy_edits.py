@@ -17,7 +17,7 @@ POLICY_NAME = "precision_policy.json"
 SNIPPET_NAME = "apply_policy.py"
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True)
 class PolicyEdit:
     """One policy edit: keep module ``module`` in fp32; keep aten op ``op`` in fp32 (within ``module`` when
     given); ``amp.register_float_function`` of ``function`` (Apex O1); run autocast in ``dtype``."""
@@ -30,12 +30,19 @@ class PolicyEdit:
 
     def __str__(self) -> str:
         if self.kind == KEEP_MODULE:
-            return f"keep module {self.module!r} in fp32"
+            return f"keep module {self.module!r} in fp32" if self.module else "keep the whole model (module '') in fp32"
         if self.kind == KEEP_OP:
             return f"keep op {self.op} in fp32" + (f" within {self.module!r}" if self.module else " everywhere")
         if self.kind == REGISTER_FLOAT:
             return f"register_float_function {self.function}"
         return f"autocast dtype {DTYPE_NAMES.get(self.dtype or '', self.dtype)}"
+
+    def __lt__(self, other: "PolicyEdit") -> bool:
+        return self.sort_key < other.sort_key
+
+    @property
+    def sort_key(self) -> tuple:
+        return (self.kind, self.module or "", self.op or "", self.function or "", self.dtype or "")
 
     @property
     def slot(self) -> str:

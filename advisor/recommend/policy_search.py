@@ -5,7 +5,7 @@ trace under each candidate policy, the FP32 dump is re-executed under that plan)
 Candidates come from the replay of the run's own policy: the low-precision kernels ranked by where the error starts
 (an op whose output is non-finite or far off while its inputs are not, then by its output's error), and for each
 of the first ``MAX_OPS``: keep its aten op in fp32 everywhere and within its module, keep its module (and that
-module's parent) in fp32, under Apex O1 register the patched function that cast it as a float function; under
+module's parent; for an op of the model's own forward the whole model, module "") in fp32, under Apex O1 register the patched function that cast it as a float function; under
 autocast on a chip with bf16, the other autocast dtype.  A candidate that changes no op's dtype is dropped.
 
 Search: sets by size (1 .. ``max_edits``); within a size, by the low-precision share they keep (the time model),
@@ -115,11 +115,12 @@ def candidates(r: TorchNpuReplay, base: PrecisionPolicy, errors: dict[str, tuple
     low.sort(key=lambda ic: (-errors.get(ic[1].name, (0, 0.0))[0], -errors.get(ic[1].name, (0, 0.0))[1], ic[0]))
     out: list[PolicyEdit] = []
     for _, c in low[:MAX_OPS]:
-        mods = [c.module, c.module.rpartition(".")[0]] if c.module else []
+        # its module and that module's parent; an op of the model's own forward: the whole model ("")
+        mods = [c.module, c.module.rpartition(".")[0]] if c.module else [""]
         cand = [PolicyEdit(KEEP_OP, op=c.op)]
         if c.module:
             cand.append(PolicyEdit(KEEP_OP, module=c.module, op=c.op))
-        cand += [PolicyEdit(KEEP_MODULE, module=m) for m in mods if m]
+        cand += [PolicyEdit(KEEP_MODULE, module=m) for m in dict.fromkeys(mods) if m or not c.module]
         fn = _apex_function(r.trace, c) if base.amp == "apex-o1" else None
         if fn:
             cand.append(PolicyEdit(REGISTER_FLOAT, function=fn))
