@@ -249,8 +249,10 @@ def test_tune_refuses_an_optimizer_workload_under_torch_npu_in_one_line(tmp_path
     src = tmp_path / "wl.py"
     src.write_text(
         "import torch\nimport torch.nn.functional as F\nfrom advisor.workload import Workload\n"
+        "class M(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.fc = torch.nn.Linear(6, 2)\n    def forward(self, x, y):\n        return self.fc(x)\n"
         "def workload():\n    torch.manual_seed(0)\n"
-        "    return Workload(torch.nn.Linear(6, 2), [(torch.randn(4, 6), torch.randn(4, 2))] * 2,\n"
+        "    return Workload(M(), [(torch.randn(4, 6), torch.randn(4, 2))] * 2,\n"
         "                    lambda o, b: F.mse_loss(o, b[1]), optimizer=lambda p: torch.optim.SGD(p, lr=0.1),\n"
         "                    steps=2)\n")
     capsys.readouterr()
