@@ -157,7 +157,7 @@ NUMERICS = OptionGroup("numerics", (
 @dataclass(frozen=True)
 class EngineChoice:
     """What ``--engine`` / ``--amp`` / ``--policy`` select.  ``engine`` None: a new capture's default
-    (``inputs.auto_engine``: ge; torch_npu when ``--amp`` / ``--policy`` is given), a run's own (run.json; ge when it
+    (``inputs.auto_engine``: torch_npu for PyTorch; also when ``--amp`` / ``--policy`` is given), a run's own (run.json; ge when it
     does not say)."""
 
     engine: Optional[str] = None
@@ -214,10 +214,11 @@ def _engine(engine: Optional[str], amp: Optional[str], policy: Optional[str]) ->
 
 ENGINE = OptionGroup("engine", (
     ("engine", Optional[str], typer.Option(None, "--engine", help="torch_npu | ge: the engine the run is emulated on "
-                                           "(default for a new capture: ge -- torch_npu eager is opt-in with "
-                                           "--engine torch_npu, --amp or --policy until recommend/replay/tune advise "
-                                           "torch_npu runs; ONNX and TensorFlow models always run on ge; for a run: "
-                                           "its run.json's, ge when it has none).")),
+                                           "(default for a new PyTorch capture: torch_npu; ge with a GE-only option "
+                                           "(--mixlist, --keep-dtype, --customize-dtypes, --ops-info, a GE --mode) or "
+                                           "an optimizer; tune: ge unless --engine torch_npu, --amp or --policy; ONNX "
+                                           "and TensorFlow models always run on ge; for a run: its run.json's, ge when "
+                                           "it has none).")),
     ("amp", Optional[str], typer.Option(None, "--amp", help="torch_npu: autocast | apex-o1 | apex-o2 | none "
                                         "(default: autocast in mixed_float16 / mixed_bfloat16, none in "
                                         "allow_fp32_to_fp16 / must_keep_origin_dtype).")),
