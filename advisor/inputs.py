@@ -167,11 +167,11 @@ class EngineSettings:
 
 # The command line's engine for a PyTorch capture given no --engine / --amp / --policy: ge while recommend, replay and
 # tune refuse torch_npu runs (their advice, a precision policy, is issue 22b); with 22b it becomes "torch_npu".
-PYTORCH_DEFAULT_ENGINE = "ge"
+PYTORCH_DEFAULT_ENGINE = "torch_npu"
 
 
 def auto_engine(framework: str, mode: str | None = None, ge_options: Iterable[str] = ()) -> str:
-    """The engine a new capture takes when none is given: ``PYTORCH_DEFAULT_ENGINE`` (ge for now) for a PyTorch
+    """The engine a new capture takes when none is given: ``PYTORCH_DEFAULT_ENGINE`` (torch_npu) for a PyTorch
     workload, and ge whenever an option only GE has is given (a mixlist, keep_dtype / customize_dtypes files, ops-info
     files, a precision mode torch_npu eager does not take); ge for ONNX and TensorFlow models (they reach GE through
     ATC or the TF adapter)."""
@@ -184,7 +184,7 @@ def engine_settings(engine: str | None, amp: str | None, mode: str | None, polic
                     framework: str = "pytorch", ge_options: dict | None = None, where: str | None = None
                     ) -> EngineSettings:
     """The engine a capture runs on, checked before any work (one line, exit 2): ``engine`` None is the library's
-    default, ge; "auto" is the command line's (``auto_engine``, ge for now; torch_npu when ``amp`` or ``policy`` is
+    default, ge; "auto" is the command line's (``auto_engine``: torch_npu for PyTorch; torch_npu when ``amp`` or ``policy`` is
     given); torch_npu only for PyTorch workloads and without GE's options; ``amp`` (autocast | apex-o1 | apex-o2 |
     none; default autocast in a mixed mode, else none) and
     ``policy`` (a precision_policy.json path or a PrecisionPolicy) only for torch_npu; ``mode``: mixed_float16 /

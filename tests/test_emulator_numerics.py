@@ -86,8 +86,10 @@ def test_cli_capture_fp16_overflow_saturates_on_ascend910_and_is_inf_on_ascend91
     """Issue 20 acceptance: an fp16 overflow under --soc ascend910 gives ±65504 in the dump, never inf, while
     ascend910b gives inf."""
     t = _target(tmp_path, OVERFLOW, "ovf")
-    assert _cli(capfd, "capture", t, "--out", str(tmp_path / "a910"), "--soc", "ascend910") == 0
-    assert _cli(capfd, "capture", t, "--out", str(tmp_path / "a910b"), "--soc", "ascend910b") == 0
+    assert _cli(capfd, "capture", t, "--out", str(tmp_path / "a910"), "--soc", "ascend910",
+                "--engine", "ge") == 0
+    assert _cli(capfd, "capture", t, "--out", str(tmp_path / "a910b"), "--soc", "ascend910b",
+                "--engine", "ge") == 0
     sat, ieee = _stat_values(_entries(tmp_path / "a910")), _stat_values(_entries(tmp_path / "a910b"))
     assert 65504.0 in sat and not any(v in ("inf", "-inf", "nan") for v in sat)
     assert "inf" in ieee and 65504.0 not in ieee

@@ -36,17 +36,37 @@ def _meta(run) -> dict:
 
 
 # ---------------------------------------------------------------------------- autocast, as torch_npu runs it
-def test_capture_defaults_to_ge_for_a_pytorch_workload_until_torch_npu_advice_exists(tmp_path):
-    """torch_npu is opt-in while recommend / replay / tune refuse torch_npu runs (issue 22b switches the default)."""
+def test_capture_defaults_to_torch_npu_for_a_pytorch_workload(tmp_path):
+    """A new PyTorch capture runs as torch_npu runs it (autocast in the mixed mode); --engine ge keeps GE."""
     assert _cli("capture", WL, "--out", str(tmp_path / "r"), "--no-local-error", "--dump", "stats") == 0
     m = _meta(tmp_path / "r")
-    assert m["engine"] == "ge" and "amp" not in m
+    assert (m["engine"], m["amp"]) == ("torch_npu", "autocast")
+    assert _cli("capture", WL, "--out", str(tmp_path / "g"), "--engine", "ge", "--no-local-error", "--dump",
+                "stats") == 0
+    assert _meta(tmp_path / "g")["engine"] == "ge" and "amp" not in _meta(tmp_path / "g")
 
 
-def test_a_default_capture_can_be_recommended(tmp_path):
-    assert _cli("capture", WL, "--out", str(tmp_path / "r"), "--no-local-error", "--dump", "stats") == 0
+def test_a_default_capture_can_be_recommended_as_a_policy(tmp_path):
+    assert _cli("capture", WL, "--out", str(tmp_path / "r"), "--no-local-error") == 0
     assert _cli("recommend", "--profile", str(tmp_path / "r"), "--out", str(tmp_path / "rec")) == 0
-    assert (tmp_path / "rec" / "recommendation.json").is_file()
+    assert (tmp_path / "rec" / "precision_policy.json").is_file()
+    assert not (tmp_path / "rec" / "modify_mixlist.json").exists()
+
+
+def test_a_default_capture_of_an_optimizer_workload_stays_ge_with_a_note(tmp_path):
+    src = tmp_path / "wl.py"
+    src.write_text(
+        "import torch\nimport torch.nn.functional as F\nfrom advisor.workload import Workload\n"
+        "class M(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+        "        self.fc = torch.nn.Linear(6, 2)\n    def forward(self, x, y):\n        return self.fc(x)\n"
+        "def workload():\n    torch.manual_seed(0)\n"
+        "    return Workload(M(), [(torch.randn(4, 6), torch.randn(4, 2))],\n"
+        "                    lambda o, b: F.mse_loss(o, b[1]), optimizer=lambda p: torch.optim.SGD(p, lr=0.1),\n"
+        "                    steps=2)\n")
+    assert _cli("capture", f"{src}:workload", "--out", str(tmp_path / "r"), "--no-local-error", "--dump",
+                "stats") == 0
+    m = _meta(tmp_path / "r")
+    assert m["engine"] == "ge" and any("optimizer" in n for n in m["notes"])
 
 
 def test_amp_without_engine_means_torch_npu(tmp_path):
@@ -276,13 +296,15 @@ def test_run_without_engine_in_run_json_reads_as_ge(tmp_path):
     assert EngineChoice().for_run(str(old), "recommend") == "ge"
 
 
-def test_recommend_refuses_a_torch_npu_run_in_one_line(tmp_path, capsys):
+def test_recommend_refuses_a_ge_mixlist_for_a_torch_npu_run_in_one_line(tmp_path, capsys):
     run = capture(lin_mul_workload(), tmp_path / "r", engine="torch_npu", local=False, dump="stats")
     assert load_run(run).engine == "torch_npu"
+    ml = tmp_path / "m.json"
+    ml.write_text(json.dumps({"black-list": {"to-add": ["Mul"]}}))
     capsys.readouterr()
-    assert _cli("recommend", "--profile", str(run)) == 2
+    assert _cli("recommend", "--profile", str(run), "--mixlist", str(ml), "--out", str(tmp_path / "a")) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "torch_npu" in err[0]
+    assert len(err) == 1 and "--policy" in err[0]
 
 
 # ---------------------------------------------------------------------------- eager-looking profiles

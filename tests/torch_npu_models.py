@@ -71,3 +71,47 @@ class Expr(torch.nn.Module):
 def expr_workload(fn):
     torch.manual_seed(0)
     return Expr(fn), [(torch.randn(4, 8),)]
+
+
+class LinSq(torch.nn.Module):
+    """linear -> h * h -> sum (issue 22's acceptance model): large activations overflow (or saturate) the fp16
+    ``h * h``, which autocast leaves in the linear's dtype because mul is in no table."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = torch.nn.Linear(16, 16)
+        self.sq = Square()
+
+    def forward(self, x):
+        return self.sq(self.fc(x)).sum()
+
+
+def lin_sq_workload():
+    torch.manual_seed(0)
+    m = LinSq()
+    with torch.no_grad():
+        m.fc.weight.mul_(40.0)
+    return m, [(torch.randn(4, 16) * 10,), (torch.randn(4, 16) * 10,)]
+
+
+class WellScaledBlock(torch.nn.Module):
+    """A post-norm transformer block with scaled attention and default initialisation: a control (fp16 is fine)."""
+
+    def __init__(self, d: int = 32, heads: int = 2):
+        super().__init__()
+        self.heads, self.dh = heads, d // heads
+        self.q, self.k, self.v, self.o = (torch.nn.Linear(d, d) for _ in range(4))
+        self.ln1, self.ln2 = torch.nn.LayerNorm(d), torch.nn.LayerNorm(d)
+        self.ff1, self.ff2 = torch.nn.Linear(d, 4 * d), torch.nn.Linear(4 * d, d)
+
+    def forward(self, x):
+        b, s, d = x.shape
+        q, k, v = (f(x).view(b, s, self.heads, self.dh).transpose(1, 2) for f in (self.q, self.k, self.v))
+        attn = torch.softmax(torch.matmul(q, k.transpose(-2, -1)) / self.dh ** 0.5, dim=-1)
+        h = self.ln1(x + self.o(torch.matmul(attn, v).transpose(1, 2).reshape(b, s, d)))
+        return self.ln2(h + self.ff2(torch.nn.functional.gelu(self.ff1(h))))
+
+
+def block_workload():
+    torch.manual_seed(0)
+    return WellScaledBlock().eval(), [(torch.randn(2, 8, 32),), (torch.randn(2, 8, 32),)]

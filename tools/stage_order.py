@@ -28,7 +28,7 @@ STAGES: list[tuple[str, tuple[str, ...]]] = [
     ("report", ("report",)),                 # renders the JSON documents of every stage (no stage objects)
     ("capture backends", ("rundir", "tf", "onnx", "emulator", "inputs")),   # inputs: checks before a run
     ("replay", ("replay_args", "replay", "replay_scope")),
-    ("analysis", ("analysis",)),
+    ("analysis", ("analysis", "replay_torch_npu")),   # replay_torch_npu: a torch_npu run under policies
     ("compare on every rank", ("cluster", "comparison")),
     ("recommend", ("recommend",)),
     ("runners", ("runners",)),

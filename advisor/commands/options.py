@@ -157,7 +157,7 @@ NUMERICS = OptionGroup("numerics", (
 @dataclass(frozen=True)
 class EngineChoice:
     """What ``--engine`` / ``--amp`` / ``--policy`` select.  ``engine`` None: a new capture's default
-    (``inputs.auto_engine``: ge; torch_npu when ``--amp`` / ``--policy`` is given), a run's own (run.json; ge when it
+    (``inputs.auto_engine``: torch_npu for PyTorch; also when ``--amp`` / ``--policy`` is given), a run's own (run.json; ge when it
     does not say)."""
 
     engine: Optional[str] = None
@@ -170,17 +170,28 @@ class EngineChoice:
         kw.update({k: v for k, v in (("amp", self.amp), ("policy", self.policy)) if v})
         return kw
 
-    def for_run(self, run_dir: str, what: str) -> str:
+    def for_run(self, run_dir: str, what: str, torch_npu: bool = False) -> str:
         """The engine of the run ``what`` (recommend, replay, ...) reads (``ingest.engine``): refused (one line, exit 2)
-        when the options name another than its run.json (a real run's, read from its files, ``--engine`` overrides),
-        and for a torch_npu run: its advice is a precision policy, which ``what`` does not make yet."""
-        from ..ingest.run import engine_of
+        when the options name another than its run.json (a real run's, read from its kernel names / dumps,
+        ``--engine`` overrides), and for a torch_npu run unless ``what`` advises one (``torch_npu``: its advice is a
+        precision policy); ``--policy`` / ``--amp`` only for a torch_npu run (``--amp`` must be the run's)."""
+        from pathlib import Path
+        from ..ingest.run import engine_of, read_run_json
         info = engine_of(run_dir)           # run.json's; a real run's read from its kernel names / dumps
         eng = info.engine
         if self.engine is not None and self.engine != eng:
             if info.declared:
                 raise InputError(run_dir, f"the run was captured with engine {eng}, not {self.engine} (--engine)")
             eng = self.engine               # a real run: --engine overrides what its files suggest
+        if torch_npu and eng == "torch_npu":
+            p = Path(run_dir) / "run.json"
+            meta = read_run_json(p) if p.is_file() else {}
+            if self.amp is not None and self.amp != (meta.get("amp") or "autocast"):
+                raise InputError(run_dir, f"the run used amp {meta.get('amp')}, not {self.amp} (--amp)")
+            return eng
+        if torch_npu and (self.amp is not None or self.policy is not None):
+            raise InputError("--policy" if self.policy is not None else "--amp",
+                             f"applies to a torch_npu run; this run is {eng} (its candidates are mixlists)")
         if eng == "torch_npu" or self.amp is not None or self.policy is not None:
             raise InputError(run_dir, f"{what} searches GE lists; advice for a torch_npu run (a precision policy) is "
                                       "not available in this version: " + ("capture with --engine ge for list "
@@ -208,12 +219,12 @@ def _engine(engine: Optional[str], amp: Optional[str], policy: Optional[str]) ->
 
 ENGINE = OptionGroup("engine", (
     ("engine", Optional[str], typer.Option(None, "--engine", help="torch_npu | ge: the engine the run is emulated on "
-                                           "(default for a new capture: ge -- torch_npu eager is opt-in with "
-                                           "--engine torch_npu, --amp or --policy until recommend/replay/tune advise "
-                                           "torch_npu runs; ONNX and TensorFlow models always run on ge; for a run: "
-                                           "its run.json's, else read from its files -- eager kernel names or a PyTorch "
-                                           "msprobe dump mean torch_npu, docs/formats.md -- which --engine "
-                                           "overrides).")),
+                                           "(default for a new PyTorch capture: torch_npu; ge with a GE-only option "
+                                           "(--mixlist, --keep-dtype, --customize-dtypes, --ops-info, a GE --mode) or "
+                                           "an optimizer; tune: ge unless --engine torch_npu, --amp or --policy; ONNX "
+                                           "and TensorFlow models always run on ge; for a run: its run.json's, else read "
+                                           "from its files -- eager kernel names or a PyTorch msprobe dump mean "
+                                           "torch_npu, docs/formats.md -- which --engine overrides).")),
     ("amp", Optional[str], typer.Option(None, "--amp", help="torch_npu: autocast | apex-o1 | apex-o2 | none "
                                         "(default: autocast in mixed_float16 / mixed_bfloat16, none in "
                                         "allow_fp32_to_fp16 / must_keep_origin_dtype).")),

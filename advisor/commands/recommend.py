@@ -58,19 +58,24 @@ def register(app: typer.Typer) -> None:
         from ..inputs import check_run_dir
         try:
             check_run_dir(profile)
-            engine.for_run(profile, "recommend")
+            torch_npu = engine.for_run(profile, "recommend", torch_npu=True) == "torch_npu"
             check_workers(workers, ray)
-            base = mx.load(mixlist) if mixlist else None
+            base = mx.load(mixlist) if mixlist and not torch_npu else None
             out_dir = check_out_dir(Path(out) if out else default_out(profile))
             log = StageLog()
-            rec = recommend_run(profile, tol, base_mixlist=base, exclude=tuple(exclude or ()), max_edits=max_edits,
-                                soc=chip.soc, ops_info=chip.ops_info, cann=chip.cann, mode=mode, rank=rank, step=step,
-                                perf=not no_perf,
-                                progress=log, overrides=overrides_of(keep_dtype, customize_dtypes),
-                                workers=workers, ray=ray, granularity=granularity, out_dir=out_dir,
-                                **numerics.extra())
-            log("writing outputs")
-            paths = write_outputs(rec, out_dir)
+            if torch_npu:      # a torch_npu run's advice is a precision policy (recommend/policy_search.py)
+                from ..recommend.policy_search import recommend_cli
+                rec, paths = recommend_cli(profile, tol, engine.policy, mixlist or keep_dtype or customize_dtypes,
+                                           chip.soc, tuple(exclude or ()), max_edits, step, out_dir, log)
+            else:
+                rec = recommend_run(profile, tol, base_mixlist=base, exclude=tuple(exclude or ()), max_edits=max_edits,
+                                    soc=chip.soc, ops_info=chip.ops_info, cann=chip.cann, mode=mode, rank=rank, step=step,
+                                    perf=not no_perf,
+                                    progress=log, overrides=overrides_of(keep_dtype, customize_dtypes),
+                                    workers=workers, ray=ray, granularity=granularity, out_dir=out_dir,
+                                    **numerics.extra())
+                log("writing outputs")
+                paths = write_outputs(rec, out_dir)
             log.done()
         except AdvisorError as e:
             typer.echo(f"advisor: error: {e}", err=True)

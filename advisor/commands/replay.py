@@ -1,5 +1,6 @@
 """advisor replay --run DIR --mixlist M.json: the verdict a candidate list would get, by re-executing the run's
-recorded FP32 ops under its plan (advisor/replay.py).  Exit 0 predicted within tolerance, 1 outside, 2 bad input."""
+recorded FP32 ops under its plan (advisor/replay.py); a torch_npu run takes --policy P.json instead
+(advisor/replay_torch_npu.py).  Exit 0 predicted within tolerance, 1 outside, 2 bad input."""
 from __future__ import annotations
 
 import json
@@ -38,7 +39,9 @@ def register(app: typer.Typer) -> None:
         from ..inputs import check_run_dir
         try:
             check_run_dir(run, "--run")
-            engine.for_run(run, "replay")
+            if engine.for_run(run, "replay", torch_npu=True) == "torch_npu":
+                _replay_policy(run, engine, mixlist or keep_dtype or customize_dtypes, chip, numerics, step, tol,
+                               as_json)
             ov = overrides_of(keep_dtype, customize_dtypes)      # the user's files read before the run is
             cand = mx.load(mixlist) if mixlist else None            # (malformed: one line, nothing read)
             a = analyze(run, tolerance=tol, soc=chip.soc, ops_info=chip.ops_info, cann=chip.cann, mode=mode,
@@ -72,3 +75,31 @@ def register(app: typer.Typer) -> None:
         with human_report(as_json):
             print_replay(out)
         raise typer.Exit(0 if verdict.ok else 1)
+
+
+def _replay_policy(run: str, engine: EngineChoice, ge_file: Optional[str], chip: Chip, numerics: NumericsChoice,
+                   step: Optional[list[int]], tol: Tolerance, as_json: bool) -> None:
+    """A torch_npu run under ``--policy`` (default: the run's own policy); raises typer.Exit with the verdict."""
+    from ..analysis import analyze
+    from ..precision_policy import read_policy
+    from ..replay_torch_npu import TorchNpuReplay, replay_report
+    from ..report.terminal import print_replay
+    if ge_file:
+        raise InputError(ge_file, "is a GE file (mixlist / keep_dtype / customize_dtypes); a torch_npu run takes "
+                                  "--policy precision_policy.json")
+    pol = read_policy(engine.policy) if engine.policy else None
+    a = analyze(run, tolerance=tol, soc=chip.soc, overflow_mode=numerics.overflow_mode,
+                allow_hf32=numerics.allow_hf32)
+    r = TorchNpuReplay(a)
+    steps = a.recording.steps if a.recording is not None else []
+    if step:
+        missing = sorted(set(step) - set(steps))
+        if missing:
+            raise InputError(run, f"no step {', '.join(map(str, missing))} in the FP32 dump; "
+                                  f"steps: {', '.join(map(str, steps)) or 'none'}")
+    out, ok = replay_report(r, pol if pol is not None else r.policy, tol, step or None)
+    if as_json:
+        typer.echo(json.dumps(json_safe(out), indent=2))
+    with human_report(as_json):
+        print_replay(out)
+    raise typer.Exit(0 if ok else 1)

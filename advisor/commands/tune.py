@@ -117,8 +117,11 @@ def register(app: typer.Typer) -> None:
             # every input checked before the first run: one line, exit 2, no --out written or moved aside
             check_timeout(timeout)
             if engine.engine == "torch_npu" or engine.amp is not None or engine.policy is not None:
-                raise InputError("--engine", "tune searches GE lists (its runs use --engine ge); a torch_npu policy "
-                                             "search is not available in this version")
+                _print_policy_summary(_tune_policy(target, out, mode, max_runs, holdout, resume, runner, timeout, chip,
+                                                   numerics, engine, tol, seed, dump, dict(zip(_GE_ONLY, (
+                                                       mixlist, keep_dtype, customize_dtypes, inputs, input_shape, ray,
+                                                       devices, loss_scale, parallel != 1, measure_minimality)))),
+                                      out, as_json)
             # as ATC: no mixlist outside the mixed modes (its words, before tune's own mode check); a file GE rejects
             base = load_mixlist(mixlist, chip.lists(), mode=mode)
             check_tune_options(mode, max_runs, holdout, parallel, loss_scale)
@@ -162,3 +165,55 @@ def register(app: typer.Typer) -> None:
         with human_report(as_json):
             print_tune_summary(s, out)
         raise typer.Exit(0 if s["confirmed"] else 1)
+
+
+# options a torch_npu tune does not take (yet), in the order register passes them
+_GE_ONLY = ("--mixlist", "--keep-dtype", "--customize-dtypes", "--inputs", "--input-shape", "--ray", "--devices",
+            "--loss-scale", "--parallel", "--measure-minimality")
+
+
+def _tune_policy(target, out, mode, max_runs, holdout, resume, runner, timeout, chip, numerics, engine, tol, seed,
+                 dump, ge_only: dict) -> dict:
+    """tune --engine torch_npu: candidates are precision policies (advisor/tune/policy_loop.py); what it does not do
+    yet is one line, exit 2."""
+    from ..inputs import check_timeout, check_tune_options, engine_settings
+    from ..progress import StageLog
+    from ..rundir import check_run_out
+    from ..runners.emulator import EmulatorRunner
+    from ..tune.policy_loop import tune_policy
+    given = [k for k, v in ge_only.items() if v]
+    if given:
+        raise InputError(given[0], "is not available with --engine torch_npu (tune runs precision policies, one "
+                                   "at a time, in the emulator)")
+    if resume:
+        raise InputError("--resume", "a torch_npu tune keeps no journal yet: start it again")
+    if runner != "emulator":
+        raise InputError("--runner", "a torch_npu tune runs in the emulator (a command's policy is item 4's "
+                                     "ADVISOR_POLICY)")
+    if not target:
+        raise InputError("TARGET", "the emulator runner needs a workload, e.g. examples/mlp_exp.py:workload")
+    check_timeout(timeout)
+    check_tune_options(mode, max_runs, holdout, 1, None)
+    eng = engine_settings("torch_npu", engine.amp, mode, engine.policy, chip.soc)
+    check_run_out(out)
+    r = EmulatorRunner(target, soc=chip.soc, seed=seed, dump=dump, timeout=timeout, **numerics.extra())
+    log = StageLog()
+    r.progress = log.note
+    try:
+        r.prepare(Path(out))
+        s = tune_policy(r, out, amp=eng.config.amp, mode=mode, soc=chip.soc, start=eng.policy, max_runs=max_runs,
+                        holdout=holdout, tolerance=tol, progress=log)
+    finally:
+        r.close()
+    log.done()
+    return s
+
+
+def _print_policy_summary(s: dict, out: str, as_json: bool) -> None:
+    from ..fsutil import json_text
+    from ..report.terminal import print_policy_tune
+    if as_json:
+        typer.echo(json_text(s))
+    with human_report(as_json):
+        print_policy_tune(s, out)
+    raise typer.Exit(0 if s["confirmed"] else 1)

@@ -288,6 +288,11 @@ def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semanti
 def _settings(engine, amp, policy, mode, dump, ge_opts: dict, soc, cann, wl: Workload, target) -> tuple:
     """(EngineSettings, low dtype, Mixlist, effective lists, notes) of a PyTorch capture: torch_npu takes no GE list
     (``inputs.engine_settings`` refused GE's options) and no optimizer steps yet, ge ``rundir.capture_settings``."""
+    notes = []
+    if engine == "auto" and wl.trains and amp is None and policy is None:
+        engine = "ge"       # the default engine: optimizer steps are emulated on GE only (torch_npu: not yet)
+        notes.append("a workload with an optimizer: captured with engine ge (torch_npu training over optimizer "
+                     "steps is not emulated yet)")
     eng = engine_settings(engine, amp, mode, policy, soc, "pytorch", ge_opts, target)
     if eng.engine == "torch_npu":
         if wl.trains:
@@ -295,7 +300,8 @@ def _settings(engine, amp, policy, mode, dump, ge_opts: dict, soc, cann, wl: Wor
                                      "GE only: capture it with --engine ge, or without its optimizer")
         check_capture_inputs(None, None, dump, None)
         return eng, eng.config.dtype, None, None, []
-    return (eng, *capture_settings(mode, dump, ge_opts["mixlist"], soc, ge_opts["ops_info"], cann))
+    low, ml, lists, more = capture_settings(mode, dump, ge_opts["mixlist"], soc, ge_opts["ops_info"], cann)
+    return eng, low, ml, lists, notes + list(more)
 
 
 def _finish(stage: StagedRunDir, writer: RunWriter, steps: "_Steps", wl: Workload, notes: list, counted: dict, *,
@@ -483,8 +489,10 @@ class _Steps:
         if self.g0 is None:
             return None
         if self.trace0 is not None:
+            from ..semantics.torch_npu_trace import write_trace
             from .torch_npu import annotate
             annotate(self.g0, self.plan0, self.trace0)
+            write_trace(self.writer.out, self.trace0)     # what replay and the policy search re-plan
             return self.writer.write_graph(self.g0, None, notes)
         semantics.annotate(self.g0, self.plan0)
         return self.writer.write_graph(self.g0, self.plan0, notes)

@@ -7,6 +7,9 @@ version of the file belongs to -- a reader of an earlier version reads a later o
 and ``dump_scope``; an edit's rank evidence (``ranks``, ``driven``) is a part of every edit report.  Version 3:
 plus ``customize_dtypes`` (the customize_dtypes.cfg lines, when the advice gives an op fp16 inputs and an fp32
 output) and the edit kind ``customize`` (``customize_dtypes NAME::InputDtype:...,OutputDtype:... (TYPE)``).
+Version 4: plus ``engine`` and ``precision_policy`` (a torch_npu run's advice: policy edits -- keep a module or an
+op in fp32, register a float function, change the autocast dtype -- with their evidence, the advised
+precision_policy.json and its snippets; ``modify_mixlist`` stays, empty: a torch_npu run gets no GE list).
 """
 from __future__ import annotations
 
@@ -19,7 +22,7 @@ from ..results import OMIT_EMPTY, OMIT_NONE, TRANSIENT, from_json, register_code
 from .edits import Edit
 
 SCHEMA = "advisor.recommendation/1"
-VERSION = 3
+VERSION = 4
 
 
 def _decode_edit(x: Any, where: str) -> Edit:
@@ -186,6 +189,41 @@ def _edit_parts(e: Edit) -> dict[str, str]:
 
 
 @dataclass
+class PolicyEditReport:
+    """One policy edit of a torch_npu recommendation (``precision_policy.edits[]``): the edit's sentence and its
+    parts, the ops it flips (semantics' Why before and after), its time cost and the replayed error with it alone
+    and of the set without it."""
+
+    edit: str
+    kind: str                             # keep-module | keep-op | register-float-function | dtype
+    module: str | None = _opt()
+    op: str | None = _opt()
+    function: str | None = _opt()
+    dtype: str | None = _opt()
+    purpose: str = "fix"
+    explanation: str = ""
+    predicted_time_change_us: float = 0.0
+    predicted_flips: list[Flip] = field(default_factory=list)
+    predicted_flip_count: int = 0
+    predicted_final_with: PlanSummary = field(default_factory=PlanSummary)
+    predicted_without_this_edit: PlanSummary | None = _opt()
+
+
+@dataclass
+class PolicyAdvice:
+    """recommendation.json ``precision_policy`` (version 4): a torch_npu run's advice in PyTorch's terms."""
+
+    amp: str = "autocast"
+    dtype: str = "fp16"
+    start_policy: dict[str, Any] = field(default_factory=dict)
+    policy: dict[str, Any] = field(default_factory=dict)       # precision_policy.json as written
+    edits: list[PolicyEditReport] = field(default_factory=list)
+    candidates: list[str] = field(default_factory=list)
+    snippet: str = ""                                           # the apply_policy call
+    plain_pytorch: str | None = _opt()                          # the same in plain PyTorch, where it exists
+
+
+@dataclass
 class ToleranceLimits:
     """The limits the searches judge by, and the whole shared Tolerance (``compare.tolerance``)."""
 
@@ -309,6 +347,8 @@ class Recommendation:
     dump_scope: list[str] = field(default_factory=list, metadata=OMIT_EMPTY)   # ops whose tensors would let the
     # next run's candidates be replayed (a statistics-only run: msprobe ``tensor_list``)
     files: dict[str, str] = field(default_factory=dict, metadata=OMIT_EMPTY)   # what write_outputs wrote
+    engine: str | None = field(default=None, metadata=OMIT_NONE)               # torch_npu (v4); absent: ge
+    precision_policy: PolicyAdvice | None = field(default=None, metadata=OMIT_NONE)   # a torch_npu run's advice
     curve: dict[str, Any] = field(default_factory=dict, metadata=TRANSIENT)    # the report's error curve
     out_dir: str | None = field(default=None, metadata=TRANSIENT)   # the folder the snippets name
 
@@ -342,6 +382,6 @@ class Recommendation:
         return from_json(cls, body, where)
 
 
-__all__ = ["Recommendation", "EditReport", "EditEvidence", "PlanSummary", "Predicted", "Minimality",
+__all__ = ["Recommendation", "PolicyAdvice", "PolicyEditReport", "EditReport", "EditEvidence", "PlanSummary", "Predicted", "Minimality",
            "MinimalityCheck", "Alternative", "WorstInstance", "LocalVsReceived", "Flip", "ToleranceLimits",
            "Calibration", "SearchStats", "RankEvidence", "RankRow", "RankMeasured", "SetCheck", "SCHEMA", "VERSION"]

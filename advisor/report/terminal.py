@@ -82,6 +82,7 @@ def print_recommendation(d: Mapping, console: Console | None = None, paths: Mapp
         con.print(f"type-level alternative (where per-op files are not accepted): {', '.join(tl['edits'])} -> "
                   f"low-precision share {_f(tl['predicted'].get('low_precision_share'))} ({tl.get('how')}; the "
                   f"advice above keeps {_f((d.get('predicted') or {}).get('recommended', {}).get('low_precision_share'))})")
+    _print_policy(con, d.get("precision_policy"))
     c = d.get("closest")
     if c:
         con.print(f"[red]no edit set within limits meets the tolerance[/red]; closest: "
@@ -92,6 +93,22 @@ def print_recommendation(d: Mapping, console: Console | None = None, paths: Mapp
     if paths:
         for k, p in paths.items():
             con.print(f"{k}: {p}")
+
+
+def _print_policy(con: Console, p: Mapping | None) -> None:
+    """A torch_npu recommendation's policy edits (recommendation.json ``precision_policy``)."""
+    if not p:
+        return
+    if p.get("edits"):
+        t = Table(title=f"policy edits (torch_npu, amp {p.get('amp')})")
+        for c in ("edit", "flips", "time change us", "why"):
+            t.add_column(c, overflow="fold")
+        for e in p["edits"]:
+            t.add_row(e["edit"], str(e.get("predicted_flip_count")), _f(e.get("predicted_time_change_us")),
+                      e.get("explanation", ""))
+        con.print(t)
+    else:
+        con.print(f"precision policy unchanged (torch_npu, amp {p.get('amp')})")
 
 
 def print_diff(d: Mapping, console: Console | None = None, paths: Mapping | None = None) -> None:
@@ -148,6 +165,21 @@ def print_replay(d: Mapping, console: Console | None = None) -> None:
     con.print(f"low-precision share of kernel time: {_f(sh.get('value'))} ({sh.get('how')})")
     for r in v.get("reasons") or []:
         con.print(f"  [red]{r}[/red]")
+
+
+def print_policy_tune(s: Mapping, out: str, console: Console | None = None) -> None:
+    """``advisor tune --engine torch_npu``: one line per run (its policy, measured verdicts), then the verdict."""
+    con = console or Console(highlight=False)
+    for h in s.get("history") or []:
+        mark = "PASS" if h.get("ok") else "fail"
+        cal, held = h.get("calibration") or {}, h.get("held_out") or {}
+        con.print(f"{h['iteration']} {mark}  {'; '.join(h.get('rules') or []) or '(policy unchanged)'}  calibration "
+                  f"rel-L2 {_f(cal.get('final_rel_l2'))}" + (f", held-out rel-L2 {_f(held.get('final_rel_l2'))}"
+                                                             if held else "") + f" ({h.get('status')})")
+    if s.get("confirmed"):
+        con.print(f"[green]confirmed[/green] by measurement in {s['runs']} run(s): {out}/precision_policy.json")
+    else:
+        con.print(f"[red]not confirmed[/red] within {s.get('max_runs')} run(s)")
 
 
 def print_tune_summary(s: Mapping, out: str, console: Console | None = None) -> None:

@@ -120,7 +120,9 @@ class EmulatorRunner(Runner):
 
     def run(self, mixlist: Mixlist | None, mode: str, run_dir: Path, loss_scale: float | None = None,
             keep_dtype: Sequence[str] = (), dump_tensors: Sequence[str] = (),
-            customize_dtypes: Sequence[str] = ()) -> RunResult:
+            customize_dtypes: Sequence[str] = (), engine: dict | None = None) -> RunResult:
+        """One capture into ``run_dir``; ``engine``: the capture's ``engine`` / ``amp`` / ``policy`` (a torch_npu
+        run: its candidate is a precision_policy.json path, applied by the capture as ``--policy`` applies it)."""
         run_dir = Path(run_dir)
         if run_dir.exists():  # a run whose iteration was not recorded (interrupted tune): ours to replace
             shutil.rmtree(run_dir)
@@ -130,6 +132,7 @@ class EmulatorRunner(Runner):
               "batches": self.batches, "loss_scale": loss_scale}
         kw = {k: v for k, v in kw.items() if v is not None or k == "mixlist"}
         kw.update(self.fixed)
+        kw.update(engine or {})
         if dump_tensors:              # statistics for every op, tensors for these too (msprobe tensor_list)
             kw["dump_tensors"] = list(dump_tensors)
         keep = write_keep_file(keep_dtype, run_dir.parent / "keep_dtype_used.cfg", self.fixed.get("keep_dtype"))

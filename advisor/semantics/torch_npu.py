@@ -37,6 +37,8 @@ ENGINES = ("torch_npu", "ge")
 ACL_MODES = ("allow_fp32_to_fp16", "must_keep_origin_dtype")
 # chips below Ascend910B1 in torch_npu's SocVersion (NpuVariables.h:5-36): allow_fp32_to_fp16 by default
 ALLOW_FP32_TO_FP16_SOCS = frozenset({"ascend910", "ascend310p"})
+# chips without bf16 (docs/semantics.md: ascend910 and ascend310p have no bf16 kernels): no autocast to bf16 there
+NO_BF16_SOCS = frozenset({"ascend910", "ascend310p"})
 FLOATS = ("fp16", "bf16", "fp32", "fp64")
 LOW = ("fp16", "bf16")
 NA = "n/a"
@@ -167,6 +169,10 @@ def autocast_target(category: str | None, dtypes: Iterable[str], first_float: bo
 
 
 # ---------------------------------------------------------------------- the configuration
+def has_bf16(soc: str | None) -> bool:
+    return str(soc or "").lower() not in NO_BF16_SOCS
+
+
 def default_acl_mode(soc: str | None) -> str:
     """ACL_PRECISION_MODE torch_npu sets by chip: allow_fp32_to_fp16 below Ascend910B1, else must_keep_origin_dtype."""
     return "allow_fp32_to_fp16" if str(soc or "").lower() in ALLOW_FP32_TO_FP16_SOCS else "must_keep_origin_dtype"
@@ -561,4 +567,4 @@ def describe(d: OpDecision) -> str:
 __all__ = ["ENGINES", "ACL_MODES", "CATEGORIES", "AmpConfig", "Leaf", "Frame", "Call", "Trace", "OpDecision",
            "TorchPlan", "plan", "autocast_category", "autocast_ops", "apex_functions", "apex_category", "eager_op",
            "cube_family", "aclnn_api", "default_acl_mode", "promote_dtypes", "result_dtype", "policy_matches",
-           "describe", "autocast_target"]
+           "describe", "autocast_target", "has_bf16", "NO_BF16_SOCS"]

@@ -1,0 +1,156 @@
+"""Replay of a torch_npu run under a precision policy: the run's step-0 trace (torch_npu_trace.json) re-planned by
+``semantics.torch_npu.plan`` under the policy, and the run's FP32 tensor dump re-executed op by op under that plan
+(``replay.Recording.replay``, exactly as the emulator's mixed run executes a plan: ``emulator.engine.execute_op``).
+
+No rule is decided here: the policy's effect on each op is ``semantics.torch_npu``'s (a policy naming an aten op
+gets that op's autocast frames first, ``semantics.torch_npu_trace.with_op_frames``, as a capture with the policy
+records them).  An op that had to run again but could not (``ReplayResult.not_replayed``) keeps its FP32 outputs
+and the result says "replayed, incomplete": the number is then estimated for those ops.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Hashable, Iterable
+
+import numpy as np
+
+from .errors import InputError
+from .precision_policy import PolicyRules, PrecisionPolicy, read_policy
+from .semantics import torch_npu as S
+from .semantics.torch_npu_trace import FILE as TRACE_FILE, read_trace, with_op_frames
+
+REPLAYED = "replayed"
+INCOMPLETE = "replayed, incomplete: estimated for the ops not replayed (their FP32 outputs used)"
+TIME_HOW = "estimated (cost model anchored to the profile's kernel times)"
+
+
+def config_of(meta: dict, where: Any) -> S.AmpConfig:
+    """The run's AmpConfig from run.json (``amp``, ``low_dtype``, ``soc``, ``acl_precision_mode``)."""
+    try:
+        return S.AmpConfig(str(meta.get("amp") or "autocast"), str(meta.get("low_dtype") or "fp16"),
+                           str(meta.get("soc") or "ascend910b"), meta.get("acl_precision_mode"))
+    except InputError as e:
+        raise InputError(where, f"run.json: {e}") from None
+
+
+def run_policy(run_dir: Path, meta: dict, cfg: S.AmpConfig) -> PrecisionPolicy:
+    """The policy the run was captured with (its precision_policy.json), else the empty one of its amp."""
+    if meta.get("policy"):
+        p = run_dir / str(meta["policy"])
+        if p.is_file():
+            return read_policy(p)
+    return PrecisionPolicy(amp=cfg.amp, dtype=cfg.dtype)
+
+
+@dataclass(frozen=True)
+class OpChange:
+    """An op whose dtype a policy changes: its kernel's compute dtype before and after, and why (semantics)."""
+
+    node: str
+    type: str
+    module: str
+    before: str
+    after: str
+    why_before: str
+    why_after: str
+
+
+class TorchNpuReplay:
+    """A torch_npu run (its ``analysis.Analysis`` and trace) replayed under policies."""
+
+    def __init__(self, analysis: Any, trace: S.Trace | None = None):
+        self.a = analysis
+        path = Path(analysis.path)
+        meta = dict(analysis.run.meta or {})
+        self.trace = trace if trace is not None else read_trace(path)
+        if self.trace is None:
+            raise InputError(path, f"no {TRACE_FILE}: this torch_npu run cannot be re-planned under a policy "
+                                   "(capture it with advisor capture --engine torch_npu)")
+        self.config = config_of(meta, path / "run.json")
+        self.policy = run_policy(path, meta, self.config)
+        self._plans: dict = {}
+        g = analysis.graph
+        self.types = {c.name: str(g.nodes[c.name].get("type", "")) if c.name in g else "" for c in self.trace.calls}
+
+    # ------------------------------------------------------------------ plans
+    def empty_policy(self, dtype: str | None = None) -> PrecisionPolicy:
+        return PrecisionPolicy(amp=self.config.amp, dtype=dtype or self.config.dtype, rules=PolicyRules())
+
+    def plan(self, policy: PrecisionPolicy | None = None) -> S.TorchPlan:
+        """semantics' plan of the run's trace under ``policy`` (default: the run's own)."""
+        pol = self.policy if policy is None else policy
+        key = (pol.amp, pol.dtype, pol.rules)
+        hit = self._plans.get(key)
+        if hit is None:
+            if pol.amp != self.config.amp:
+                raise InputError(pol.source or "precision_policy.json",
+                                 f"the policy is for amp {pol.amp}, the run used {self.config.amp}")
+            cfg = replace(self.config, dtype=pol.dtype) if pol.amp == "autocast" else self.config
+            tr = with_op_frames(self.trace, pol.op_names()) if pol.amp == "autocast" and pol.op_names() \
+                else self.trace
+            hit = self._plans[key] = S.plan(tr, cfg, pol)
+        return hit
+
+    @staticmethod
+    def precisions(tp: S.TorchPlan) -> dict[Hashable, Any]:
+        """node -> what it executes (``Recording.replay``'s form, as the emulator's mixed run takes it)."""
+        return {n: d.compute if d.compute == d.out else (d.compute, d.out) for n, d in zip(tp.names, tp.decisions)}
+
+    def changes(self, policy: PrecisionPolicy, base: PrecisionPolicy | None = None) -> list[OpChange]:
+        """The kernels whose compute dtype ``policy`` changes against ``base`` (default: the run's policy)."""
+        p0, p1 = self.plan(base), self.plan(policy)
+        out = []
+        for c, d0, d1 in zip(self.trace.calls, p0.decisions, p1.decisions):
+            if d0.kernel and d1.kernel and d0.compute != d1.compute and d1.compute in S.FLOATS:
+                out.append(OpChange(c.name, self.types.get(c.name, ""), c.module, d0.compute, d1.compute,
+                                    S.describe(d0), S.describe(d1)))
+        return out
+
+    # ------------------------------------------------------------------ replay
+    def replay(self, policy: PrecisionPolicy | None = None, steps: Iterable[int] | None = None):
+        """``replay.ReplayResult`` of the run under ``policy`` (default: the run's own)."""
+        rec = self.a.recording
+        if rec is None:
+            raise InputError(self.a.path, "no FP32 tensor dump to replay (capture with --dump tensors)")
+        return rec.replay(self.precisions(self.plan(policy)), steps, numerics=self.a.numerics)
+
+    # ------------------------------------------------------------------ time
+    def _low(self, tp: S.TorchPlan) -> np.ndarray:
+        from .analysis import node_positions
+        pos = node_positions(self.a.compiled, tp.names)
+        low = np.zeros(len(self.a.compiled), bool)
+        ok = pos >= 0
+        low[pos[ok]] = np.asarray(tp.low_mask(), bool)[ok]
+        return low
+
+    def low_share(self, tp: S.TorchPlan) -> float:
+        """The low-precision share of float kernel time under the plan (``costmodel.TimeModel.share``)."""
+        return self.a.times.share(self._low(tp))
+
+    def time_us(self, tp: S.TorchPlan) -> float:
+        """Predicted float kernel time of one step under the plan (µs, the time model)."""
+        t = self.a.times
+        return float(t.times(self._low(tp))[t.kernel].sum())
+
+
+def replay_report(r: TorchNpuReplay, policy: PrecisionPolicy, tolerance: Any,
+                  steps: Iterable[int] | None = None) -> tuple[dict, bool]:
+    """``advisor replay --policy``'s JSON document and whether the replayed run meets the tolerance."""
+    res = r.replay(policy, steps)
+    per_step = res.final_metrics(tolerance=tolerance)
+    verdict = tolerance.judge(per_step)
+    tp = r.plan(policy)
+    out = {"run": str(r.a.path), "engine": "torch_npu", "amp": r.config.amp, "mode": f"torch_npu {r.config.amp} "
+           f"{policy.dtype if r.config.amp == 'autocast' else r.config.dtype}",
+           "policy": policy.to_dict(), **r.a.numerics.to_meta(),
+           "how": REPLAYED if res.complete else INCOMPLETE,
+           "verdict": verdict.to_dict(), "steps": per_step, "coverage": res.coverage_dict(),
+           "changed_ops": [vars(c) for c in r.changes(policy)][:200],
+           "low_precision_share": {"value": r.low_share(tp), "how": TIME_HOW},
+           "notes": list(tp.notes), "tolerance": tolerance.to_dict()}
+    return out, verdict.ok
+
+
+__all__ = ["TorchNpuReplay", "OpChange", "config_of", "run_policy", "replay_report", "REPLAYED", "INCOMPLETE",
+           "TIME_HOW"]
