@@ -65,8 +65,11 @@ class TorchNpuReplay:
         meta = dict(analysis.run.meta or {})
         self.trace = trace if trace is not None else read_trace(path)
         if self.trace is None:
-            raise InputError(path, f"no {TRACE_FILE}: this torch_npu run cannot be re-planned under a policy "
-                                   "(capture it with advisor capture --engine torch_npu)")
+            info = getattr(analysis.run, "engine_info", None)
+            why = f" (read as a torch_npu run: {info.why})" if info is not None and not info.declared else ""
+            raise InputError(path, f"no {TRACE_FILE}: this torch_npu run{why} cannot be re-planned under a policy; "
+                                   "capture the workload with advisor capture --engine torch_npu, or give --engine ge "
+                                   "for GE list advice")
         self.config = config_of(meta, path / "run.json")
         self.policy = run_policy(path, meta, self.config)
         self._plans: dict = {}
