@@ -101,6 +101,10 @@ def recommend(run: Any, tolerance: Tolerance | None = None, base_mixlist: Mixlis
     ``out_dir``: where the outputs will be written (the deployment snippets name the files there)."""
     if granularity not in GRANULARITIES:
         raise InputError("--granularity", f"expected one of {', '.join(GRANULARITIES)}, not {granularity!r}")
+    from .training import has_training_steps, recommend_training
+    if has_training_steps(getattr(run, "path", run)):    # trained over optimizer steps: re-run the steps
+        return recommend_training(getattr(run, "path", run), tolerance, base_mixlist=base_mixlist, exclude=exclude,
+                                  soc=soc, mode=mode, progress=progress, out_dir=out_dir)
     a = run if isinstance(run, Analysis) else analyze(run, tolerance=tolerance, soc=soc, ops_info=ops_info,
                                                       mode=mode, rank=rank, step=step, progress=progress,
                                                       overrides=overrides, cann=cann,   # per-op overrides: the base's

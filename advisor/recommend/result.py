@@ -7,6 +7,9 @@ version of the file belongs to -- a reader of an earlier version reads a later o
 and ``dump_scope``; an edit's rank evidence (``ranks``, ``driven``) is a part of every edit report.  Version 3:
 plus ``customize_dtypes`` (the customize_dtypes.cfg lines, when the advice gives an op fp16 inputs and an fp32
 output) and the edit kind ``customize`` (``customize_dtypes NAME::InputDtype:...,OutputDtype:... (TYPE)``).
+Version 4: plus ``training`` (a run trained over optimizer steps: the departure, the re-run candidates and the chosen
+training settings -- op types in fp32, precision mode, scaler, clipping; ``TrainingAdvice``) and the snippet
+``training``.
 """
 from __future__ import annotations
 
@@ -19,7 +22,8 @@ from ..results import OMIT_EMPTY, OMIT_NONE, TRANSIENT, from_json, register_code
 from .edits import Edit
 
 SCHEMA = "advisor.recommendation/1"
-VERSION = 3
+VERSION = 4
+HOW_TRAINING = "measured (re-ran the training steps)"
 
 
 def _decode_edit(x: Any, where: str) -> Edit:
@@ -274,6 +278,41 @@ class RankEvidence:
     edits: dict[str, list[int]] = field(default_factory=dict)
 
 
+@dataclass
+class TrainingCandidate:
+    """One re-run candidate and what its re-run measured."""
+
+    changes: list[str]
+    kinds: list[str]
+    fixes: bool
+    departure_step: int | None = None
+    departure_reason: str | None = None
+    skipped_share: float = 0.0
+    last_loss_rel_diff: float | None = None
+    low_precision_share: float | None = None
+    steps: int = 0
+    how: str = HOW_TRAINING
+
+
+@dataclass
+class TrainingAdvice:
+    """recommendation.json ``training``: the departure, the candidates re-run and the chosen training settings."""
+
+    steps: int
+    horizon: int
+    departure: dict | None = None
+    precision: bool = True
+    chosen: list[str] = field(default_factory=list)
+    kinds: list[str] = field(default_factory=list)
+    settings: dict = field(default_factory=dict)     # mode, black_add, scaler, scaler_options, clip_grad_norm
+    candidates: list[TrainingCandidate] = field(default_factory=list)
+    reruns: int = 0
+    fp32_reused_steps: int = 0
+    seconds: float = 0.0
+    how: str = HOW_TRAINING
+    snippet: str | None = field(default=None, metadata=OMIT_NONE)
+
+
 @result(SCHEMA, VERSION)
 @dataclass
 class Recommendation:
@@ -309,6 +348,7 @@ class Recommendation:
     dump_scope: list[str] = field(default_factory=list, metadata=OMIT_EMPTY)   # ops whose tensors would let the
     # next run's candidates be replayed (a statistics-only run: msprobe ``tensor_list``)
     files: dict[str, str] = field(default_factory=dict, metadata=OMIT_EMPTY)   # what write_outputs wrote
+    training: TrainingAdvice | None = field(default=None, metadata=OMIT_NONE)   # a run trained over steps
     curve: dict[str, Any] = field(default_factory=dict, metadata=TRANSIENT)    # the report's error curve
     out_dir: str | None = field(default=None, metadata=TRANSIENT)   # the folder the snippets name
 
@@ -344,4 +384,5 @@ class Recommendation:
 
 __all__ = ["Recommendation", "EditReport", "EditEvidence", "PlanSummary", "Predicted", "Minimality",
            "MinimalityCheck", "Alternative", "WorstInstance", "LocalVsReceived", "Flip", "ToleranceLimits",
-           "Calibration", "SearchStats", "RankEvidence", "RankRow", "RankMeasured", "SetCheck", "SCHEMA", "VERSION"]
+           "Calibration", "SearchStats", "RankEvidence", "RankRow", "RankMeasured", "SetCheck", "TrainingAdvice",
+           "TrainingCandidate", "HOW_TRAINING", "SCHEMA", "VERSION"]
