@@ -102,7 +102,8 @@ def recommend(run: Any, tolerance: Tolerance | None = None, base_mixlist: Mixlis
     if granularity not in GRANULARITIES:
         raise InputError("--granularity", f"expected one of {', '.join(GRANULARITIES)}, not {granularity!r}")
     from .training import has_training_steps, recommend_training
-    if has_training_steps(getattr(run, "path", run)):    # trained over optimizer steps: re-run the steps
+    if not isinstance(run, Analysis) and has_training_steps(getattr(run, "path", run)):   # trained over steps:
+        # re-run the steps (an Analysis asks for the one-step advice on the run's dumps)
         return recommend_training(getattr(run, "path", run), tolerance, base_mixlist=base_mixlist, exclude=exclude,
                                   soc=soc, mode=mode, progress=progress, out_dir=out_dir)
     a = run if isinstance(run, Analysis) else analyze(run, tolerance=tolerance, soc=soc, ops_info=ops_info,

@@ -5,8 +5,10 @@ estimated (docs/recommend.md "Training over steps").
 Candidates (each one *change*; every rule a choice unless its line says otherwise):
 
 * ``fp32-type`` -- black-list an op type that leads to the departure: the first anomalous op of the departure step
-  (execution order, forward before backward) and the other op types that overflowed at that step (at most
-  ``MAX_TYPES``).  A loss-scale death spiral caused by one op's overflowing gradient is fixed here: that op's type
+  (execution order, forward before backward), the other op types that overflowed at that step (at most
+  ``MAX_TYPES``), and the types the one-step advice (``core.recommend`` on the run's dumps of the first dumped step
+  at or after the departure, else the last) moves to the black list -- a drift without an overflow has no anomaly
+  to name its op.  A loss-scale death spiral caused by one op's overflowing gradient is fixed here: that op's type
   computes in fp32, where its gradient fits.
 * ``low-dtype`` -- the mode's fp16 <-> bf16 partner (``LOW_PARTNER``), bf16 only on a chip that has it (not on
   ``NO_BF16_SOCS``); a switch to fp16 brings the torch_npu GradScaler with its defaults when the run had no scaler.
@@ -119,7 +121,7 @@ def recommend_training(run: str | Path, tolerance: Tolerance | None = None, *, w
         return rec
     build = workload or _loader(meta, run)
     t0 = time.perf_counter()
-    search = _Search(build, meta, log, tol, soc, mode, defaults, start, set(exclude), batches, say)
+    search = _Search(run, build, meta, log, tol, soc, mode, defaults, start, set(exclude), batches, say)
     search.run(max_reruns)
     advice.horizon, advice.reruns, advice.seconds = search.horizon, len(search.tried), time.perf_counter() - t0
     advice.fp32_reused_steps = search.ref.reused
@@ -155,8 +157,9 @@ def recommend_training(run: str | Path, tolerance: Tolerance | None = None, *, w
 
 # ---------------------------------------------------------------------- the search
 class _Search:
-    def __init__(self, build, meta, log, tol, soc, mode, defaults, start, exclude, batches, say):
+    def __init__(self, run_dir, build, meta, log, tol, soc, mode, defaults, start, exclude, batches, say):
         from ..emulator.train import FP32Steps
+        self.run_dir = run_dir
         self.build, self.meta, self.log, self.tol, self.soc = build, meta, log, tol, soc
         self.defaults, self.start, self.exclude, self.batches, self.say = defaults, start, exclude, batches, say
         wl = self._workload()
@@ -197,7 +200,9 @@ class _Search:
         for t in [dep.op_type] + [a.get("type") for a in sorted(anomalies, key=lambda a: int(a.get("index", 0)))]:
             if t and t not in types and proposable(t, self.exclude) and self.defaults.list_of(t) != BLACK:
                 types.append(t)
-        for t in types[:MAX_TYPES]:
+        types = types[:MAX_TYPES]
+        types += [t for t in self._dump_advice(dep.step) if t not in types and proposable(t, self.exclude)]
+        for t in types:
             out.append(Change("fp32-type", f"black-list to-add {t} (compute {t} in fp32)",
                               lambda s, t=t: replace(s, black=s.black | {t})))
         partner = LOW_PARTNER.get(self.base.mode)
@@ -215,6 +220,23 @@ class _Search:
             out.append(Change("clip", f"clip gradients to max-norm {cap:.4g} (the largest FP32 gradient norm: the "
                                       "FP32 run is unchanged)", lambda s, c=cap: replace(s, clip_grad_norm=c)))
         return out
+
+    def _dump_advice(self, step: int) -> list[str]:
+        """The types the one-step advice on the run's dumps of a step at or after ``step`` black-lists ([] when it
+        cannot say: no dumps, nothing within tolerance)."""
+        from ..analysis import analyze
+        from ..errors import AdvisorError
+        from .core import recommend
+        try:
+            a = analyze(self.run_dir, tolerance=self.tol, soc=self.soc)
+            later = [s for s in a.steps if s >= step] or list(a.steps)[-1:]
+            if not later:
+                return []
+            self.say(f"the one-step advice on the dumps of step {later[0]}")
+            rec = recommend(a, self.tol, steps=[later[0]], perf=False, exclude=tuple(self.exclude))
+        except AdvisorError:
+            return []
+        return [e.edit.type for e in rec.edits if e.edit.kind == "black-add"]
 
     def _scaler_changes(self, reason: str) -> list[Change]:
         st, floor, b = self.log.steps, self.tol.min_loss_scale, self.base
