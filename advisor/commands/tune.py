@@ -87,6 +87,26 @@ def _granularity(value: str, runner: str) -> str:
     return "type" if value == "auto" and runner != "emulator" else value
 
 
+def _tune_training(target, out, mode, chip, tol, holdout, max_skipped_share, seed, numerics, as_json) -> None:
+    """tune of a workload with an optimizer (``tune.training``): prints its summary and exits 0 confirmed, 1 not."""
+    from ..fsutil import json_text
+    from ..progress import StageLog, note
+    from ..rundir import keep_previous_out
+    from ..tune.training import summary_lines, tune_training
+    kept = keep_previous_out(out)
+    if kept is not None:
+        note(f"kept the previous contents of {out} as {kept}")
+    log = StageLog()
+    doc = tune_training(target, out, mode=mode, soc=chip.soc, cann=chip.cann, tolerance=tol, holdout=holdout,
+                        max_skipped_share=max_skipped_share, seed=seed, progress=log, **numerics.extra())
+    log.done()
+    if as_json:
+        typer.echo(json_text(doc))
+    with human_report(as_json):
+        typer.echo("\n".join(summary_lines(doc, out)))
+    raise typer.Exit(0 if doc["confirmed"] else 1)
+
+
 def register(app: typer.Typer) -> None:
     @app.command("tune")
     @uses(CHIP_FIXED, NUMERICS, ENGINE, TOLERANCE)
@@ -106,6 +126,8 @@ def register(app: typer.Typer) -> None:
              parallel: int = _Parallel, devices: Optional[str] = _Devices, ray: Optional[str] = _Ray,
              npus_per_run: Optional[int] = _NpusPerRun, loss_scale: Optional[float] = _LossScale,
              measure_minimality: bool = _MeasureMinimality,
+             max_skipped_share: float = typer.Option(0.05, "--max-skipped-share", help="Training over steps: the "
+                                                     "largest share of skipped steps a confirmed run may have."),
              tol: Tolerance = None,
              as_json: bool = typer.Option(False, "--json", help="Print summary.json to stdout.")) -> None:
         """Tune the mixlist with re-run confirmation on calibration and held-out batches."""
@@ -123,6 +145,9 @@ def register(app: typer.Typer) -> None:
             base = load_mixlist(mixlist, chip.lists(), mode=mode)
             check_tune_options(mode, max_runs, holdout, parallel, loss_scale)
             check_run_out(out)
+            from ..tune.training import trains_target
+            if runner == "emulator" and not resume and trains_target(target):   # training over optimizer steps
+                _tune_training(target, out, mode, chip, tol, holdout, max_skipped_share, seed, numerics, as_json)
             r = _runner(runner, target, cmd, timeout, devices, chip.soc, chip.ops_info, seed,
                         {"keep_dtype": keep_dtype, "customize_dtypes": customize_dtypes, "inputs": inputs,
                          "input_shapes": input_shape, "dump": dump, **numerics.extra()}, ray, npus_per_run, chip.cann)

@@ -163,7 +163,9 @@ class _Search:
         self.build, self.meta, self.log, self.tol, self.soc = build, meta, log, tol, soc
         self.defaults, self.start, self.exclude, self.batches, self.say = defaults, start, exclude, batches, say
         wl = self._workload()
-        self.wl0 = wl
+        # every re-run starts from these weights and trains on these batches, whatever the builder does
+        self.state0 = {k: v.detach().clone() for k, v in wl.model.state_dict().items()}
+        self.batches0 = list(wl.batches)
         self.verdict = judge_steps(log, tol)
         dep = self.verdict.departure
         self.horizon = min(len(log.steps), max(2 * dep.step + 2, dep.step + 1 + 2 * LOSS_PATIENCE))
@@ -303,6 +305,8 @@ class _Search:
         from ..emulator import capture
         s = self.settings_of(idx)
         wl = self._workload()
+        wl.model.load_state_dict(self.state0)
+        wl.batches = list(self.batches0)
         wl.steps, wl.dump_every = self.horizon, self.horizon
         wl.scaler, wl.scaler_options, wl.clip_grad_norm = s.scaler, s.options, s.clip_grad_norm
         ml = None
