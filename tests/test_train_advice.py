@@ -30,14 +30,14 @@ from advisor.errors import InputError  # noqa: E402
 from advisor.ingest.steps import read_steps  # noqa: E402
 from advisor.recommend import write_outputs  # noqa: E402
 from advisor.recommend.result import Recommendation  # noqa: E402
-from advisor.recommend.training import recommend_training  # noqa: E402
+from advisor.recommend import recommend_steps  # noqa: E402
 from advisor.workload import Workload, normalize  # noqa: E402
 
 
 def _advice(case, tmp_path, **capture_kw):
     kw = {**case.capture_kw, **capture_kw}
     run = capture(case.workload(), tmp_path / case.name, local=False, **kw)
-    return run, recommend_training(run, workload=case.workload, soc=kw.get("soc"))
+    return run, recommend_steps(run, workload=case.workload, soc=kw.get("soc"))
 
 
 def _confirmed(case, rec, tmp_path, **capture_kw) -> bool:

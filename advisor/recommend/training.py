@@ -90,10 +90,14 @@ def has_training_steps(run: Any) -> bool:
 def recommend_training(run: str | Path, tolerance: Tolerance | None = None, *, workload: Callable | None = None,
                        max_reruns: int = MAX_RERUNS, progress: Any = None, base_mixlist: Mixlist | None = None,
                        exclude: tuple = (), soc: str | None = None, mode: str | None = None,
-                       batches: list | None = None, **_: Any) -> Recommendation:
+                       batches: list | None = None, reuse_fp32: bool = True, one_step: Callable | None = None,
+                       **_: Any) -> Recommendation:
     """The training-settings advice for a run with ``train/steps.jsonl``.  ``workload``: a function building a fresh
     Workload of the run (default: run.json's ``target`` loaded again); ``batches``: the batches the re-runs train on
-    (tune's calibration batches; default the workload's)."""
+    (tune's calibration batches; default the workload's).  ``reuse_fp32``: the re-runs reuse the first one's FP32
+    run (``emulator.train.FP32Steps``); False runs it in every re-run (the cost benchmark's baseline).
+    ``one_step``: ``core.recommend`` (the one-step advice on the run's dumps; None: not asked).  Callers outside
+    recommend use ``core.recommend_steps``, which passes it."""
     tol = tolerance or Tolerance()
     say = progress or (lambda msg: None)
     run = Path(run)
@@ -121,7 +125,9 @@ def recommend_training(run: str | Path, tolerance: Tolerance | None = None, *, w
         return rec
     build = workload or _loader(meta, run)
     t0 = time.perf_counter()
-    search = _Search(run, build, meta, log, tol, soc, mode, defaults, start, set(exclude), batches, say)
+    search = _Search(run, build, meta, log, tol, soc, mode, defaults, start, set(exclude), batches, say, one_step)
+    if not reuse_fp32:
+        search.ref.disabled = True
     search.run(max_reruns)
     advice.horizon, advice.reruns, advice.seconds = search.horizon, len(search.tried), time.perf_counter() - t0
     advice.fp32_reused_steps = search.ref.reused
@@ -157,9 +163,9 @@ def recommend_training(run: str | Path, tolerance: Tolerance | None = None, *, w
 
 # ---------------------------------------------------------------------- the search
 class _Search:
-    def __init__(self, run_dir, build, meta, log, tol, soc, mode, defaults, start, exclude, batches, say):
+    def __init__(self, run_dir, build, meta, log, tol, soc, mode, defaults, start, exclude, batches, say, one_step):
         from ..emulator.train import FP32Steps
-        self.run_dir = run_dir
+        self.run_dir, self.one_step = run_dir, one_step
         self.build, self.meta, self.log, self.tol, self.soc = build, meta, log, tol, soc
         self.defaults, self.start, self.exclude, self.batches, self.say = defaults, start, exclude, batches, say
         wl = self._workload()
@@ -228,14 +234,15 @@ class _Search:
         cannot say: no dumps, nothing within tolerance)."""
         from ..analysis import analyze
         from ..errors import AdvisorError
-        from .core import recommend
+        if self.one_step is None:
+            return []
         try:
             a = analyze(self.run_dir, tolerance=self.tol, soc=self.soc)
             later = [s for s in a.steps if s >= step] or list(a.steps)[-1:]
             if not later:
                 return []
             self.say(f"the one-step advice on the dumps of step {later[0]}")
-            rec = recommend(a, self.tol, steps=[later[0]], perf=False, exclude=tuple(self.exclude))
+            rec = self.one_step(a, self.tol, steps=[later[0]], perf=False, exclude=tuple(self.exclude))
         except AdvisorError:
             return []
         return [e.edit.type for e in rec.edits if e.edit.kind == "black-add"]

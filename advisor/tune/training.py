@@ -47,7 +47,8 @@ def tune_training(target: str, out: str | Path, *, mode: str = "mixed_float16", 
     """The training tune of ``target`` into ``out`` (module docstring); returns summary.json's document."""
     from ..emulator import capture
     from ..recommend import write_outputs
-    from ..recommend.training import MAX_RERUNS, recommend_training
+    from ..recommend import recommend_steps
+    from ..recommend.training import MAX_RERUNS
     from ..workload import load_target
     tol = tolerance or Tolerance()
     say = progress or (lambda msg: None)
@@ -73,7 +74,7 @@ def tune_training(target: str, out: str | Path, *, mode: str = "mixed_float16", 
     run = capture(wl, out / "run", **kw)
     first = judge_steps(read_steps(run), tol)
     say(f"run: {first.sentence()}")
-    rec = recommend_training(run, tol, workload=lambda: load_target(target), batches=list(calib), progress=say,
+    rec = recommend_steps(run, tol, workload=lambda: load_target(target), batches=list(calib), progress=say,
                              max_reruns=max_reruns or MAX_RERUNS)
     write_outputs(rec, out / "advice")
     doc: dict[str, Any] = {"target": target, "kind": "training", "steps": n, "batches": n_b,
