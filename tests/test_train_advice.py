@@ -219,6 +219,17 @@ def workload():
 
 
 @pytest.mark.slow
+def test_recommend_command_on_a_training_run_reruns_the_workload_of_its_target(tmp_path, capsys):
+    f = tmp_path / "spiral.py"
+    f.write_text(SPIRAL)
+    run = capture(f"{f}:workload", tmp_path / "run", local=False, soc="ascend910")
+    rc = main(["recommend", "--profile", str(run), "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert rc == 0 and doc["status"] == "recommended" and doc["training"]["kinds"] == ["fp32-type"]
+    assert doc["training"]["candidates"] and all(c["how"].startswith("measured") for c in doc["training"]["candidates"])
+
+
+@pytest.mark.slow
 def test_tune_confirms_training_advice_over_all_steps_on_the_held_out_batch(tmp_path, capsys):
     f = tmp_path / "spiral.py"
     f.write_text(SPIRAL)

@@ -24,7 +24,10 @@ Candidates (each one *change*; every rule a choice unless its line says otherwis
 Each candidate (then pairs of the singles that moved the departure latest, while none fixes and the budget lasts) is
 re-run from the same initial weights and data order over the steps up to and past the departure (``horizon``), the
 FP32 run computed once and reused (``emulator.train.FP32Steps``), and judged by ``compare.steps.judge_steps`` with
-the same tolerance.  Ranking: fixes the departure (no departure over the horizon), then fewest changes, then most
+the same tolerance.  A candidate *fixes* the departure when its re-run has no departure and its skipped share
+(``skipped_share``: the skipped steps after the first applied one -- the scaler's calibration from its initial scale
+is exempt, as compare exempts it -- over all steps; 1 when no step was applied) is at most ``max_skipped_share``: a
+floor that keeps the scale up while every step is skipped stalls training, no departure by the scale but no fix.  Ranking: fixes the departure, then fewest changes, then most
 low-precision time kept (measured: ``costmodel.kernel_low_share`` of the re-run's profile), then the latest departure.
 """
 from __future__ import annotations
@@ -51,6 +54,7 @@ from .result import (HOW_TRAINING as HOW, EditEvidence, EditReport, PlanSummary,
 MAX_TYPES = 3              # op types proposed from one departure step (choice)
 GROWTH_INTERVAL = 100      # the shorter growth interval proposed after a collapse (choice; the sources' 2000)
 MAX_RERUNS = 12            # re-runs one recommendation may spend (choice)
+MAX_SKIPPED_SHARE = 0.05   # skipped steps a fixed (and a confirmed) run may have (choice: sporadic overflows only)
 NO_BF16_SOCS = frozenset({"ascend910", "ascend310p"})      # chips without bf16 (docs/semantics.md "Loss scalers")
 LOW_PARTNER = {"mixed_float16": "mixed_bfloat16", "allow_mix_precision": "allow_mix_precision_bf16",
                "allow_mix_precision_fp16": "allow_mix_precision_bf16", "allow_fp32_to_fp16": "allow_fp32_to_bf16",
@@ -91,7 +95,7 @@ def recommend_training(run: str | Path, tolerance: Tolerance | None = None, *, w
                        max_reruns: int = MAX_RERUNS, progress: Any = None, base_mixlist: Mixlist | None = None,
                        exclude: tuple = (), soc: str | None = None, mode: str | None = None,
                        batches: list | None = None, reuse_fp32: bool = True, one_step: Callable | None = None,
-                       **_: Any) -> Recommendation:
+                       max_skipped_share: float = MAX_SKIPPED_SHARE, **_: Any) -> Recommendation:
     """The training-settings advice for a run with ``train/steps.jsonl``.  ``workload``: a function building a fresh
     Workload of the run (default: run.json's ``target`` loaded again); ``batches``: the batches the re-runs train on
     (tune's calibration batches; default the workload's).  ``reuse_fp32``: the re-runs reuse the first one's FP32
@@ -126,6 +130,7 @@ def recommend_training(run: str | Path, tolerance: Tolerance | None = None, *, w
     build = workload or _loader(meta, run)
     t0 = time.perf_counter()
     search = _Search(run, build, meta, log, tol, soc, mode, defaults, start, set(exclude), batches, say, one_step)
+    search.max_skipped = max_skipped_share
     if not reuse_fp32:
         search.ref.disabled = True
     search.run(max_reruns)
@@ -158,6 +163,9 @@ def recommend_training(run: str | Path, tolerance: Tolerance | None = None, *, w
     rec.predicted = Predicted(base=_summary(base_c, False), recommended=_summary(cand, True),
                               base_meets_tolerance=False, recommended_meets_tolerance=True, how=HOW)
     rec.snippets["training"] = advice.snippet
+    rec.notes.append(f"training advice: {'; '.join(cand.changes)} -- the departure at step {dep.step} ({dep.reason}) "
+                     f"is gone over the {search.horizon} steps re-run, {HOW}; {len(search.tried)} candidates re-run "
+                     f"({', '.join(f'{c.departure_step}' if not c.fixes else 'fixed' for _, c in search.tried)})")
     return rec
 
 
@@ -182,6 +190,7 @@ class _Search:
         self.changes = self._changes()
         self._base_c: TrainingCandidate | None = None
         self.tmp = Path(tempfile.mkdtemp(prefix="advisor_train_rec_"))
+        self.max_skipped = MAX_SKIPPED_SHARE
 
     def _workload(self):
         try:
@@ -305,7 +314,7 @@ class _Search:
         st = self.log.steps[self.log.steps["step"] < self.horizon]
         dep = self.verdict.departure
         return TrainingCandidate([], [], False, dep.step, dep.reason,
-                                 float(st["skipped"].fillna(False).astype(bool).mean()) if len(st) else 0.0,
+                                 skipped_share(st),
                                  _last_rel(st), None, len(st), how="measured (the run)")
 
     def _try(self, idx: tuple) -> TrainingCandidate:
@@ -330,13 +339,16 @@ class _Search:
         v = judge_steps(log, self.tol)
         st = log.steps
         changes = [self.changes[i] for i in idx]
-        c = TrainingCandidate([ch.text for ch in changes], [ch.kind for ch in changes], v.departure is None,
+        skipped = skipped_share(st)
+        c = TrainingCandidate([ch.text for ch in changes], [ch.kind for ch in changes],
+                              v.departure is None and skipped <= self.max_skipped,
                               None if v.departure is None else v.departure.step,
                               None if v.departure is None else v.departure.reason,
-                              float(st["skipped"].fillna(False).astype(bool).mean()), _last_rel(st),
+                              skipped, _last_rel(st),
                               _low_share(out), len(st))
-        self.say(f"  {' + '.join(c.changes)}: " + ("no departure" if c.fixes else
-                                                    f"departs at step {c.departure_step} ({c.departure_reason})"))
+        self.say(f"  {' + '.join(c.changes)}: " + (
+            "fixed" if c.fixes else f"departs at step {c.departure_step} ({c.departure_reason})" if v.departure
+            else f"no departure, but {skipped:.0%} of the steps skipped"))
         self.tried.append((idx, c))
         shutil.rmtree(out, ignore_errors=True)
         return c
@@ -378,6 +390,18 @@ def training_snippet(s: Settings, base: Settings) -> str:
     if wl:
         lines.append(f"# advisor workload: Workload(..., {', '.join(wl)})")
     return "\n".join(lines) + "\n"
+
+
+def skipped_share(st) -> float:
+    """The share of a run's steps (``StepLog.steps``) skipped after its first applied step; 1.0 when none was
+    applied (training stalled), 0.0 without steps."""
+    sk = st["skipped"].fillna(False).astype(bool).to_numpy() if len(st) else []
+    if not len(sk):
+        return 0.0
+    if sk.all():
+        return 1.0
+    first = int((~sk).argmax())
+    return float(sk[first:].sum()) / len(sk)
 
 
 def _opts(s: Settings, **kw: Any) -> Settings:
@@ -434,4 +458,4 @@ def _evidence(c: TrainingCandidate) -> EditEvidence:
 
 
 __all__ = ["recommend_training", "has_training_steps", "training_snippet", "TrainingAdvice", "TrainingCandidate",
-           "Settings", "HOW", "LOW_PARTNER", "NO_BF16_SOCS", "MAX_RERUNS"]
+           "Settings", "HOW", "LOW_PARTNER", "MAX_SKIPPED_SHARE", "skipped_share", "NO_BF16_SOCS", "MAX_RERUNS"]

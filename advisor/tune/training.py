@@ -10,7 +10,9 @@ the calibration batches, said so).  Confirmed when, over the confirmation run's 
 * no departure from the FP32 run (``compare.steps.judge_steps``: no non-finite value, scale collapse, run of skipped
   steps, lasting loss difference or drifting weight -- no divergence),
 * the final loss within the tolerance of FP32 (``tolerance.loss_rel_diff`` of the last step <= ``max_loss_rel``),
-* the share of skipped steps at most ``max_skipped_share`` (``--max-skipped-share``, default ``MAX_SKIPPED_SHARE``).
+* the share of skipped steps at most ``max_skipped_share`` (``--max-skipped-share``, default ``MAX_SKIPPED_SHARE``;
+  ``recommend.training.skipped_share``: the scaler's calibration skips before the first applied step are exempt, a
+  run that applied no step has share 1).
 
 Outputs in ``--out``: ``run/`` (the first run), ``advice/`` (recommend's outputs), ``confirm/`` (the confirmation
 run), ``summary.json``, ``report.html`` (both loss curves, the scale, skipped steps and drift of the confirmation
@@ -29,7 +31,7 @@ from ..errors import InputError
 from ..fsutil import atomic_write_json, atomic_write_text
 from ..ingest.steps import read_steps
 
-MAX_SKIPPED_SHARE = 0.05     # skipped steps a confirmed training run may have (choice: sporadic overflows only)
+from ..recommend.training import MAX_SKIPPED_SHARE, skipped_share
 
 
 def trains_target(target: str | None) -> bool:
@@ -75,7 +77,7 @@ def tune_training(target: str, out: str | Path, *, mode: str = "mixed_float16", 
     first = judge_steps(read_steps(run), tol)
     say(f"run: {first.sentence()}")
     rec = recommend_steps(run, tol, workload=lambda: load_target(target), batches=list(calib), progress=say,
-                             max_reruns=max_reruns or MAX_RERUNS)
+                          max_reruns=max_reruns or MAX_RERUNS, max_skipped_share=max_skipped_share)
     write_outputs(rec, out / "advice")
     doc: dict[str, Any] = {"target": target, "kind": "training", "steps": n, "batches": n_b,
                            "calibration_batches": len(calib), "holdout_batches": k, "mode": mode,
@@ -100,7 +102,7 @@ def tune_training(target: str, out: str | Path, *, mode: str = "mixed_float16", 
     log = read_steps(conf)
     v = judge_steps(log, tol)
     st = log.steps
-    skipped = float(st["skipped"].fillna(False).astype(bool).mean()) if len(st) else 0.0
+    skipped = skipped_share(st)
     last = loss_rel_diff(float(st["loss_mixed"].iloc[-1]), float(st["loss_fp32"].iloc[-1])) if len(st) else math.nan
     checks = {"no_departure": v.departure is None,
               "final_loss_within_tolerance": bool(math.isfinite(last) and last <= tol.max_loss_rel),
