@@ -1,14 +1,13 @@
-"""Training over 200 optimizer steps where fp16 breaks only late: a classifier whose first layer's weights grow a
-few percent per step (a weight decay applied with the wrong sign, w <- w * (1 + wd), the kind of bug that shows only
-after many steps).  A LayerNorm after that layer keeps the FP32 loss normal, but the layer's output passes fp16's
-65504 around step 30 and the mixed run's loss turns non-finite there.
-
-    advisor tune examples/train_steps.py:workload --out out/train_steps
-
-runs the 200 steps (FP32 reference and mixed run, torch_npu GradScaler), finds the departure, re-runs the candidate
-settings over the steps up to and past it, and confirms the chosen one over the 200 steps on the held-out batch;
-out/train_steps/report.html plots both loss curves.
-"""
+"""Training over 200 optimizer steps where fp16 breaks only late (fc1's weights grow into an fp16 overflow)."""
+# A classifier whose first layer's weights grow 8 % per step (a weight decay applied with the wrong sign,
+# w <- w * (1 + wd): the kind of bug that shows only after many steps).  A LayerNorm after that layer keeps the FP32
+# loss normal, but the layer's output passes fp16's 65504 around step 30 and the mixed run's loss turns non-finite.
+#
+#     advisor tune examples/train_steps.py:workload --out out/train_steps
+#
+# runs the 200 steps (FP32 reference and mixed run, torch_npu GradScaler), finds the departure, re-runs candidate
+# settings over the steps up to and past it and confirms the chosen one over the 200 steps on the held-out batch;
+# out/train_steps/report.html plots both loss curves.
 from __future__ import annotations
 
 import torch

@@ -242,3 +242,20 @@ def test_tune_confirms_training_advice_over_all_steps_on_the_held_out_batch(tmp_
     assert doc["first_run"]["departure"]["reason"] == "scale-collapse"
     page = (out / "report.html").read_text()
     assert 'id="loss-plot"' in page and (out / "modify_mixlist.json").is_file()
+
+
+def test_the_training_example_overflows_fp16_late_while_fp32_trains():
+    """examples/train_steps.py: eager FP32 training (the oracle) stays finite while fc1's output passes fp16's max
+    only after some steps, near the step the example aims at."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("train_steps_example", REPO / "examples" / "train_steps.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    wl = normalize(mod.workload(), "example")
+    assert wl.trains and wl.steps >= 200 and len(wl.batches) >= 2
+    peak: list[float] = []
+    wl.model.fc1.register_forward_hook(lambda m, i, o: peak.append(float(o.detach().abs().max())))
+    wl.steps = mod.OVERFLOW_STEP + 10
+    losses = _eager(wl)
+    first = next(s for s, v in enumerate(peak) if v > 65504.0)
+    assert all(map(lambda v: v == v and abs(v) < 1e3, losses)) and abs(first - mod.OVERFLOW_STEP) <= 3
