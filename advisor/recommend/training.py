@@ -55,7 +55,7 @@ MAX_TYPES = 3              # op types proposed from one departure step (choice)
 GROWTH_INTERVAL = 100      # the shorter growth interval proposed after a collapse (choice; the sources' 2000)
 MAX_RERUNS = 12            # re-runs one recommendation may spend (choice)
 MAX_SKIPPED_SHARE = 0.05   # skipped steps a fixed (and a confirmed) run may have (choice: sporadic overflows only)
-NO_BF16_SOCS = frozenset({"ascend910", "ascend310p"})      # chips without bf16 (docs/semantics.md "Loss scalers")
+NO_BF16_SOCS = frozenset({"ascend910", "ascend310p"})      # chips without bf16 (docs/semantics.md, kernel tables)
 LOW_PARTNER = {"mixed_float16": "mixed_bfloat16", "allow_mix_precision": "allow_mix_precision_bf16",
                "allow_mix_precision_fp16": "allow_mix_precision_bf16", "allow_fp32_to_fp16": "allow_fp32_to_bf16",
                "mixed_bfloat16": "mixed_float16", "allow_mix_precision_bf16": "allow_mix_precision_fp16",
