@@ -8,7 +8,8 @@ training capture (forward + backward, parameter gradients dumped).  A :class:`Wo
 (``lambda params: torch.optim.SGD(params, lr=0.1)``) trains: ``steps`` optimizer steps (batches cycle), the FP32
 reference and the mixed run from the same initial weights, the mixed run under ``scaler`` (``advisor.scalers``:
 ``"torch_npu"``, ``"apex"``, ``"static"`` or None) with ``scaler_options`` (its source's parameter names), msprobe
-dumps every ``dump_every`` steps (docs/cli.md "Workload contract").
+dumps every ``dump_every`` steps, gradient clipping to ``clip_grad_norm`` and an ``lr_scheduler`` (docs/cli.md
+"Workload contract").
 """
 from __future__ import annotations
 
@@ -36,6 +37,8 @@ class Workload:
     scaler: str | None = None             # the mixed run's loss scaler (advisor.scalers), None: no scaling
     scaler_options: dict = field(default_factory=dict)
     dump_every: int | None = None         # msprobe dumps every K steps (default: at most 10 dumped steps)
+    clip_grad_norm: float | None = None   # max-norm of both runs' unscaled gradients (torch clip_grad_norm_)
+    lr_scheduler: Callable | None = None  # optimizer -> scheduler, stepped after every optimizer step (both runs)
 
     @property
     def training(self) -> bool:
@@ -121,7 +124,8 @@ def _check_steps(wl: Workload, source: str) -> None:
     """The training-over-steps fields: an optimizer needs a loss_fn; steps, a scaler, its options or dump_every
     need an optimizer; steps and dump_every are integers >= 1."""
     if wl.optimizer is None:
-        given = [k for k in ("steps", "scaler", "dump_every") if getattr(wl, k) is not None]
+        given = [k for k in ("steps", "scaler", "dump_every", "clip_grad_norm", "lr_scheduler")
+                 if getattr(wl, k) is not None]
         given += ["scaler_options"] if wl.scaler_options else []
         if given:
             raise InputError(source, f"{', '.join(given)} need an optimizer (Workload(optimizer=lambda params: "
@@ -135,6 +139,11 @@ def _check_steps(wl: Workload, source: str) -> None:
         v = getattr(wl, k)
         if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
             raise InputError(source, f"{k} must be an integer >= 1, not {v!r}")
+    c = wl.clip_grad_norm
+    if c is not None and (isinstance(c, bool) or not isinstance(c, (int, float)) or not 0 < c < float("inf")):
+        raise InputError(source, f"clip_grad_norm must be a finite number > 0 (the max-norm), not {c!r}")
+    if wl.lr_scheduler is not None and not callable(wl.lr_scheduler):
+        raise InputError(source, "lr_scheduler must be callable as lr_scheduler(optimizer) -> a scheduler")
     if wl.scaler is not None and not isinstance(wl.scaler, str) or not isinstance(wl.scaler_options, dict):
         raise InputError(source, "scaler must be a name (\"torch_npu\", \"apex\", \"static\") or None and "
                                  "scaler_options a dict")

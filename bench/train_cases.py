@@ -12,6 +12,13 @@ Kinds (sizes, rates and scales drawn from ``random.Random(seed)``):
   normally): its gradient is beyond fp16's range at every scale down to below 1, so every step overflows in the
   same backward op and the dynamic scale halves until it falls below the floor (1) at step
   ``floor(log2(init_scale)) + 1`` -- the scaler's arithmetic, given the oracle's FP32 gradient magnitude.
+* ``bf16_drift`` -- mixed_bfloat16 on ascend910b: a common offset (a parameter the optimizer multiplies by r per
+  step) is added to a Linear's output and cancelled by a centring (``h - h.mean(-1)``), exactly in FP32 (the
+  offset's gradient is zero there); in bf16 (8 significand bits) ``h`` rounds to a grid of ``ulp(offset)``, so the
+  centred signal's error grows with the offset and the loss drifts away from FP32 late.  The oracle: eager PyTorch
+  training of the same model with every op's inputs and output cast through ``torch.bfloat16`` (plain PyTorch, not
+  the emulator), judged by the loss rule of ``compare.steps`` (relative difference above the tolerance for
+  ``LOSS_PATIENCE`` steps).
 * ``healthy`` -- a small MLP regression under the default torch_npu scaler: no departure.
 * ``diverging`` -- a learning rate far too large: the FP32 run diverges too (not a precision problem); the oracle
   gives the first step where the eager FP32 loss is non-finite or 10x its first value.
@@ -20,7 +27,7 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable
 
 import torch
@@ -30,7 +37,7 @@ from torch import nn
 from advisor.workload import Workload
 
 FP16_MAX = 65504.0
-KINDS = ("weight_growth", "grad_spiral", "healthy", "diverging")
+KINDS = ("weight_growth", "grad_spiral", "bf16_drift", "healthy", "diverging")
 
 
 class GrowingSGD(torch.optim.SGD):
@@ -59,6 +66,25 @@ class GrowNet(nn.Module):
         return self.head(torch.relu(self.norm(self.grow(x))))
 
 
+class OffsetNet(nn.Module):
+    """``head(h - mean(h))`` with ``h = lin(x) + offset``: the centring cancels the common offset exactly in FP32
+    (its gradient is zero there).  ``bf16``: every op's inputs and output rounded to bf16 in plain PyTorch (the
+    oracle's mixed run)."""
+
+    def __init__(self, d_in: int, hidden: int, d_out: int, offset: float):
+        super().__init__()
+        self.lin = nn.Linear(d_in, hidden)
+        self.offset = nn.Parameter(torch.full((1,), float(offset)))
+        self.head = nn.Linear(hidden, d_out)
+        self.bf16 = False
+
+    def forward(self, x, y):
+        r = (lambda t: t.to(torch.bfloat16).float()) if self.bf16 else (lambda t: t)
+        h = r(r(F.linear(r(x), r(self.lin.weight), r(self.lin.bias))) + r(self.offset))
+        z = r(h - r(h.mean(-1, keepdim=True)))
+        return r(F.linear(z, r(self.head.weight), r(self.head.bias)))
+
+
 class MLP(nn.Module):
     def __init__(self, d_in: int, hidden: int, d_out: int):
         super().__init__()
@@ -85,13 +111,14 @@ class TrainCase:
     lead_param: str | None = None
     lead_op: str | None = None
     lead_phase: str | None = None
+    capture_kw: dict = field(default_factory=dict)     # capture's chip / mode for the case (default: the defaults)
 
 
 def make_train_case(kind: str, seed: int) -> TrainCase:
     if kind not in KINDS:
         raise ValueError(f"kind must be one of {KINDS}")
-    return {"weight_growth": _weight_growth, "grad_spiral": _grad_spiral, "healthy": _healthy,
-            "diverging": _diverging}[kind](seed)
+    return {"weight_growth": _weight_growth, "grad_spiral": _grad_spiral, "bf16_drift": _bf16_drift,
+            "healthy": _healthy, "diverging": _diverging}[kind](seed)
 
 
 # ---------------------------------------------------------------------- the cases
@@ -147,6 +174,25 @@ def _grad_spiral(seed: int) -> TrainCase:
                      lead_param="fc2.weight", lead_phase="bwd")
 
 
+def _bf16_drift(seed: int) -> TrainCase:
+    rnd = random.Random(seed)
+    d_in, hidden, d_out = rnd.choice((8, 12, 16)), rnd.choice((16, 24, 32)), rnd.choice((2, 4))
+    factor = rnd.uniform(1.15, 1.3)
+    offset0 = rnd.uniform(0.5, 1.0)
+    n_batches, batch, lr = rnd.randint(2, 4), rnd.choice((8, 16)), rnd.choice((0.01, 0.02))
+    steps = 40
+
+    def build() -> Workload:
+        torch.manual_seed(seed)
+        model = OffsetNet(d_in, hidden, d_out, offset0).train()
+        batches = [(torch.randn(batch, d_in), torch.randn(batch, d_out)) for _ in range(n_batches)]
+        return Workload(model, batches, _mse, name=f"bf16_drift_{seed}",
+                        optimizer=lambda p: _growing_offset(p, lr, factor), steps=steps, dump_every=10)
+    k = _bf16_oracle_departure(build(), steps)
+    return TrainCase(f"bf16_drift_{seed}", "bf16_drift", seed, build, steps, k, "loss",
+                     capture_kw={"soc": "ascend910b", "mode": "mixed_bfloat16"})
+
+
 def _healthy(seed: int) -> TrainCase:
     rnd = random.Random(seed)
     d_in, hidden, d_out = rnd.choice((8, 16, 32)), rnd.choice((16, 32, 48)), rnd.choice((2, 4))
@@ -190,6 +236,31 @@ def _growing(params, lr: float, factor: float) -> GrowingSGD:
     """GrowNet's first two parameters (``grow.weight``, ``grow.bias``: registered first) grow."""
     params = list(params)
     return GrowingSGD(params, lr=lr, grow=tuple(params[:2]), factor=factor)
+
+
+def _growing_offset(params, lr: float, factor: float) -> GrowingSGD:
+    """OffsetNet's ``offset`` (its own parameter: the first ``parameters()`` yields, before its submodules') grows."""
+    params = list(params)
+    return GrowingSGD(params, lr=lr, grow=(params[0],), factor=factor)
+
+
+def _bf16_oracle_departure(wl: Workload, steps: int) -> int | None:
+    """The first step whose loss relative difference (the bf16-cast eager run against FP32) exceeds the tolerance for
+    ``LOSS_PATIENCE`` consecutive steps (or up to the last step)."""
+    import copy
+
+    from advisor.compare.steps import LOSS_PATIENCE
+    from advisor.compare.tolerance import Tolerance, loss_rel_diff
+    mixed = copy.deepcopy(wl)
+    mixed.model.bf16 = True
+    ref, low = _eager(wl, steps), _eager(mixed, steps)
+    tol = Tolerance().max_loss_rel
+    over = [not math.isfinite(b) or loss_rel_diff(b, a) > tol for a, b in zip(ref, low)]
+    for s in range(steps):
+        run = over[s:s + LOSS_PATIENCE]
+        if over[s] and (all(run) and len(run) == LOSS_PATIENCE or all(over[s:])):
+            return s
+    return None
 
 
 def _eager(wl: Workload, steps: int, hook=None) -> list[float]:

@@ -113,7 +113,8 @@ def test_workload_contract(name):
 
 # examples tested elsewhere: the torch_npu script (tests/test_tune_*), the Keras workload (tests/test_tf_*)
 TESTED_ELSEWHERE = {"npu_script", "keras_hazard", "keras_train", "onnx_models",   # onnx_models: test_onnx_capture.py
-                    "minilm_multilabel"}   # tests/test_tune_minilm_head.py
+                    "minilm_multilabel",   # tests/test_tune_minilm_head.py
+                    "train_steps"}         # a Workload with an optimizer: tests/test_train_advice.py
 
 
 def test_every_example_file_is_covered_and_documented():

@@ -87,6 +87,26 @@ def _granularity(value: str, runner: str) -> str:
     return "type" if value == "auto" and runner != "emulator" else value
 
 
+def _tune_training(target, out, mode, chip, tol, holdout, max_skipped_share, seed, numerics, as_json) -> None:
+    """tune of a workload with an optimizer (``tune.training``): prints its summary and exits 0 confirmed, 1 not."""
+    from ..fsutil import json_text
+    from ..progress import StageLog, note
+    from ..rundir import keep_previous_out
+    from ..tune.training import summary_lines, tune_training
+    kept = keep_previous_out(out)
+    if kept is not None:
+        note(f"kept the previous contents of {out} as {kept}")
+    log = StageLog()
+    doc = tune_training(target, out, mode=mode, soc=chip.soc, cann=chip.cann, tolerance=tol, holdout=holdout,
+                        max_skipped_share=max_skipped_share, seed=seed, progress=log, **numerics.extra())
+    log.done()
+    if as_json:
+        typer.echo(json_text(doc))
+    with human_report(as_json):
+        typer.echo("\n".join(summary_lines(doc, out)))
+    raise typer.Exit(0 if doc["confirmed"] else 1)
+
+
 def register(app: typer.Typer) -> None:
     @app.command("tune")
     @uses(CHIP_FIXED, NUMERICS, ENGINE, TOLERANCE)
@@ -106,6 +126,8 @@ def register(app: typer.Typer) -> None:
              parallel: int = _Parallel, devices: Optional[str] = _Devices, ray: Optional[str] = _Ray,
              npus_per_run: Optional[int] = _NpusPerRun, loss_scale: Optional[float] = _LossScale,
              measure_minimality: bool = _MeasureMinimality,
+             max_skipped_share: float = typer.Option(0.05, "--max-skipped-share", help="Training over steps: the "
+                                                     "largest share of skipped steps a confirmed run may have."),
              tol: Tolerance = None,
              as_json: bool = typer.Option(False, "--json", help="Print summary.json to stdout.")) -> None:
         """Tune the mixlist with re-run confirmation on calibration and held-out batches."""
@@ -132,14 +154,20 @@ def register(app: typer.Typer) -> None:
             log = StageLog()
             inner = getattr(r, "inner", r)          # a Ray runner's local runner knows the workload
             inner.progress = log.note
-            batches = None
-            if holdout is not None and not resume and hasattr(inner, "count_batches"):
+            facts = None
+            if not resume and hasattr(inner, "workload_facts"):
                 inner.prepare(Path(out))            # a missing target: one line before the workload is loaded
-                batches = inner.count_batches()     # the capture child loads the workload meanwhile
+                facts = inner.workload_facts()      # the capture child loads the workload meanwhile
             if runner == "emulator":
                 check_capture_inputs(inputs, input_shape, dump, loss_scale)
-            if batches is not None:
-                check_holdout(holdout, batches())
+            if facts is not None:
+                known = facts()
+                if known["trains"]:                 # training over optimizer steps (advisor/tune/training.py)
+                    r.close()
+                    r = None
+                    _tune_training(target, out, mode, chip, tol, holdout, max_skipped_share, seed, numerics, as_json)
+                if holdout is not None:
+                    check_holdout(holdout, known["batches"])
                 if inner is not r:
                     inner.close()                   # with Ray the runs start their own capture child on their node
             gran = _granularity(granularity, runner)

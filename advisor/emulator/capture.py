@@ -212,7 +212,7 @@ def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semanti
             keep_dtype: Any = None, customize_dtypes: Any = None, inputs: list[str] | None = None,
             input_shapes: list[str] | None = None, loss_scale: float | None = None, cann: str | None = None,
             overflow_mode: str | None = None, allow_hf32: str | None = None, dump_tensors: Iterable[str] = (),
-            engine: str | None = None, amp: str | None = None, policy: Any = None) -> Path:
+            engine: str | None = None, amp: str | None = None, policy: Any = None, train_reference: Any = None) -> Path:
     """Capture a workload (TARGET string, Workload, or (model, batches[, loss_fn]) tuple) into ``out``: FP32
     reference run + mixed run applying ``semantics.plan`` exactly.  Returns the run directory.  ``batches``: an int
     keeps the first N batches, a list replaces them.  ``dump``: "tensors" | "stats" (default: tensors for models
@@ -226,7 +226,8 @@ def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semanti
     ``input_shapes`` (``name:1,3,224,224``) give its batches.  ``cann``: the tables' version (None: the current),
     ``overflow_mode`` / ``allow_hf32`` override the chip's numerics (``advisor.numerics.resolve``); run.json
     records all.  ``dump_tensors``: ``_Steps``.  ``engine`` / ``amp`` / ``policy``: ``inputs.engine_settings``
-    (default ge; "auto" is the command line's; torch_npu plans by ``semantics.torch_npu``)."""
+    (default ge; "auto" is the command line's; torch_npu plans by ``semantics.torch_npu``).  ``train_reference``:
+    ``emulator.train.FP32Steps``, filled by the FP32 run of a workload with an optimizer or, filled, reused."""
     check_run_out(out)
     ge_opts = {"mixlist": mixlist, "keep_dtype": keep_dtype, "customize_dtypes": customize_dtypes, "ops_info": ops_info}
     onnx_kw = dict(mode=mode, mixlist=mixlist, soc=soc, ops_info=ops_info, cann=cann, seed=seed, dump=dump,
@@ -272,7 +273,7 @@ def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semanti
             writer.write_policy(eng.policy.to_dict())
         steps = _Steps(model, wl, target, lists, mode, seed, notes, writer, files=dump == "tensors", local=local,
                        low_for_local=low or "fp16", loss_scale=loss_scale, overrides=overrides, numerics=numerics,
-                       tensor_names=dump_tensors, engine=eng)
+                       tensor_names=dump_tensors, engine=eng, train_reference=train_reference)
         with steps.session():
             try:
                 counted = steps.run_all()
@@ -331,7 +332,7 @@ class _Steps:
     def __init__(self, model, wl: Workload, target: Any, lists, mode: str, seed: int, notes: list[str],
                  writer: RunWriter, *, files: bool, local: bool, low_for_local: str, loss_scale: float | None = None,
                  overrides: Any = None, numerics: Numerics = IEEE, tensor_names: Iterable[str] = (),
-                 engine: Any = None):
+                 engine: Any = None, train_reference: Any = None):
         self.model, self.wl, self.target, self.lists, self.mode, self.seed = model, wl, target, lists, mode, seed
         self.loss_scale, self.overrides, self.numerics = loss_scale, overrides, numerics
         self.tensor_names = frozenset(() if files else tensor_names)
@@ -351,6 +352,7 @@ class _Steps:
         self.eng = engine          # inputs.EngineSettings; torch_npu: planned by semantics.torch_npu
         self.sess: Any = None
         self.trace0 = self.ref_tplan = None
+        self.train_reference = train_reference   # emulator.train.FP32Steps (capture's train_reference)
 
     @contextlib.contextmanager
     def session(self):
@@ -371,7 +373,8 @@ class _Steps:
         """Every step (batch i = step i; a workload with an optimizer: its optimizer steps, ``train.TrainLoop``);
         returns run.json's ``steps`` (and ``train``) fields."""
         if self.wl.trains:
-            train = TrainLoop(self, self.wl, self.target, self.numerics, self.seed).run()
+            train = TrainLoop(self, self.wl, self.target, self.numerics, self.seed,
+                              reference=self.train_reference).run()
             return {"steps": train["steps"], "train": train}
         for step, batch in enumerate(self.wl.batches):
             self.run(step, batch)

@@ -15,8 +15,17 @@ side for N optimizer steps from the same initial weights and data order (batch `
   drift between the runs; the mixed run's overflowing ops in execution order.  ``ingest.steps`` writes them
   (train/steps.jsonl, train/params.csv).  Dumps, kernel rows and local errors only every ``dump_every`` steps.
 
+* ``clip_grad_norm``: both runs clip their unscaled gradients to that total L2 norm before the optimizer steps
+  (``torch.nn.utils.clip_grad_norm_``'s arithmetic: coefficient ``min(1, max_norm / (norm + 1e-6))``; a skipped step
+  is not clipped).  ``lr_scheduler``: built on each run's optimizer, stepped after every step, skipped or not (as a
+  training loop calls ``scheduler.step()`` after ``scaler.step(optimizer)``).
+
 The plan is step 0's while the FP32 run's op sequence stays step 0's (else the step is traced again and planned
 alone, as a one-step capture does).  The user's model is left as it was (weights and buffers restored).
+
+:class:`FP32Steps` keeps the FP32 run's per-step results (its records, graphs of the traced steps, weights after each
+step) so that further captures of the same workload -- recommend's candidate re-runs, which change only the mixed
+run -- reuse them instead of training the FP32 run again (``capture(train_reference=...)``).
 """
 from __future__ import annotations
 
@@ -36,12 +45,47 @@ from ..workload import Workload, describe_user_error
 from .engine import ReplayMismatch, StepRecord, dtype_name, eager_math_attention
 
 MAX_DUMPED = 10          # default dump_every: at most this many dumped steps (choice)
+CLIP_EPS = 1e-6          # torch.nn.utils.clip_grad_norm_'s: max_norm / (total_norm + 1e-6)
+REUSE_BYTES = 512 * 2 ** 20  # FP32Steps keeps at most this many bytes of weights (else it keeps nothing; choice)
+
+
+class FP32Steps:
+    """The FP32 run's per-step results of one workload, filled by the first capture given it and reused by later
+    ones (the FP32 run does not depend on the mixed run's lists, mode, scaler or clipping).  The caller vouches
+    that every capture given it trains the same workload (model, batches, optimizer, steps, seed, dump steps)."""
+
+    def __init__(self) -> None:
+        self.records: dict[int, tuple[StepRecord, Any]] = {}    # step -> (FP32 record, graph of a traced step)
+        self.after: dict[int, dict] = {}                         # step -> FP32 state_dict after the step
+        self.initial: dict | None = None
+        self.disabled = False
+        self.reused = 0                                          # steps served from here (not run again)
+
+    def has(self, s: int) -> bool:
+        return not self.disabled and s in self.records and s in self.after
+
+    def before(self, s: int) -> dict:
+        return self.after[s - 1] if s > 0 else self.initial
+
+    def keep(self, s: int, fp: StepRecord, g: Any, model: Any, n: int) -> None:
+        if self.disabled:
+            return
+        state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+        size = sum(v.numel() * v.element_size() for v in state.values()) * (n + 1)
+        if size > REUSE_BYTES:
+            self.disabled = True
+            self.records.clear()
+            self.after.clear()
+            return
+        self.records[s] = (fp, g)
+        self.after[s] = state
 
 
 class TrainLoop:
     """The N optimizer steps of a capture; ``steps`` is capture's per-step helper (plan, dumps, local errors)."""
 
-    def __init__(self, steps: Any, wl: Workload, target: Any, numerics: Numerics, seed: int = 0) -> None:
+    def __init__(self, steps: Any, wl: Workload, target: Any, numerics: Numerics, seed: int = 0,
+                 reference: FP32Steps | None = None) -> None:
         if wl.scaler in SCALERS and wl.scaler not in TORCH_SCALERS:
             raise InputError(target, f"scaler {wl.scaler!r} is a TensorFlow one; a PyTorch training loop takes "
                                      f"{', '.join(TORCH_SCALERS)} or None")
@@ -60,6 +104,10 @@ class TrainLoop:
                                      f"which failed: {describe_user_error(e)}") from None
         self.mx_params = steps.params_of(self.mx_model)
         self.fp_opt, self.mx_opt = self._optimizer(self.fp_model), self._optimizer(self.mx_model)
+        self.fp_sched, self.mx_sched = self._scheduler(self.fp_opt), self._scheduler(self.mx_opt)
+        self.ref = reference
+        if reference is not None and reference.initial is None:
+            reference.initial = {k: v.detach().clone() for k, v in self.initial.items()}
         self.scaler0 = self.scaler.describe()
         self.rows: list[dict] = []
         self.param_rows: list[dict] = []
@@ -79,6 +127,21 @@ class TrainLoop:
                                           "(no step())")
         return opt
 
+    def _scheduler(self, opt) -> Any:
+        if self.wl.lr_scheduler is None:
+            return None
+        try:
+            sched = self.wl.lr_scheduler(opt)
+        except Exception as e:
+            raise InputError(self.target, f"lr_scheduler(optimizer) {describe_user_error(e, 'raised ')}") from None
+        if not callable(getattr(sched, "step", None)):
+            raise InputError(self.target, f"lr_scheduler(optimizer) returned {type(sched).__name__}, not a scheduler "
+                                          "(no step())")
+        return sched
+
+    def _for_reuse(self, g: Any) -> Any:
+        return copy.deepcopy(g) if self.ref is not None and not self.ref.disabled else None
+
     def is_dumped(self, s: int) -> bool:
         return s % self.every == 0 or s == self.n - 1
 
@@ -91,19 +154,36 @@ class TrainLoop:
         finally:
             self.fp_model.load_state_dict(self.initial)
         write_steps(self.s.writer.out, self.rows, self.param_rows)
-        return {"steps": self.n, "batches": len(self.wl.batches), "dump_every": self.every,
-                "dumped_steps": self.dumped, "scaler": self.scaler0, "optimizer": _optimizer_text(self.fp_opt),
-                "master_weights": "fp32", "files": ["train/steps.jsonl", "train/params.csv"]}
+        out = {"steps": self.n, "batches": len(self.wl.batches), "dump_every": self.every,
+               "dumped_steps": self.dumped, "scaler": self.scaler0, "optimizer": _optimizer_text(self.fp_opt),
+               "master_weights": "fp32", "files": ["train/steps.jsonl", "train/params.csv"]}
+        if self.wl.clip_grad_norm is not None:
+            out["clip_grad_norm"] = float(self.wl.clip_grad_norm)
+        if self.fp_sched is not None:
+            out["lr_scheduler"] = type(self.fp_sched).__name__
+        return out
 
     def step(self, s: int) -> None:
         batch = self.wl.batches[s % len(self.wl.batches)]
         dump = self.is_dumped(s)
         traced = dump or s == 0
+        reused = self.ref is not None and self.ref.has(s)
+        g_keep = None              # a traced step's graph as traced, for FP32Steps (planning annotates the graph)
+        if reused:
+            fp, g0 = self.ref.records[s]
+            g = copy.deepcopy(g0) if g0 is not None else None
+            self.ref.reused += 1
+            if s == 0:
+                self.ref_ops, self.ref_bwd = fp.ops, fp.bwd_start
         if traced:
-            fp, g = self._fp32(s, batch, dump)
+            if not reused:
+                fp, g = self._fp32(s, batch, dump)
+                g_keep = self._for_reuse(g)
             precs, cpu, fz = self.s.plan_step(s, g, fp)
         else:
-            fp, (precs, cpu), fz = self._fp32_eager(s, batch), self.s.ref_plan, self.s.ref_fz
+            if not reused:
+                fp = self._fp32_eager(s, batch)
+            (precs, cpu), fz = self.s.ref_plan, self.s.ref_fz
         if self.reads is None:
             self.reads = _param_reads(g, {v for k, v in self.s.params.items() if k != "__tensors__"})
         try:
@@ -112,7 +192,11 @@ class TrainLoop:
             if traced:
                 raise
             # the op sequence left step 0's: trace this step and plan it alone, from the state it started in
+            if reused:
+                self.fp_model.load_state_dict(self.ref.before(s))
+                self.fp_buffers = {k: b.detach().clone() for k, b in self.fp_model.named_buffers()}
             fp, g = self._fp32(s, batch, dump, restore=True)
+            g_keep = self._for_reuse(g)
             precs, cpu, fz = self.s.plan_step(s, g, fp)
             mx, flags, scale = self._mixed(s, batch, fp, precs, dump, fz)
         if dump:
@@ -121,16 +205,32 @@ class TrainLoop:
         fwd = [i for i in flags if i < mx.bwd_start]
         overflow = self.scaler.overflowed(self.numerics, mx.grads.values(), bool(fwd), len(fwd) < len(flags))
         grads = self._grad_rows(s, fp, mx, scale)
-        self.fp_opt.step()
+        if not reused:
+            if self.wl.clip_grad_norm is not None:
+                coef = _clip_coef(fp.grads.values(), self.wl.clip_grad_norm)
+                if coef < 1:      # out of place: the record (FP32Steps) keeps the unclipped gradients
+                    for p in self.fp_model.parameters():
+                        if p.grad is not None:
+                            p.grad = p.grad * coef
+            self.fp_opt.step()
+            _step_scheduler(self.fp_sched)
+            if self.ref is not None:
+                self.ref.keep(s, fp, g_keep, self.fp_model, self.n)
         taken = self.scaler.update(overflow)
         if not taken.skipped:
-            if scale != 1.0:
-                inv = torch.tensor(scale, dtype=torch.float32).reciprocal()
-                with torch.no_grad():
+            with torch.no_grad():
+                if scale != 1.0:
+                    inv = torch.tensor(scale, dtype=torch.float32).reciprocal()
                     for gr in mx.grads.values():
                         gr.mul_(inv)
+                if self.wl.clip_grad_norm is not None:
+                    coef = _clip_coef(mx.grads.values(), self.wl.clip_grad_norm)
+                    for gr in mx.grads.values():
+                        gr.mul_(coef)
             self.mx_opt.step()
-        fin_fp, fin_mx = self._drift_rows(s, grads)
+        _step_scheduler(self.mx_sched)
+        fp_after = self.ref.after[s] if reused else None
+        fin_fp, fin_mx = self._drift_rows(s, grads, fp_after)
         lf, lm = _item(fp.loss), _item(mx.loss)
         self.rows.append({
             "step": s, "batch": s % len(self.wl.batches), "loss_fp32": lf, "loss_mixed": lm,
@@ -216,12 +316,12 @@ class TrainLoop:
                              "overflow": (f.nonfinite + f.saturated) / gm.numel() if gm.numel() else 0.0}
         return out
 
-    def _drift_rows(self, s: int, grads: dict[str, dict]) -> tuple[bool, bool]:
+    def _drift_rows(self, s: int, grads: dict[str, dict], fp_after: dict | None = None) -> tuple[bool, bool]:
         """Weight drift after both updates, per parameter: ``drift_rel_l2`` = |w_mixed - w_fp32| / |w_fp32|;
         ``drift`` (what compare judges) divides by the larger of |w_fp32| and the norm the parameter would have at the
         model's RMS weight, so a parameter near zero (a fresh bias) is measured against the model's scale."""
-        fp = dict(self.fp_model.named_parameters())
         mx = dict(self.mx_model.named_parameters())
+        fp = ({n: fp_after[n] for n in mx} if fp_after is not None else dict(self.fp_model.named_parameters()))
         with torch.no_grad():
             norms = {n: float(p.detach().double().norm()) for n, p in fp.items()}
             numel = sum(p.numel() for p in fp.values())
@@ -239,6 +339,24 @@ class TrainLoop:
                 row["drift_rel_l2"] = d / norms[n] if norms[n] > 0 else (0.0 if d == 0 else math.inf)
                 self.param_rows.append(row)
         return fin_fp, fin_mx
+
+
+def _clip_coef(grads, max_norm: float) -> float:
+    """``clip_grad_norm_``'s coefficient for these gradients: min(1, max_norm / (total L2 norm + 1e-6))."""
+    gs = [g for g in grads if g is not None]
+    if not gs:
+        return 1.0
+    total = torch.linalg.vector_norm(torch.stack([torch.linalg.vector_norm(g.detach()) for g in gs]))
+    return float(torch.clamp(max_norm / (total + CLIP_EPS), max=1.0))
+
+
+def _step_scheduler(sched) -> None:
+    if sched is None:
+        return
+    import warnings
+    with warnings.catch_warnings():       # a skipped step's scheduler step comes without optimizer.step()
+        warnings.simplefilter("ignore", UserWarning)
+        sched.step()
 
 
 def _load_buffers(model, saved: dict) -> None:
@@ -289,4 +407,4 @@ def _optimizer_text(opt: Any) -> str:
     return f"{type(opt).__name__}({', '.join(f'{k}={v}' for k, v in sorted(hp.items()))})"
 
 
-__all__ = ["TrainLoop", "MAX_DUMPED"]
+__all__ = ["TrainLoop", "FP32Steps", "MAX_DUMPED"]

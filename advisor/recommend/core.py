@@ -101,6 +101,12 @@ def recommend(run: Any, tolerance: Tolerance | None = None, base_mixlist: Mixlis
     ``out_dir``: where the outputs will be written (the deployment snippets name the files there)."""
     if granularity not in GRANULARITIES:
         raise InputError("--granularity", f"expected one of {', '.join(GRANULARITIES)}, not {granularity!r}")
+    from ..ingest.run import Run
+    from .training import has_training_steps, recommend_training
+    path = run.path if isinstance(run, Run) else run          # an Analysis asks for the one-step advice
+    if has_training_steps(path):        # trained over optimizer steps: re-run the steps
+        return recommend_training(path, tolerance, base_mixlist=base_mixlist, exclude=exclude, soc=soc, mode=mode,
+                                  progress=progress, one_step=recommend)
     a = run if isinstance(run, Analysis) else analyze(run, tolerance=tolerance, soc=soc, ops_info=ops_info,
                                                       mode=mode, rank=rank, step=step, progress=progress,
                                                       overrides=overrides, cann=cann,   # per-op overrides: the base's
@@ -127,6 +133,13 @@ def recommend(run: Any, tolerance: Tolerance | None = None, base_mixlist: Mixlis
         out = ctx.estimated(ops, measured_final, max_candidates, max_evals, time_budget_s)
     say("explaining the edits")
     return ctx.finish(out, measured, perf, out_dir)
+
+
+def recommend_steps(run: str | Path, tolerance: Tolerance | None = None, **kw: Any) -> Recommendation:
+    """The training advice of a run trained over optimizer steps (``training.recommend_training``, with the one-step
+    advice on its dumps from ``recommend``); ``kw``: ``recommend_training``'s (``workload``, ``batches``, ...)."""
+    from .training import recommend_training
+    return recommend_training(run, tolerance, one_step=recommend, **kw)
 
 
 def recommend_graph(g: Any, defaults: Any, *, mode: str = DEFAULT_MODE, run_mixlist: Mixlist | None = None,

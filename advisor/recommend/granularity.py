@@ -32,7 +32,10 @@ def rec_snippets(rec: "Recommendation", mixlist_path: str, keep_path: str, custo
     from .snippets import deployment_snippets
     kinds = [e.edit for e in rec.edits]
     tl = rec.type_level_alternative
-    return deployment_snippets(mixlist_path, rec.mode, sorted(e.type for e in kinds if e.kind == "black-add"),
-                               sorted(e.type for e in kinds if e.kind == "white-add"), keep_path, rec.keep_dtype,
-                               any(not e.is_override for e in kinds), tl.fp32_types if tl is not None else None,
-                               customize_path, rec.customize_dtypes)
+    out = deployment_snippets(mixlist_path, rec.mode, sorted(e.type for e in kinds if e.kind == "black-add"),
+                              sorted(e.type for e in kinds if e.kind == "white-add"), keep_path, rec.keep_dtype,
+                              any(not e.is_override for e in kinds), tl.fp32_types if tl is not None else None,
+                              customize_path, rec.customize_dtypes)
+    if rec.training is not None and rec.training.snippet:      # a run trained over steps: its settings as code
+        out["training"] = rec.training.snippet
+    return out

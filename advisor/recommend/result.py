@@ -10,6 +10,9 @@ output) and the edit kind ``customize`` (``customize_dtypes NAME::InputDtype:...
 Version 4: plus ``engine`` and ``precision_policy`` (a torch_npu run's advice: policy edits -- keep a module or an
 op in fp32, register a float function, change the autocast dtype -- with their evidence, the advised
 precision_policy.json and its snippets; ``modify_mixlist`` stays, empty: a torch_npu run gets no GE list).
+Version 4 also: ``training`` (a run trained over optimizer steps: the departure, the re-run candidates and the chosen
+training settings -- op types in fp32, precision mode, scaler, clipping; ``TrainingAdvice``) and the snippet
+``training``.
 """
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ from .edits import Edit
 
 SCHEMA = "advisor.recommendation/1"
 VERSION = 4
+HOW_TRAINING = "measured (re-ran the training steps)"
 
 
 def _decode_edit(x: Any, where: str) -> Edit:
@@ -312,6 +316,41 @@ class RankEvidence:
     edits: dict[str, list[int]] = field(default_factory=dict)
 
 
+@dataclass
+class TrainingCandidate:
+    """One re-run candidate and what its re-run measured."""
+
+    changes: list[str]
+    kinds: list[str]
+    fixes: bool
+    departure_step: int | None = None
+    departure_reason: str | None = None
+    skipped_share: float = 0.0
+    last_loss_rel_diff: float | None = None
+    low_precision_share: float | None = None
+    steps: int = 0
+    how: str = HOW_TRAINING
+
+
+@dataclass
+class TrainingAdvice:
+    """recommendation.json ``training``: the departure, the candidates re-run and the chosen training settings."""
+
+    steps: int
+    horizon: int
+    departure: dict | None = None
+    precision: bool = True
+    chosen: list[str] = field(default_factory=list)
+    kinds: list[str] = field(default_factory=list)
+    settings: dict = field(default_factory=dict)     # mode, black_add, scaler, scaler_options, clip_grad_norm
+    candidates: list[TrainingCandidate] = field(default_factory=list)
+    reruns: int = 0
+    fp32_reused_steps: int = 0
+    seconds: float = 0.0
+    how: str = HOW_TRAINING
+    snippet: str | None = field(default=None, metadata=OMIT_NONE)
+
+
 @result(SCHEMA, VERSION)
 @dataclass
 class Recommendation:
@@ -349,6 +388,7 @@ class Recommendation:
     files: dict[str, str] = field(default_factory=dict, metadata=OMIT_EMPTY)   # what write_outputs wrote
     engine: str | None = field(default=None, metadata=OMIT_NONE)               # torch_npu (v4); absent: ge
     precision_policy: PolicyAdvice | None = field(default=None, metadata=OMIT_NONE)   # a torch_npu run's advice
+    training: TrainingAdvice | None = field(default=None, metadata=OMIT_NONE)   # a run trained over steps
     curve: dict[str, Any] = field(default_factory=dict, metadata=TRANSIENT)    # the report's error curve
     out_dir: str | None = field(default=None, metadata=TRANSIENT)   # the folder the snippets name
 
@@ -382,6 +422,7 @@ class Recommendation:
         return from_json(cls, body, where)
 
 
-__all__ = ["Recommendation", "PolicyAdvice", "PolicyEditReport", "EditReport", "EditEvidence", "PlanSummary", "Predicted", "Minimality",
-           "MinimalityCheck", "Alternative", "WorstInstance", "LocalVsReceived", "Flip", "ToleranceLimits",
-           "Calibration", "SearchStats", "RankEvidence", "RankRow", "RankMeasured", "SetCheck", "SCHEMA", "VERSION"]
+__all__ = ["Recommendation", "PolicyAdvice", "PolicyEditReport", "EditReport", "EditEvidence", "PlanSummary",
+           "Predicted", "Minimality", "MinimalityCheck", "Alternative", "WorstInstance", "LocalVsReceived", "Flip",
+           "ToleranceLimits", "Calibration", "SearchStats", "RankEvidence", "RankRow", "RankMeasured", "SetCheck", "TrainingAdvice",
+           "TrainingCandidate", "HOW_TRAINING", "SCHEMA", "VERSION"]

@@ -84,27 +84,33 @@ class EmulatorRunner(Runner):
         state["_worker"] = None             # the capture child is this process's: a copy starts its own
         return state
 
-    def count_batches(self) -> Callable[[], int | None]:
-        """The workload's batch count, known before any run: an ONNX file's ``--inputs`` (one batch without
-        them), a Workload object's list, else the workload loaded -- not run -- in the capture child (which then
-        serves the captures).  Returns at once (the child loads the workload meanwhile); calling the result gives
-        the count, or raises InputError for a target that cannot be loaded."""
+    def workload_facts(self) -> Callable[[], dict]:
+        """What a command checks before any run: ``{"batches": n, "trains": bool}`` -- an ONNX file's ``--inputs``
+        (one batch without them; it never trains), a Workload object's own, else the workload loaded -- not run --
+        in the capture child (which then serves the captures).  Returns at once (the child loads the workload
+        meanwhile); calling the result gives the facts, or raises InputError for a target that cannot be loaded."""
         if not isinstance(self.target, (str, Path)):
             n = len(self.target.batches) if isinstance(getattr(self.target, "batches", None), list) else None
-            return lambda: self._kept(n)
+            trains = bool(getattr(self.target, "trains", False))
+            return lambda: {"batches": self._kept(n), "trains": trains}
         if is_onnx_target(str(self.target)):
-            return lambda: self._kept(len(self.fixed.get("inputs") or ()) or 1)
+            return lambda: {"batches": self._kept(len(self.fixed.get("inputs") or ()) or 1), "trains": False}
         if self._worker is None:
             from .worker import CaptureWorker  # not at import: ``python -m advisor.runners.worker`` runs it
             self._worker = CaptureWorker()
         pending = self._worker.probe(str(self.target), timeout=self.limit)
 
-        def count() -> int | None:
+        def facts() -> dict:
             reply = pending()
             if not reply.ok:
                 raise reply.exception(self.target)
-            return self._kept(reply.facts.get("batches"))
-        return count
+            return {"batches": self._kept(reply.facts.get("batches")), "trains": bool(reply.facts.get("trains"))}
+        return facts
+
+    def count_batches(self) -> Callable[[], int | None]:
+        """The workload's batch count before any run (``workload_facts``' ``batches``)."""
+        facts = self.workload_facts()
+        return lambda: facts()["batches"]
 
     def _kept(self, n: int | None) -> int | None:
         """``n`` batches as the runs keep them (``batches``: the first N only)."""
