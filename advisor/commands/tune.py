@@ -131,7 +131,7 @@ def register(app: typer.Typer) -> None:
              tol: Tolerance = None,
              as_json: bool = typer.Option(False, "--json", help="Print summary.json to stdout.")) -> None:
         """Tune the mixlist with re-run confirmation on calibration and held-out batches."""
-        from ..inputs import check_capture_inputs, check_holdout, check_timeout, check_tune_options, load_mixlist
+        from ..inputs import check_timeout, check_tune_options, load_mixlist
         from ..progress import StageLog, note
         from ..rundir import check_run_out, keep_previous_out
         r = None
@@ -152,24 +152,10 @@ def register(app: typer.Typer) -> None:
                         {"keep_dtype": keep_dtype, "customize_dtypes": customize_dtypes, "inputs": inputs,
                          "input_shapes": input_shape, "dump": dump, **numerics.extra()}, ray, npus_per_run, chip.cann)
             log = StageLog()
-            inner = getattr(r, "inner", r)          # a Ray runner's local runner knows the workload
-            inner.progress = log.note
-            facts = None
-            if not resume and hasattr(inner, "workload_facts"):
-                inner.prepare(Path(out))            # a missing target: one line before the workload is loaded
-                facts = inner.workload_facts()      # the capture child loads the workload meanwhile
-            if runner == "emulator":
-                check_capture_inputs(inputs, input_shape, dump, loss_scale)
-            if facts is not None:
-                known = facts()
-                if known["trains"]:                 # training over optimizer steps (advisor/tune/training.py)
-                    r.close()
-                    r = None
-                    _tune_training(target, out, mode, chip, tol, holdout, max_skipped_share, seed, numerics, as_json)
-                if holdout is not None:
-                    check_holdout(holdout, known["batches"])
-                if inner is not r:
-                    inner.close()                   # with Ray the runs start their own capture child on their node
+            if _checked_workload(r, runner, out, resume, holdout, inputs, input_shape, dump, loss_scale, log):
+                r.close()
+                r = None                            # training over optimizer steps (advisor/tune/training.py)
+                _tune_training(target, out, mode, chip, tol, holdout, max_skipped_share, seed, numerics, as_json)
             gran = _granularity(granularity, runner)
             kept = None if resume else keep_previous_out(out)   # a fresh tune: the previous contents are kept
             if kept is not None:
@@ -193,6 +179,31 @@ def register(app: typer.Typer) -> None:
         with human_report(as_json):
             print_tune_summary(s, out)
         raise typer.Exit(0 if s["confirmed"] else 1)
+
+
+def _checked_workload(r, runner: str, out: str, resume: bool, holdout, inputs, input_shape, dump, loss_scale,
+                      log) -> bool:
+    """The checks that need the workload, before any run: the capture child loads it (not runs it) and says how
+    many batches it has (``--holdout`` against them) and whether it trains over optimizer steps (returned)."""
+    from ..inputs import check_capture_inputs, check_holdout
+    inner = getattr(r, "inner", r)          # a Ray runner's local runner knows the workload
+    inner.progress = log.note
+    facts = None
+    if not resume and hasattr(inner, "workload_facts"):
+        inner.prepare(Path(out))            # a missing target: one line before the workload is loaded
+        facts = inner.workload_facts()      # the capture child loads the workload meanwhile
+    if runner == "emulator":
+        check_capture_inputs(inputs, input_shape, dump, loss_scale)
+    if facts is None:
+        return False
+    known = facts()
+    if known["trains"]:
+        return True
+    if holdout is not None:
+        check_holdout(holdout, known["batches"])
+    if inner is not r:
+        inner.close()                       # with Ray the runs start their own capture child on their node
+    return False
 
 
 # options a torch_npu tune does not take (yet), in the order register passes them
