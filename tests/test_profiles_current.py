@@ -99,3 +99,19 @@ def test_training_profile_shows_gradient_underflow():
         f = root / which / "step0" / "rank0" / "dump_tensor_data" / "Grad.fc1.weight.output.0.pt"
         zero[which] = (torch.load(f, weights_only=True) == 0).float().mean().item()
     assert zero["mixed"] - zero["fp32"] > 0.01       # the seed rule: > 1 % of elements flushed
+
+
+def test_torch_npu_profile_gets_a_replayed_policy_and_no_mixlist(tmp_path):
+    """profiles/two_hazards_npu (README's first command): a torch_npu run's advice is a precision policy, replayed
+    from the run's FP32 tensors, and no GE list; without the dtype option it keeps the sigmoid -- exp is already in
+    torch_npu's fp32 autocast table, so keeping it would change nothing."""
+    from advisor.cli import main
+    out = tmp_path / "advice"
+    assert main(["recommend", "--profile", str(gen.PROFILE_DIR / "two_hazards_npu"), "--out", str(out),
+                 "--exclude", "dtype"]) == 0
+    rec = json.loads((out / "recommendation.json").read_text())
+    assert rec["engine"] == "torch_npu" and not (out / "modify_mixlist.json").exists()
+    pol = json.loads((out / "precision_policy.json").read_text())
+    kept = [r.get("op") for r in pol["rules"]["keep_fp32"]]
+    assert "sigmoid" in kept and "exp" not in kept
+    assert rec["predicted"]["recommended"]["how"].startswith("replayed")

@@ -38,6 +38,7 @@ class Profile:
     dump: str = "stats"
     batches: int | None = None        # keep the first N batches (None: all)
     purpose: str = ""
+    engine: str = "ge"                # torch_npu: captured as torch_npu eager runs it (autocast)
 
 
 PROFILES: tuple[Profile, ...] = (
@@ -50,6 +51,8 @@ PROFILES: tuple[Profile, ...] = (
             purpose="training, fp16 gradient underflow (fix: loss scale)"),
     Profile("two_hazards", "examples/two_hazards.py:workload",
             purpose="Exp overflow + Sigmoid underflow into Log (fix: black-list Exp and Sigmoid)"),
+    Profile("two_hazards_npu", "examples/two_hazards.py:workload", dump="tensors", batches=1, engine="torch_npu",
+            purpose="the same model as torch_npu eager runs it under autocast (advice: a precision policy)"),
     Profile("layernorm_bias", "examples/layernorm_bias.py:workload", dump="tensors",
             purpose="linear bias 1000 -> LayerNormV4 (fix: black-list MatMulV2 and LayerNormV4)"),
     Profile("minilm_fp16", "examples/minilm.py:workload", batches=1,
@@ -73,7 +76,7 @@ def capture_profile(spec: Profile, out: Path) -> Path:
     cwd = os.getcwd()
     os.chdir(REPO)
     try:
-        return capture(spec.target, out, mode=spec.mode, dump=spec.dump, batches=spec.batches)
+        return capture(spec.target, out, mode=spec.mode, dump=spec.dump, batches=spec.batches, engine=spec.engine)
     finally:
         os.chdir(cwd)
 

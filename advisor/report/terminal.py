@@ -175,7 +175,7 @@ def print_policy_tune(s: Mapping, out: str, console: Console | None = None) -> N
         cal, held = h.get("calibration") or {}, h.get("held_out") or {}
         con.print(f"{h['iteration']} {mark}  {'; '.join(h.get('rules') or []) or '(policy unchanged)'}  calibration "
                   f"rel-L2 {_f(cal.get('final_rel_l2'))}" + (f", held-out rel-L2 {_f(held.get('final_rel_l2'))}"
-                                                             if held else "") + f" ({h.get('status')})")
+                                                             if held else "") + f" (run {h.get('status')})")
     if s.get("confirmed"):
         con.print(f"[green]confirmed[/green] by measurement in {s['runs']} run(s): {out}/precision_policy.json")
     else:
