@@ -208,3 +208,27 @@ def test_pytorch_half_float_round_trip_does_not_round(tmp_path):
     assert torch.equal(mixed, torch.log(x))
     assert torch.equal(fp32, torch.log(x.half().float())) and not torch.equal(mixed, fp32)
     assert [r["Type"] for r in _rows(run)] == ["Log"]
+
+
+def _tf_round_trip():
+    tf = pytest.importorskip("tensorflow")
+
+    class RoundTrip(tf.Module):
+        @tf.function(input_signature=[tf.TensorSpec([4, 8], tf.float32)])
+        def __call__(self, x):
+            return tf.math.log(tf.cast(tf.cast(x, tf.float16), tf.float32))
+    return tf, RoundTrip()
+
+
+@pytest.mark.tf
+def test_tensorflow_cast_round_trip_does_not_round(tmp_path):
+    """``tf.cast(tf.cast(x, float16), float32)``: GE removes both Casts; Log reads x."""
+    tf, m = _tf_round_trip()
+    from advisor.tf.capture import capture_tf
+    x = _x()
+    run = capture_tf((m, [(x,)]), tmp_path / "r", target="m", local=False, dump="tensors")
+    mixed, fp32 = (np.load(run / "dump" / w / "step0" / "rank0" / "dump_tensor_data" / "Model.output.0.forward.output.0.npy")
+                   for w in ("mixed", "fp32"))
+    assert np.array_equal(mixed, tf.math.log(tf.constant(x)).numpy())
+    assert np.array_equal(fp32, tf.math.log(tf.constant(x.astype(np.float16).astype(np.float32))).numpy())
+    assert [r["Type"] for r in _rows(run)] == ["Log"]

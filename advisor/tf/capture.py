@@ -176,7 +176,10 @@ def capture_tf(workload: Any, out: str | os.PathLike, mode: str = semantics.DEFA
     check_uniform_ports(p, target)
     low_dtype = low or "fp16"
     precision, emit, types = _node_plan(g, fz, p)
-    rw = apply_plan(tf, gd, info, precision, low_dtype, g, emit, numerics, members=fz.members, types=types)
+    through = {n: a["merged_with"] for n, a in fz.graph.nodes(data=True) if a.get("merged_with")}
+    rw = apply_plan(tf, gd, info, precision, low_dtype, g, emit, numerics, members=fz.members, types=types,
+                    through=through)
+    notes += fusion.cast_notes(fz.graph)
 
     n_params = sum(int(np.prod(g.nodes[n].get("out_shapes", [[0]])[0] or [0])) for n in g
                    if g.nodes[n]["role"] == "const" and g.nodes[n].get("dtype") in ("fp32", "fp16", "bf16"))
@@ -339,7 +342,7 @@ def _kernels(g, info, rw, fused, vals, step: int) -> list[dict]:
         node = fz.node_of(n)
         fa = fz.graph.nodes[node] if node in fz.graph else a
         m = fz.members.get(n)
-        if (m is not None and not m.last) or not fa.get("kernel", True):
+        if (m is not None and not m.last) or not fa.get("kernel", True) or fa.get("trans_removed"):
             continue
         if m is not None:
             ins, outs = [tuple(x) for x in fa.get("ports_in", ())], [tuple(x) for x in fa.get("ports_out", ())]
