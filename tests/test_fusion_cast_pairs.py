@@ -232,3 +232,25 @@ def test_tensorflow_cast_round_trip_does_not_round(tmp_path):
     assert np.array_equal(mixed, tf.math.log(tf.constant(x)).numpy())
     assert np.array_equal(fp32, tf.math.log(tf.constant(x.astype(np.float16).astype(np.float32))).numpy())
     assert [r["Type"] for r in _rows(run)] == ["Log"]
+
+
+@pytest.mark.parametrize("kind", ["pytorch", "onnx"])
+def test_replay_of_a_run_with_a_removed_cast_pair_reproduces_its_capture(tmp_path, kind):
+    """Replay re-executes from the FP32 dump, where the user's Casts rounded: the removed pair passes its input
+    through there too, so a replayed plan equals the capture."""
+    from advisor.analysis import analyze
+    x = _x()
+    if kind == "pytorch":
+        run = capture(Workload(HalfRoundTrip(), [(torch.from_numpy(x),)], name="m"), tmp_path / "r", dump="tensors",
+                      local=False)
+    else:
+        from onnx import TensorProto, helper
+        nodes = [helper.make_node("Cast", ["x"], ["h16"], name="to16", to=TensorProto.FLOAT16),
+                 helper.make_node("Cast", ["h16"], ["h32"], name="to32", to=TensorProto.FLOAT),
+                 helper.make_node("Log", ["h32"], ["y"], name="log")]
+        run = _onnx_capture(tmp_path, nodes, [("y", TensorProto.FLOAT)], x)
+    a = analyze(run)
+    measured = a.final_metrics()
+    replayed = a.replay(a.plan).final_metrics(tolerance=a.tolerance)
+    assert measured[0]["output"]["rel_l2"] > 0
+    assert [m["output"]["rel_l2"] for m in measured] == [m["output"]["rel_l2"] for m in replayed]
