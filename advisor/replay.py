@@ -152,6 +152,21 @@ class ROp:
         return self.fp32_out if self.fp32_out is not None else self.out_values
 
 
+def _link_through(ops: list[ROp], through: Mapping[str, str]) -> None:
+    """Each removed Cast's op (entry prefix in ``through``) -> the index of the latest earlier op of the Cast it
+    undoes (``ROp.through``)."""
+    if not through:
+        return
+    last: dict[str, int] = {}
+    for i, op in enumerate(ops):
+        if not op.entry.endswith(".forward"):
+            continue
+        prefix = op.entry[: -len(".forward")]
+        if through.get(prefix) in last and op.out_values:
+            op.through = last[through[prefix]]
+        last[prefix] = i
+
+
 @dataclass
 class StepProgram:
     step: int
@@ -269,15 +284,15 @@ class Recording:
                         onnx_nodes[str(m)] = (blob, a.get("onnx_opset"))
         leaves: dict = {}
         programs = {s: cls._program(s, v, prefix_node if graph is not None else None, kernel, leaves, onnx_nodes,
-                                    fused, types, through) for s, v in sorted(views.items())}
+                                    fused, types) for s, v in sorted(views.items())}
+        for prog in programs.values():
+            _link_through(prog.ops, through)
         return cls(programs, source)
 
     @staticmethod
     def _program(step: int, view: DumpView, prefix_node: dict | None, kernel: dict, leaves: dict,
-                 onnx_nodes: dict | None = None, fused: dict | None = None, types: dict | None = None,
-                 through: dict | None = None) -> StepProgram:
-        onnx_nodes, fused, through = onnx_nodes or {}, fused or {}, through or {}
-        last: dict[str, int] = {}           # entry prefix -> index of its latest op (the Cast a removed one undoes)
+                 onnx_nodes: dict | None = None, fused: dict | None = None, types: dict | None = None) -> StepProgram:
+        onnx_nodes, fused = onnx_nodes or {}, fused or {}
         from .emulator.engine import AUX_FP32_OUTPUTS, mutated_positions
         producers: dict[tuple, tuple[int, int]] = {}
         ops: list[ROp] = []
@@ -341,10 +356,6 @@ class Recording:
                          and all(src is None or ops[src[0]].static for src in op.inputs))
             i = len(ops)
             ops.append(op)
-            if prefix is not None:
-                last[prefix] = i
-                if prefix in through and through[prefix] in last and op.out_values:
-                    op.through = last[through[prefix]]
             for j, v in enumerate(op.out_values):
                 if v is not None:
                     producers[_digest(v)] = (i, j)

@@ -536,9 +536,7 @@ class _Steps:
     @staticmethod
     def groups_of(fz: fusion.FusionResult) -> dict:
         """The mixed run's fused-kernel members and the Cast pairs GE removes (``EmuMode`` ``groups``)."""
-        through = {str(a.get("name", n)): a["merged_with"] for n, a in fz.graph.nodes(data=True)
-                   if a.get("merged_with")}
-        return KernelGroups(((m, (i.node, i.round_out)) for m, i in fz.members.items()), through)
+        return KernelGroups(((m, (i.node, i.round_out)) for m, i in fz.members.items()), fusion.cast_through(fz.graph))
 
     @staticmethod
     def params_of(model) -> dict:

@@ -29,7 +29,7 @@ from .passes import (CONST_TO_ATTR, D_TYPES, a_reduce_mean_fusion_pass, a_reduce
                      pad_fusion_pass, tile_const_to_attr_fusion, z_split_fusion_pass, z_split_v_fusion_pass)
 from .patterns import (add_layer_norm_fusion_pass, layer_norm_fusion_pass, layer_norm_onnx_fusion_pass,
                        mat_mul_bias_add_fusion_pass)
-from .transnodes import TRANS_NODE_MERGING, cast_notes, trans_node_merging
+from .transnodes import TRANS_NODE_MERGING, cast_notes, cast_through, trans_node_merging
 
 # (GE pass name, priority, the function, the op types it starts from) in the order GE runs them: the priorities of
 # tests/engines/nn_engine/depends/CANN_910b_stub/cann/opp/built-in/fusion_pass/config/fusion_config.json ("Main"
@@ -186,7 +186,7 @@ def fused_types(g: nx.DiGraph) -> dict[str, str]:
     return {t: ", ".join(sorted(v)) for t, v in sorted(out.items())}
 
 
-__all__ = ["D_TYPES", "TRANS_NODE_MERGING", "cast_notes", "fuse", "summary", "local_rows", "notes", "FusionResult", "Member", "Rewrite", "PASSES", "PASS_NAMES",
+__all__ = ["D_TYPES", "TRANS_NODE_MERGING", "cast_notes", "cast_through", "fuse", "summary", "local_rows", "notes", "FusionResult", "Member", "Rewrite", "PASSES", "PASS_NAMES",
            "APPLIED", "PRE_FUSION_STAGES", "dump_stage", "is_pre_fusion_dump", "describe_node", "fused_types"]
 
 

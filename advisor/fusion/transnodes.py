@@ -133,6 +133,11 @@ def trans_node_merging(g: nx.DiGraph) -> list[Rewrite]:
     return out
 
 
+def cast_through(g: nx.DiGraph) -> dict[str, str]:
+    """Each Cast GE removes that undoes another -> the name of the Cast whose input it passes on (the emulators)."""
+    return {str(a.get("name", n)): a["merged_with"] for n, a in g.nodes(data=True) if a.get("merged_with")}
+
+
 def cast_notes(g: nx.DiGraph) -> list[str]:
     """What reports say when GE removes Cast pairs: how many, and that the emulation does not round there."""
     pairs = [(a.get("merged_with"), str(a.get("name", n))) for n, a in g.nodes(data=True) if a.get("merged_with")]

@@ -176,10 +176,8 @@ def capture_tf(workload: Any, out: str | os.PathLike, mode: str = semantics.DEFA
     check_uniform_ports(p, target)
     low_dtype = low or "fp16"
     precision, emit, types = _node_plan(g, fz, p)
-    through = {n: a["merged_with"] for n, a in fz.graph.nodes(data=True) if a.get("merged_with")}
     rw = apply_plan(tf, gd, info, precision, low_dtype, g, emit, numerics, members=fz.members, types=types,
-                    through=through)
-    notes += fusion.cast_notes(fz.graph)
+                    through=fusion.cast_through(fz.graph))
 
     n_params = sum(int(np.prod(g.nodes[n].get("out_shapes", [[0]])[0] or [0])) for n in g
                    if g.nodes[n]["role"] == "const" and g.nodes[n].get("dtype") in ("fp32", "fp16", "bf16"))
@@ -213,7 +211,7 @@ def capture_tf(workload: Any, out: str | os.PathLike, mode: str = semantics.DEFA
         cube_style = sorted({g.nodes[n]["type"] for n, s in rw.style.items() if s == "cube-style"})
         files = writer.write_overrides(overrides, keep_dtype if isinstance(keep_dtype, (str, os.PathLike)) else None,
                                        customize_dtypes)
-        notes += stage.backup_notes()
+        notes += fusion.cast_notes(fz.graph) + stage.backup_notes()
         writer.write_run_json(steps=len(wl.batches), training=fr.training, dump=dump, low_dtype=low, **files,
                               lists_source=lists.source, unmapped_ops=unknown, notes=notes,
                               graph=str(graph_path.relative_to(out_dir)) if graph_path else None,
