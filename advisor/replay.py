@@ -143,11 +143,28 @@ class ROp:
     fp32_out: list | None = None      # the FP32 outputs when ``out_values`` are the measured run's (replay_scope)
     rounded_boundary: bool = False    # an input known only as the measured run rounded it: not re-run at another
     # precision (replay_scope)
+    through: int | None = None        # a Cast GE's TransNodeMerging removes: the op index of the Cast it undoes,
+    # whose input it passes on unrounded under every plan (advisor.fusion.transnodes)
 
     @property
     def golden_outputs(self) -> list:
         """The op's FP32 outputs (what its replayed outputs are compared with)."""
         return self.fp32_out if self.fp32_out is not None else self.out_values
+
+
+def _link_through(ops: list[ROp], through: Mapping[str, str]) -> None:
+    """Each removed Cast's op (entry prefix in ``through``) -> the index of the latest earlier op of the Cast it
+    undoes (``ROp.through``)."""
+    if not through:
+        return
+    last: dict[str, int] = {}
+    for i, op in enumerate(ops):
+        if not op.entry.endswith(".forward"):
+            continue
+        prefix = op.entry[: -len(".forward")]
+        if through.get(prefix) in last and op.out_values:
+            op.through = last[through[prefix]]
+        last[prefix] = i
 
 
 @dataclass
@@ -244,10 +261,15 @@ class Recording:
         onnx_nodes: dict[str, tuple] = {}
         fused: dict[str, bool] = {}         # a fused kernel's member entry prefix -> its outputs stay inside
         types: dict[str, str] = {}          # entry prefix -> GE type (HF32 applies by type; a member: its own)
+        through: dict[str, str] = {}        # a removed Cast's entry prefix -> the prefix of the Cast it undoes
         if graph is not None:
+            prefix_of = {str(a.get("name", n)): str(a.get("dump") or a.get("name") or n)
+                         for n, a in graph.nodes(data=True) if a.get("merged_by")}
             for n, a in graph.nodes(data=True):
                 prefix = str(a.get("dump") or a.get("name") or n)
                 prefix_node[prefix] = n
+                if a.get("merged_with") in prefix_of:
+                    through[prefix] = prefix_of[a["merged_with"]]
                 kernel[n] = bool(a.get("kernel", True))
                 types[prefix] = str(a.get("type", ""))
                 if a.get("onnx_node"):      # an ONNX run's node: re-executed by advisor.onnx.replay
@@ -263,6 +285,8 @@ class Recording:
         leaves: dict = {}
         programs = {s: cls._program(s, v, prefix_node if graph is not None else None, kernel, leaves, onnx_nodes,
                                     fused, types) for s, v in sorted(views.items())}
+        for prog in programs.values():
+            _link_through(prog.ops, through)
         return cls(programs, source)
 
     @staticmethod
@@ -389,6 +413,17 @@ class Recording:
             exact_of: dict[int, str] = {}    # op index -> low dtype its outputs are exact in
             entries: dict[str, dict] = {}
             for i, op in enumerate(prog.ops):
+                if op.through is not None:      # GE removed this Cast and the one it undoes: its input, unrounded
+                    head = prog.ops[op.through]
+                    src, v = (head.inputs[0], head.in_values[0]) if head.inputs else (None, None)
+                    if v is not None:
+                        v = new[src[0]][src[1]] if src is not None and src[0] in new else v
+                        new[i] = [v.to(op.out_values[0].dtype)]
+                        dirty.add(i)
+                        entries[op.entry] = {"_outputs": [(op.out_keys[0], {"tensor": new[i][0],
+                                                           "dtype": str(op.out_records[0].get("dtype", "")),
+                                                           "shape": list(new[i][0].shape)})]}
+                        continue
                 prec, out_prec = exec_pair(precision.get(op.node, "fp32") if op.node is not None else "fp32")
                 low = op.kernel and (prec in ("fp16", "bf16") or out_prec in ("fp16", "bf16"))
                 moved = low if op.base_prec == "fp32" else op.kernel and (prec, out_prec) != exec_pair(op.base_prec)

@@ -148,12 +148,47 @@ def test_oracle_case_records_best_share_fewest_edits_and_resumes(tmp_path, monke
     assert {k: v for k, v in again.items() if k not in ("new_captures", "seconds")} == \
         {k: v for k, v in rec.items() if k not in ("new_captures", "seconds")}
     # another spec (fingerprint) for the same name is a cache miss, never a stale hit; stale entries are dropped
-    assert O.CaptureCache.key(case, frozenset({"Exp"})).startswith(f"{case.name}@{case.fingerprint}|")
+    assert O.CaptureCache.key(case, frozenset({"Exp"})).startswith(f"{case.name}@{case.fingerprint}#")
     cache = O.CaptureCache(cache_file)
-    cache.results[f"{case.name}@000000000000|Exp"] = {"ok": True}
+    cache.results[f"{case.name}@000000000000#{O.engine_fingerprint()}|Exp"] = {"ok": True}
     cache.results["other-case@000000000000|Exp"] = {"ok": True}
     assert cache.drop_stale([case]) == 1
     assert "other-case@000000000000|Exp" in O.CaptureCache(cache_file).results
+
+
+def test_cache_never_serves_a_result_of_another_engine_model(tmp_path, monkeypatch):
+    """The key carries the engine model's fingerprint: a result cached under an older engine model (the same case
+    spec and edits) is a miss, and it is dropped."""
+    calls: list[frozenset] = []
+    monkeypatch.setattr(O, "capture_and_judge", fake_capture(calls))
+    case = make_case(0)
+    cache_file = tmp_path / "cache.json"
+    O.oracle_case(case, O.CaptureCache(cache_file), tmp_path)
+    n = len(calls)
+    monkeypatch.setattr(O, "ENGINE_MODEL", O.ENGINE_MODEL + " (changed)")
+    monkeypatch.setattr(O, "_ENGINE_FP", None)
+    cache = O.CaptureCache(cache_file)
+    assert cache.get(case, frozenset()) is None
+    again = O.oracle_case(case, cache, tmp_path)
+    assert again["new_captures"] == again["captures"] == len(calls) - n > 0
+    assert cache.drop_stale([case]) == n
+    assert all(k.startswith(O.CaptureCache.prefix(case)) for k in O.CaptureCache(cache_file).results)
+
+
+def test_engine_fingerprint_hashes_the_tables(monkeypatch, tmp_path):
+    """Changing a file under advisor/data changes the engine fingerprint (the tables decide what a capture does)."""
+    import advisor
+    base = O.engine_fingerprint()
+    fake = tmp_path / "advisor"
+    (fake / "data").mkdir(parents=True)
+    (fake / "__init__.py").write_text("")
+    (fake / "data" / "t.json").write_text("{}")
+    monkeypatch.setattr(advisor, "__file__", str(fake / "__init__.py"))
+    monkeypatch.setattr(O, "_ENGINE_FP", None)
+    one = O.engine_fingerprint()
+    (fake / "data" / "t.json").write_text('{"a": 1}')
+    monkeypatch.setattr(O, "_ENGINE_FP", None)
+    assert len({base, one, O.engine_fingerprint()}) == 3
 
 
 @pytest.mark.parametrize("content, problem", [

@@ -23,7 +23,7 @@ from ..rundir import (RunWriter, StagedRunDir, capture_settings, check_run_out, 
 from ..workload import (Workload, describe_user_error, is_onnx_model, is_onnx_target, is_tf_model, load_target,
                         normalize, tf_install_hint)
 from .dumps import DumpBuilder, static_ptrs
-from .engine import EmuMode, StepRecord, eager_math_attention
+from .engine import EmuMode, KernelGroups, StepRecord, eager_math_attention
 from .kernel_rows import kernel_rows
 from .local import local_error
 from .train import TrainLoop
@@ -450,6 +450,7 @@ class _Steps:
         if step == 0:
             self.g0, self.plan0, self.fz0 = fz.graph, p, fz
             self.ref_sig, self.ref_plan, self.ref_fz = sig, (precs, cpu), fz
+            self.notes.extend(fusion.cast_notes(fz.graph))
         else:
             self.notes.append(f"step {step} has a different op sequence than step 0: planned separately")
         return precs, cpu, fz
@@ -545,8 +546,8 @@ class _Steps:
 
     @staticmethod
     def groups_of(fz: fusion.FusionResult) -> dict:
-        """The mixed run's fused-kernel members (``EmuMode`` ``groups``)."""
-        return {m: (i.node, i.round_out) for m, i in fz.members.items()}
+        """The mixed run's fused-kernel members and the Cast pairs GE removes (``EmuMode`` ``groups``)."""
+        return KernelGroups(((m, (i.node, i.round_out)) for m, i in fz.members.items()), fusion.cast_through(fz.graph))
 
     @staticmethod
     def params_of(model) -> dict:

@@ -98,6 +98,16 @@ def execute_op(func, args: tuple, kwargs: dict, prec: str, *, kernel: bool = Tru
     return tout
 
 
+class KernelGroups(dict):
+    """The mixed run's view of the fused graph (``EmuMode`` ``groups``): op name -> (fused node, its outputs leave
+    the kernel) for the members of fused kernels, and ``through``: each Cast GE's TransNodeMerging removes after
+    its judge (advisor.fusion.transnodes) -> the Cast whose input it passes on unrounded."""
+
+    def __init__(self, members=(), through: dict | None = None):
+        super().__init__(members)
+        self.through = dict(through or {})
+
+
 class ReplayMismatch(AdvisorError):
     exit_code = 1
 
@@ -177,6 +187,10 @@ class EmuMode(TorchDispatchMode):
         # members of fused kernels (mixed run): op name -> (fused node, its outputs leave the kernel); a value one
         # member hands another inside the kernel is neither rounded nor saturated (advisor.fusion)
         self.groups = groups or {}
+        # inverse Cast pairs GE removes: Cast -> the Cast whose input it passes on; that Cast's input (mixed run)
+        self.through: dict[str, str] = getattr(groups, "through", None) or {}
+        self.pair_heads = frozenset(self.through.values())
+        self.pair_in: dict[str, Any] = {}
         # rounded copies of parameters (and their views), reused across ops and steps: keyed by
         # storage, geometry and version counter, so an updated parameter is rounded again
         self.cache = cache if cache is not None else {}
@@ -251,6 +265,13 @@ class EmuMode(TorchDispatchMode):
         run_args, run_kwargs = args, kwargs
         rounded_inputs: dict[int, torch.Tensor] = {}
         kernel = rec.kernel if rec is not None else (opmap.lookup(packet, overload)[1] and packet not in _ALLOC)
+        if replay and self.through and tin:
+            if rec.name in self.pair_heads:
+                self.pair_in[rec.name] = tin[0]
+            src = self.pair_in.get(self.through.get(rec.name, ""))
+            if src is not None:          # GE removed this Cast and the one it undoes: the value passes unrounded
+                run_args = args = (src,) + tuple(args[1:])
+                tin, kernel = [src], False
         nm = self.numerics
         sat = replay and kernel and nm.saturating and prec in ("fp16", "bf16", "fp32")
         hf32 = replay and kernel and prec == "fp32" and nm.hf32_on(rec.type)

@@ -37,7 +37,7 @@ def kernel_rows(step: int, fp: StepRecord, precs: list, cpu: list[bool], fz: fus
                 continue
             ins = [(by_name.get(mm), i) for mm, i in a.get("ports_in", ())]
             outs = [(by_name.get(mm), j) for mm, j in a.get("ports_out", ())]
-        elif not r.kernel or not a.get("kernel", True):
+        elif not r.kernel or not a.get("kernel", True) or a.get("trans_removed"):
             continue
         else:
             skip = set(a.get("attr_inputs") or ())     # constants a ConstToAttr pass made attributes

@@ -29,6 +29,7 @@ from .passes import (CONST_TO_ATTR, D_TYPES, a_reduce_mean_fusion_pass, a_reduce
                      pad_fusion_pass, tile_const_to_attr_fusion, z_split_fusion_pass, z_split_v_fusion_pass)
 from .patterns import (add_layer_norm_fusion_pass, layer_norm_fusion_pass, layer_norm_onnx_fusion_pass,
                        mat_mul_bias_add_fusion_pass)
+from .transnodes import TRANS_NODE_MERGING, cast_notes, cast_through, trans_node_merging
 
 # (GE pass name, priority, the function, the op types it starts from) in the order GE runs them: the priorities of
 # tests/engines/nn_engine/depends/CANN_910b_stub/cann/opp/built-in/fusion_pass/config/fusion_config.json ("Main"
@@ -55,7 +56,9 @@ PASSES: tuple[tuple[str, int, Callable, frozenset[str]], ...] = (
     ("ConstToAttrStridedSliceFusion", 8000, const_to_attr_strided_slice_fusion, frozenset({"StridedSlice"})),
     ("EinsumPass", 8000, einsum_pass, frozenset({"Einsum"})),
 )
-PASS_NAMES = tuple(p[0] for p in PASSES)
+# FE's TransNodeMerging runs after the judge (fe_graph_optimizer.cc:647 after :603): last, and it changes no type
+# or edge (advisor.fusion.transnodes)
+PASS_NAMES = tuple(p[0] for p in PASSES) + (TRANS_NODE_MERGING,)
 APPLIED = "applied"
 
 
@@ -71,7 +74,8 @@ def fuse(g: nx.DiGraph, soc: str = DEFAULT_SOC, lists: OpLists | None = None, tr
         raise ValueError(f"unknown fusion pass {sorted(unknown)[0]!r}; passes: {', '.join(PASS_NAMES)}")
     types = {a.get("type") for a in g._node.values()}
     todo = [p for p in PASSES if p[0] in want and p[3] & types]
-    if not todo:
+    casts = TRANS_NODE_MERGING in want and "Cast" in types
+    if not todo and not casts:
         g.graph["fusion"] = APPLIED
         return FusionResult(g)
     h = copy_graph(g)
@@ -83,6 +87,8 @@ def fuse(g: nx.DiGraph, soc: str = DEFAULT_SOC, lists: OpLists | None = None, tr
     for _name, _prio, fn, _anchors in todo:
         rewrites += fn(h, ctx)
     h = reorder(h)
+    if casts:
+        rewrites += trans_node_merging(h)
     h.graph.pop("_fusion_order", None)
     h.graph["fusion"] = APPLIED
     if not rewrites:
@@ -155,6 +161,9 @@ def describe_node(g: nx.DiGraph, n: Hashable) -> str | None:
     a = attrs(g, n)
     if a.get("members"):
         return f"{' + '.join(a['members'])} fused into {a.get('type')} by {a.get('fused_by')}"
+    if a.get("trans_removed"):
+        undoes = f", undoing {a['merged_with']}" if a.get("merged_with") else ""
+        return f"{a.get('name', n)} (Cast) removed by TransNodeMerging after the precision judge{undoes}"
     if a.get("fused_by"):
         if a.get("type") == "Identity":
             return f"{a.get('name', n)} ({a.get('pre_fusion_type')}) removed by {a['fused_by']}"
@@ -177,7 +186,7 @@ def fused_types(g: nx.DiGraph) -> dict[str, str]:
     return {t: ", ".join(sorted(v)) for t, v in sorted(out.items())}
 
 
-__all__ = ["D_TYPES", "fuse", "summary", "local_rows", "notes", "FusionResult", "Member", "Rewrite", "PASSES", "PASS_NAMES",
+__all__ = ["D_TYPES", "TRANS_NODE_MERGING", "cast_notes", "cast_through", "fuse", "summary", "local_rows", "notes", "FusionResult", "Member", "Rewrite", "PASSES", "PASS_NAMES",
            "APPLIED", "PRE_FUSION_STAGES", "dump_stage", "is_pre_fusion_dump", "describe_node", "fused_types"]
 
 

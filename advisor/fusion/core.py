@@ -43,6 +43,9 @@ class Rewrite:
     def describe(self) -> str:
         """``Aten.add.Tensor.3 + Aten.native_layer_norm.default.1 fused into AddLayerNorm by
         AddLayerNormFusionPass``."""
+        if self.pass_name == "TransNodeMerging":
+            return (f"{' + '.join(self.members)} (Casts {self.after}) removed by TransNodeMerging after the "
+                    "precision judge")
         if len(self.members) == 1:
             if self.after == "Identity":
                 return f"{self.members[0]} ({self.before[0]}) removed by {self.pass_name}"

@@ -101,6 +101,10 @@ class Executor:
         for nd in self.model.nodes:
             args = [vals.get(i) if i else None for i in nd.inputs]
             pr = ports.get(nd.index) if ports is not None else None
+            if pr is not None and pr.through is not None:      # an inverse Cast pair GE removed: identity
+                for o in nd.outputs[:1]:
+                    vals[o] = vals.get(pr.through)
+                continue
             if pr is not None:
                 raw = pr.raw_in          # fed by another member of its fused kernel: neither rounded nor saturated
                 args = [round_to(a, pr.ins[j], ov) if j < len(pr.ins) and j not in raw else a
@@ -174,7 +178,7 @@ def capture_onnx(model: Any, out: str | os.PathLike, mode: str = semantics.DEFAU
             if g is None:
                 pre, fz, p, ports = _fused_plan(m, v32, run_name, lists, mode, overrides)
                 g = fz.graph
-                notes += _override_notes(overrides, g)
+                notes += _override_notes(overrides, g) + fusion.cast_notes(g)
             vmx = _run(ex, feed, {k: v for k, v in ports.items() if v[2]}, seed + step, target,
                        f"the mixed run (step {step})", numerics)
             kernels.extend(_kernels(m, fz, p, ports, vmx, step))
@@ -254,7 +258,8 @@ def _ge_source() -> str:
 class Ports(NamedTuple):
     """How one ONNX node executes in the mixed run: its input and output dtypes as executed, whether it runs under
     the plan, the inputs and outputs that stay inside a fused kernel (never rounded nor saturated: ``raw_in``,
-    ``raw_out``) and the GE type whose HF32 rule applies (the post-fusion type; a fused kernel's member: its own)."""
+    ``raw_out``), the GE type whose HF32 rule applies (the post-fusion type; a fused kernel's member: its own) and,
+    for a Cast GE's TransNodeMerging removes (advisor.fusion.transnodes), the ONNX value it passes on instead."""
 
     ins: list
     outs: list
@@ -262,6 +267,7 @@ class Ports(NamedTuple):
     raw_in: frozenset = frozenset()
     raw_out: bool = False
     ge_type: str | None = None
+    through: str | None = None      # a Cast GE removes after its judge: the value it passes on, unrounded
 
 
 def _ports(m: Model, pre, fz: fusion.FusionResult, p) -> dict[int, Ports]:
@@ -269,10 +275,12 @@ def _ports(m: Model, pre, fz: fusion.FusionResult, p) -> dict[int, Ports]:
     dtype, float outputs in the output dtype) of the (fused) node each ONNX node belongs to; inside a fused kernel
     the values one member hands another keep their dtype (not rounded).  Constants are not op nodes."""
     out = {}
+    by_name = {nd.name: nd for nd in m.nodes}
     for nd in m.nodes:
         if nd.const or nd.name not in pre:
             continue
         a, node = pre.nodes[nd.name], fz.node_of(nd.name)
+        partner = by_name.get(fz.graph.nodes[node].get("merged_with"))
         ins, outs = p.port_dtypes(node, list(a["in_dtypes"]), list(a["out_dtypes"]), nd.aux)
         mem = fz.members.get(nd.name)
         raw_in, raw_out = frozenset(), False
@@ -284,7 +292,8 @@ def _ports(m: Model, pre, fz: fusion.FusionResult, p) -> dict[int, Ports]:
         planned = (bool(a.get("kernel", True)) and bool(a.get("float", True))
                    and bool(fz.graph.nodes[node].get("kernel", True)))
         typ = nd.ge.type if mem is not None else str(fz.graph.nodes[node].get("type", nd.ge.type))
-        out[nd.index] = Ports(ins, outs, planned, raw_in, raw_out, typ)
+        through = partner.inputs[0] if partner is not None and partner.inputs else None
+        out[nd.index] = Ports(ins, outs, planned, raw_in, raw_out, typ, through)
     return out
 
 
@@ -344,7 +353,7 @@ def _kernels(m: Model, fz: fusion.FusionResult, p, ports, vals, step: int) -> li
                 continue
             ins = [(by_name[mm], j) for mm, j in a.get("ports_in", ()) if mm in by_name]
             outs = [(by_name[mm], j) for mm, j in a.get("ports_out", ()) if mm in by_name]
-        elif not a.get("kernel", True):
+        elif not a.get("kernel", True) or a.get("trans_removed"):
             continue
         else:
             skip = set(a.get("attr_inputs") or ())     # constants a ConstToAttr pass made attributes

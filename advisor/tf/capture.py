@@ -176,7 +176,8 @@ def capture_tf(workload: Any, out: str | os.PathLike, mode: str = semantics.DEFA
     check_uniform_ports(p, target)
     low_dtype = low or "fp16"
     precision, emit, types = _node_plan(g, fz, p)
-    rw = apply_plan(tf, gd, info, precision, low_dtype, g, emit, numerics, members=fz.members, types=types)
+    rw = apply_plan(tf, gd, info, precision, low_dtype, g, emit, numerics, members=fz.members, types=types,
+                    through=fusion.cast_through(fz.graph))
 
     n_params = sum(int(np.prod(g.nodes[n].get("out_shapes", [[0]])[0] or [0])) for n in g
                    if g.nodes[n]["role"] == "const" and g.nodes[n].get("dtype") in ("fp32", "fp16", "bf16"))
@@ -210,7 +211,7 @@ def capture_tf(workload: Any, out: str | os.PathLike, mode: str = semantics.DEFA
         cube_style = sorted({g.nodes[n]["type"] for n, s in rw.style.items() if s == "cube-style"})
         files = writer.write_overrides(overrides, keep_dtype if isinstance(keep_dtype, (str, os.PathLike)) else None,
                                        customize_dtypes)
-        notes += stage.backup_notes()
+        notes += fusion.cast_notes(fz.graph) + stage.backup_notes()
         writer.write_run_json(steps=len(wl.batches), training=fr.training, dump=dump, low_dtype=low, **files,
                               lists_source=lists.source, unmapped_ops=unknown, notes=notes,
                               graph=str(graph_path.relative_to(out_dir)) if graph_path else None,
@@ -339,7 +340,7 @@ def _kernels(g, info, rw, fused, vals, step: int) -> list[dict]:
         node = fz.node_of(n)
         fa = fz.graph.nodes[node] if node in fz.graph else a
         m = fz.members.get(n)
-        if (m is not None and not m.last) or not fa.get("kernel", True):
+        if (m is not None and not m.last) or not fa.get("kernel", True) or fa.get("trans_removed"):
             continue
         if m is not None:
             ins, outs = [tuple(x) for x in fa.get("ports_in", ())], [tuple(x) for x in fa.get("ports_out", ())]

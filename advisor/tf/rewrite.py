@@ -252,13 +252,15 @@ def _opdef(op: str):
 
 def apply_plan(tf, graph_def, info: TFGraphInfo, precision: Mapping[str, str], low_dtype: str,
                g=None, outputs: Mapping[str, str] | None = None, numerics: Numerics = IEEE,
-               members: Mapping[str, Any] | None = None, types: Mapping[str, str] | None = None) -> Rewritten:
+               members: Mapping[str, Any] | None = None, types: Mapping[str, str] | None = None,
+               through: Mapping[str, str] | None = None) -> Rewritten:
     """The GraphDef that executes ``precision`` (node -> fp32/fp16/bf16/n/a from a semantics Plan) with the
     output dtypes ``outputs`` (node -> the plan's output dtype; default: its precision), the way the chip
     rounds (``numerics``: its overflow mode and HF32).  ``members``: the members of fused kernels
     (``fusion.Member``: ``internal_in``, ``round_out``), executed cube-style (fp32 compute) so a value one member
     hands another is never rounded; ``types``: the GE type each node executes as (post-fusion; default its graph
-    type), which decides HF32."""
+    type), which decides HF32; ``through``: each Cast GE's TransNodeMerging removes (advisor.fusion.transnodes) ->
+    the Cast whose input it passes on unrounded."""
     out = tf.compat.v1.GraphDef()
     out.versions.CopyFrom(graph_def.versions)
     out.library.CopyFrom(graph_def.library)
@@ -277,6 +279,13 @@ def apply_plan(tf, graph_def, info: TFGraphInfo, precision: Mapping[str, str], l
         nd = nodes[name]
         opdef = _opdef(nd.op)
         ins = [src_of(i) for i in nd.input if not i.startswith("^")]
+        head = nodes.get((through or {}).get(name, ""))
+        if head is not None:        # an inverse Cast pair GE removed: the head Cast's input, unrounded
+            t, dt = src_of(next(i for i in head.input if not i.startswith("^")))
+            cur[(name, 0)] = (t, dt)
+            rw.tensor[(name, 0)] = t
+            rw.in_dtypes[name], rw.out_dtypes[name] = [dt], [dt]
+            continue
         if nd.op in opmap.BYPASS:
             m = tf.compat.v1.NodeDef()
             m.CopyFrom(nd)

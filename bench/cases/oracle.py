@@ -8,8 +8,11 @@ last one; loss and every parameter gradient for training cases).  Strict superse
 captured (they black-list more: they can neither need fewer edits nor keep more low-precision time).  For
 each passing set the low-precision share of measured kernel time is recorded (search.low_precision_share).
 
-Every capture result is cached in a JSON file keyed by (case name @ spec fingerprint, edits), written after
-each capture, so an interrupted run resumes where it stopped.
+Every capture result is cached in a JSON file keyed by (case name @ spec fingerprint # engine model, edits),
+written after each capture, so an interrupted run resumes where it stopped.  The engine model's fingerprint
+(``engine_fingerprint``) hashes ``ENGINE_MODEL`` (bumped by hand whenever a rule of the engine model changes:
+semantics, fusion passes, numerics, emulators) and every file under advisor/data (the default tables, the kernel
+dtype tables, the op maps), so a cache never serves a result captured under an older engine model.
 
     python -m bench.cases.oracle --set dev --out bench/cases/oracle_dev.json
     python -m bench.cases.oracle --set holdout --out bench/cases/oracle_holdout.json
@@ -35,6 +38,24 @@ from .suite import SETS
 
 MODE, SOC, MAX_SIZE = "mixed_float16", "ascend910b", 3
 CACHE_VERSION = 1
+# Bump (by hand) whenever a rule of the engine model changes what a capture computes (semantics, fusion passes,
+# numerics, the emulators); the tables under advisor/data are hashed as they are (engine_fingerprint).
+ENGINE_MODEL = "2026-12-02 issue 20: GE fusion before the judge, kernel dtype tables, 2026 tables, Cast pairs"
+_ENGINE_FP: str | None = None
+
+
+def engine_fingerprint() -> str:
+    """12 hex digits: sha256 of ``ENGINE_MODEL`` and of every file under advisor/data (path and bytes)."""
+    global _ENGINE_FP
+    if _ENGINE_FP is None:
+        import hashlib
+        import advisor
+        data = Path(advisor.__file__).resolve().parent / "data"
+        h = hashlib.sha256(ENGINE_MODEL.encode())
+        for f in sorted(p for p in data.rglob("*") if p.is_file()):
+            h.update(f.relative_to(data).as_posix().encode() + b"\0" + f.read_bytes())
+        _ENGINE_FP = h.hexdigest()[:12]
+    return _ENGINE_FP
 
 
 def _safe(o):
@@ -72,8 +93,13 @@ class CaptureCache:
         self.results = d["results"]
 
     @staticmethod
-    def key(case: Case, edits) -> str:
-        return f"{case.name}@{case.fingerprint}|{edits_key(edits)}"
+    def prefix(case: Case) -> str:
+        """``<case>@<spec fingerprint>#<engine fingerprint>|``: what every current key of ``case`` starts with."""
+        return f"{case.name}@{case.fingerprint}#{engine_fingerprint()}|"
+
+    @classmethod
+    def key(cls, case: Case, edits) -> str:
+        return cls.prefix(case) + edits_key(edits)
 
     def get(self, case: Case, edits) -> dict | None:
         return self.results.get(self.key(case, edits))
@@ -88,8 +114,9 @@ class CaptureCache:
             atomic_write_json(self.path, {"meta": self.meta, "results": self.results}, indent=None)
 
     def drop_stale(self, cases: list[Case]) -> int:
-        """Forget the results of earlier specs of these cases (same name, other fingerprint)."""
-        current = {c.name: f"{c.name}@{c.fingerprint}|" for c in cases}
+        """Forget the results of earlier specs of these cases or of an earlier engine model (same name, other
+        fingerprint)."""
+        current = {c.name: self.prefix(c) for c in cases}
         stale = [k for k in self.results if k.split("@")[0] in current and not k.startswith(current[k.split("@")[0]])]
         for k in stale:
             del self.results[k]
