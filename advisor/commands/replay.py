@@ -50,12 +50,7 @@ def register(app: typer.Typer) -> None:
                 mx.check_op_types(cand, a.defaults, set(a.compiled.types))
             cand = cand if cand is not None else a.run_mixlist
             plan = a.plan_of(a.lists_with(cand)) if ov is None else a.compiled.what_if(a.plan, a.lists_with(cand), ov)
-            steps = a.recording.steps if a.recording is not None else []
-            if step:
-                missing = sorted(set(step) - set(steps))
-                if missing:
-                    raise InputError(run, f"no step {', '.join(map(str, missing))} in the FP32 dump; "
-                                          f"steps: {', '.join(map(str, steps)) or 'none'}")
+            _check_steps(run, step, a)
             res = a.replay(plan, step or None)
             per_step = res.final_metrics()
             verdict = tol.judge(per_step)
@@ -77,6 +72,15 @@ def register(app: typer.Typer) -> None:
         raise typer.Exit(0 if verdict.ok else 1)
 
 
+def _check_steps(run: str, step: Optional[list[int]], a) -> None:
+    """``--step`` names steps the run's FP32 dump has (one line, exit 2, otherwise)."""
+    steps = a.recording.steps if a.recording is not None else []
+    missing = sorted(set(step or ()) - set(steps))
+    if missing:
+        raise InputError(run, f"no step {', '.join(map(str, missing))} in the FP32 dump; "
+                              f"steps: {', '.join(map(str, steps)) or 'none'}")
+
+
 def _replay_policy(run: str, engine: EngineChoice, ge_file: Optional[str], chip: Chip, numerics: NumericsChoice,
                    step: Optional[list[int]], tol: Tolerance, as_json: bool) -> None:
     """A torch_npu run under ``--policy`` (default: the run's own policy); raises typer.Exit with the verdict."""
@@ -91,12 +95,7 @@ def _replay_policy(run: str, engine: EngineChoice, ge_file: Optional[str], chip:
     a = analyze(run, tolerance=tol, soc=chip.soc, overflow_mode=numerics.overflow_mode,
                 allow_hf32=numerics.allow_hf32)
     r = TorchNpuReplay(a)
-    steps = a.recording.steps if a.recording is not None else []
-    if step:
-        missing = sorted(set(step) - set(steps))
-        if missing:
-            raise InputError(run, f"no step {', '.join(map(str, missing))} in the FP32 dump; "
-                                  f"steps: {', '.join(map(str, steps)) or 'none'}")
+    _check_steps(run, step, a)
     out, ok = replay_report(r, pol if pol is not None else r.policy, tol, step or None)
     if as_json:
         typer.echo(json.dumps(json_safe(out), indent=2))

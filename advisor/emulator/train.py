@@ -117,27 +117,24 @@ class TrainLoop:
         self.ref_bwd = -1
         self.fp_buffers: dict = {}
 
-    def _optimizer(self, model) -> Any:
+    def _built(self, factory: Any, arg: Any, call: str, what: str) -> Any:
+        """``factory(arg)`` of the workload contract (``call`` as the user wrote it): an object with ``step()``
+        (``what`` it must be), else one line naming the target."""
         try:
-            opt = self.wl.optimizer(model.parameters())
+            obj = factory(arg)
         except Exception as e:
-            raise InputError(self.target, f"optimizer(params) {describe_user_error(e, 'raised ')}") from None
-        if not callable(getattr(opt, "step", None)):
-            raise InputError(self.target, f"optimizer(params) returned {type(opt).__name__}, not an optimizer "
-                                          "(no step())")
-        return opt
+            raise InputError(self.target, f"{call} {describe_user_error(e, 'raised ')}") from None
+        if not callable(getattr(obj, "step", None)):
+            raise InputError(self.target, f"{call} returned {type(obj).__name__}, not {what} (no step())")
+        return obj
+
+    def _optimizer(self, model) -> Any:
+        return self._built(self.wl.optimizer, model.parameters(), "optimizer(params)", "an optimizer")
 
     def _scheduler(self, opt) -> Any:
         if self.wl.lr_scheduler is None:
             return None
-        try:
-            sched = self.wl.lr_scheduler(opt)
-        except Exception as e:
-            raise InputError(self.target, f"lr_scheduler(optimizer) {describe_user_error(e, 'raised ')}") from None
-        if not callable(getattr(sched, "step", None)):
-            raise InputError(self.target, f"lr_scheduler(optimizer) returned {type(sched).__name__}, not a scheduler "
-                                          "(no step())")
-        return sched
+        return self._built(self.wl.lr_scheduler, opt, "lr_scheduler(optimizer)", "a scheduler")
 
     def _for_reuse(self, g: Any) -> Any:
         return copy.deepcopy(g) if self.ref is not None and not self.ref.disabled else None
