@@ -87,6 +87,25 @@ def eval_case(case, oracle: dict | None, work: Path, with_dtype: bool = False) -
     return out
 
 
+def tune_case(case, work: Path, max_runs: int = 6) -> dict:
+    """``advisor tune --engine torch_npu`` on the case (the library call the command makes): runs until a policy
+    passes the calibration and held-out batches, each run a fresh emulator capture with the policy applied."""
+    from advisor.runners.emulator import EmulatorRunner
+    from advisor.tune.policy_loop import tune_policy
+    t0 = time.perf_counter()
+    r = EmulatorRunner(case.workload(), soc=SOC, dump="tensors")
+    try:
+        s = tune_policy(r, work / "tune", amp=AMP, mode=MODE, soc=SOC, start=None, max_runs=max_runs)
+    finally:
+        r.close()
+        shutil.rmtree(work / "tune", ignore_errors=True)
+    pol = s.get("policy") or {}
+    return {"tune_confirmed": bool(s["confirmed"]), "tune_runs": s["runs"], "tune_dtype": pol.get("dtype"),
+            "tune_rules": sorted(f"{k}:{v}" for r_ in (pol.get("rules") or {}).get("keep_fp32", [])
+                                 for k, v in r_.items()),
+            "tune_seconds": round(time.perf_counter() - t0, 1)}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench.npu_suite_eval", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -94,6 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--oracle", type=Path, help="the oracle JSON of the same set (bench/npu_cases/oracle.py)")
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--cases", nargs="*", help="only these cases (names or seeds)")
+    ap.add_argument("--tune", action="store_true", help="also run the torch_npu tune on every case (budget 6 runs)")
     ap.add_argument("--with-dtype", action="store_true", help="let recommend change the autocast dtype (outside "
                     "the oracle's candidates: its shares are then not comparable)")
     a = ap.parse_args(argv)
@@ -105,6 +125,8 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="npu_eval_") as tmp:
         for c in cs:
             r = eval_case(c, orc.get(c.name), Path(tmp), a.with_dtype)
+            if a.tune:
+                r.update(tune_case(c, Path(tmp)))
             print(json.dumps(r), flush=True)
             recs.append(r)
     counts: dict[str, int] = {}
@@ -118,6 +140,12 @@ def main(argv: list[str] | None = None) -> int:
                "advice_within_1pt_of_oracle_best": sum(bool(r.get("within_1pt_of_best")) for r in advised),
                "hazards_advised": sum(r["kind"] == "hazard" for r in advised),
                "controls_no_change": sum(r["kind"] == "control" and r["status"] == "no change" for r in recs)}
+    if a.tune:
+        conf = [r for r in recs if r.get("tune_confirmed")]
+        summary.update(tune_confirmed=len(conf), tune_within_3_runs_after_reference=sum(r["tune_runs"] <= 4
+                                                                                        for r in conf),
+                       tune_mean_runs=round(sum(r["tune_runs"] for r in conf) / max(len(conf), 1), 2),
+                       tune_dtype_changes=sum(r.get("tune_dtype") not in (None, "fp16", "float16") for r in conf))
     from advisor.fsutil import atomic_write_json, json_safe
     atomic_write_json(a.out, json_safe({"set": a.set, "summary": summary, "cases": recs}))
     print(json.dumps(summary))
