@@ -150,6 +150,7 @@ def _x() -> np.ndarray:
     return (1 + np.random.RandomState(0).rand(4, 8) * 1e-3).astype(np.float32)   # bits below fp16's resolution
 
 
+@pytest.mark.slow
 def test_onnx_capture_cli_a_users_fp16_round_trip_does_not_round(tmp_path):
     """Cast(to FLOAT16) -> Cast(to FLOAT) -> Log (black, fp32): on GE the pair is gone, Log reads x itself."""
     from onnx import TensorProto, helper
@@ -166,6 +167,7 @@ def test_onnx_capture_cli_a_users_fp16_round_trip_does_not_round(tmp_path):
     assert any("TransNodeMerging removes 1 inverse float Cast pair" in n for n in meta["notes"])
 
 
+@pytest.mark.slow
 def test_onnx_capture_cli_an_integer_round_trip_still_truncates(tmp_path):
     """Cast(to INT32) -> Cast(to FLOAT): not float casts, the user's: kept (:397-405)."""
     from onnx import TensorProto, helper
@@ -178,6 +180,7 @@ def test_onnx_capture_cli_an_integer_round_trip_still_truncates(tmp_path):
     assert {r["Name"] for r in _rows(run)} == {"toint", "tofloat", "log"}
 
 
+@pytest.mark.slow
 def test_onnx_capture_cli_the_first_cast_keeps_its_other_consumer(tmp_path):
     """The fp16 tensor also feeds an Abs: Abs still reads the rounded value (the Cast keeps its kernel for it),
     Log reads x."""
@@ -234,6 +237,7 @@ def test_tensorflow_cast_round_trip_does_not_round(tmp_path):
     assert [r["Type"] for r in _rows(run)] == ["Log"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["pytorch", "onnx"])
 def test_replay_of_a_run_with_a_removed_cast_pair_reproduces_its_capture(tmp_path, kind):
     """Replay re-executes from the FP32 dump, where the user's Casts rounded: the removed pair passes its input

@@ -129,6 +129,7 @@ def test_run_json_without_engine_stays_ge():
     assert info.engine == "ge" and "names no engine" in info.why
 
 
+@pytest.mark.slow
 def test_an_emulated_torch_npu_profile_reads_like_a_real_one(tmp_path):
     """The emulator's torch_npu profile records ACL_PRECISION_MODE in profiler_info: without its run.json the run
     still reads as torch_npu, in the mode it ran in."""

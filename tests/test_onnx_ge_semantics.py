@@ -45,6 +45,7 @@ def _w(*shape, seed=1):
     return np.random.default_rng(seed).standard_normal(shape).astype(np.float32)
 
 
+@pytest.mark.slow
 def test_gray_mul_fed_only_by_initializers_runs_float(tmp_path):
     m = _model([helper.make_node("Mul", ["w", "decay"], ["wd"], name="decay_mul"),
                 helper.make_node("MatMul", ["x", "wd"], ["y"], name="mm")],
@@ -55,6 +56,7 @@ def test_gray_mul_fed_only_by_initializers_runs_float(tmp_path):
     assert rows["mm"]["Input Data Types"] == "FLOAT16;FLOAT16"
 
 
+@pytest.mark.slow
 def test_op_without_an_ai_core_kernel_after_an_fp16_matmul_runs_float_on_ai_cpu(tmp_path):
     m = _model([helper.make_node("MatMul", ["x", "w"], ["h"], name="mm"),
                 helper.make_node("Hardmax", ["h"], ["y"], name="hardmax")], {"w": _w(8, 8)})
@@ -67,6 +69,7 @@ def test_op_without_an_ai_core_kernel_after_an_fp16_matmul_runs_float_on_ai_cpu(
     assert float(hm["Duration(us)"]) > 100.0
 
 
+@pytest.mark.slow
 def test_matmul_in_force_fp32_has_float16_inputs_and_a_float_output(tmp_path):
     m = _model([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")], {"w": _w(8, 8)})
     rows = _capture(tmp_path, m, "--mode", "force_fp32")
@@ -74,6 +77,7 @@ def test_matmul_in_force_fp32_has_float16_inputs_and_a_float_output(tmp_path):
     assert (mm["Input Data Types"], mm["Output Data Types"]) == ("FLOAT16;FLOAT16", "FLOAT")
 
 
+@pytest.mark.slow
 def test_matmul_in_allow_fp32_to_bf16_stays_float(tmp_path):
     m = _model([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm")], {"w": _w(8, 8)})
     rows = _capture(tmp_path, m, "--mode", "allow_fp32_to_bf16")
@@ -81,6 +85,7 @@ def test_matmul_in_allow_fp32_to_bf16_stays_float(tmp_path):
     assert (mm["Input Data Types"], mm["Output Data Types"]) == ("FLOAT;FLOAT", "FLOAT")
 
 
+@pytest.mark.slow
 def test_force_fp32_matmul_output_is_not_rounded_in_the_dump(tmp_path):
     """fp16 inputs, fp32 output: the mixed run's output equals fp32 math on fp16-rounded inputs, not fp16."""
     w = _w(8, 8)

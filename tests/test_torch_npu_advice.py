@@ -141,6 +141,7 @@ def test_advice_keeps_the_mul_or_its_module_in_fp32(advice910):
     assert len(rules) == 1 and rules[0] in [("sq", None), (None, "mul"), ("sq", "mul")]
 
 
+@pytest.mark.slow
 def test_a_fresh_capture_with_the_advised_policy_passes_compare(advice910, tmp_path):
     run = tmp_path / "confirmed"
     assert main(["capture", WL, "--soc", "ascend910", "--policy", str(advice910 / "precision_policy.json"),
@@ -178,6 +179,7 @@ def test_no_dtype_change_is_proposed_on_a_chip_without_bf16(run910):
     assert rec.precision_policy.candidates and not any("dtype" in c for c in rec.precision_policy.candidates)
 
 
+@pytest.mark.slow
 def test_on_a_chip_with_bf16_the_advice_keeps_the_most_low_precision_time(run910b, tmp_path):
     """Fewest edits, then most low-precision time kept: bf16 keeps the linear and the Mul low; a fresh capture with
     the advised policy (and the autocast dtype it names: --mode mixed_bfloat16) passes."""

@@ -36,6 +36,7 @@ def _meta(run) -> dict:
 
 
 # ---------------------------------------------------------------------------- autocast, as torch_npu runs it
+@pytest.mark.slow
 def test_capture_defaults_to_torch_npu_for_a_pytorch_workload(tmp_path):
     """A new PyTorch capture runs as torch_npu runs it (autocast in the mixed mode); --engine ge keeps GE."""
     assert _cli("capture", WL, "--out", str(tmp_path / "r"), "--no-local-error", "--dump", "stats") == 0
@@ -46,6 +47,7 @@ def test_capture_defaults_to_torch_npu_for_a_pytorch_workload(tmp_path):
     assert _meta(tmp_path / "g")["engine"] == "ge" and "amp" not in _meta(tmp_path / "g")
 
 
+@pytest.mark.slow
 def test_a_default_capture_can_be_recommended_as_a_policy(tmp_path):
     assert _cli("capture", WL, "--out", str(tmp_path / "r"), "--no-local-error") == 0
     assert _cli("recommend", "--profile", str(tmp_path / "r"), "--out", str(tmp_path / "rec")) == 0
@@ -53,6 +55,7 @@ def test_a_default_capture_can_be_recommended_as_a_policy(tmp_path):
     assert not (tmp_path / "rec" / "modify_mixlist.json").exists()
 
 
+@pytest.mark.slow
 def test_a_default_capture_of_an_optimizer_workload_stays_ge_with_a_note(tmp_path):
     src = tmp_path / "wl.py"
     src.write_text(
@@ -69,6 +72,7 @@ def test_a_default_capture_of_an_optimizer_workload_stays_ge_with_a_note(tmp_pat
     assert m["engine"] == "ge" and any("optimizer" in n for n in m["notes"])
 
 
+@pytest.mark.slow
 def test_amp_without_engine_means_torch_npu(tmp_path):
     assert _cli("capture", WL, "--out", str(tmp_path / "r"), "--amp", "autocast", "--no-local-error",
                 "--dump", "stats") == 0
@@ -76,6 +80,7 @@ def test_amp_without_engine_means_torch_npu(tmp_path):
     assert (m["engine"], m["amp"], m["acl_precision_mode"]) == ("torch_npu", "autocast", "must_keep_origin_dtype")
 
 
+@pytest.mark.slow
 def test_h_times_h_after_a_linear_runs_fp16_exp_and_softmax_fp32(tmp_path):
     """The issue's model: the Mul is in no table and takes the linear's fp16 output; exp is fp32, softmax
     fp32_set_opt_dtype (kernel_details.csv of a capture on the command line)."""
@@ -106,6 +111,7 @@ def test_mixed_bfloat16_picks_bf16_as_the_autocast_dtype(tmp_path):
 
 
 # ---------------------------------------------------------------------------- --amp none: ACL_PRECISION_MODE
+@pytest.mark.slow
 @pytest.mark.parametrize("soc,want", [("ascend910", "fp16"), ("ascend910b", "fp32")])
 def test_amp_none_cube_op_follows_the_chips_acl_precision_mode(tmp_path, soc, want):
     assert _cli("capture", WL, "--out", str(tmp_path / "r"), "--amp", "none", "--soc", soc, "--no-local-error",
@@ -132,6 +138,7 @@ def _policy(tmp_path, rules: dict, amp: str = "autocast") -> str:
     return str(p)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rule", [{"module": "sq"}, {"op": "mul"}, {"op": "mul.Tensor", "module": "sq"}])
 def test_policy_keeping_the_mul_or_its_module_runs_it_fp32(tmp_path, rule):
     pol = _policy(tmp_path, {"keep_fp32": [rule]})
@@ -229,6 +236,7 @@ def test_onnx_target_refuses_engine_torch_npu(tmp_path, capsys):
     assert code == 2 and len(err) == 1 and "runs on GE" in err[0]
 
 
+@pytest.mark.slow
 def test_ge_only_options_pick_ge_by_default_and_refuse_torch_npu(tmp_path, capsys):
     ml = tmp_path / "ml.json"
     ml.write_text('{"black-list": {"to-add": ["Exp"]}}')
