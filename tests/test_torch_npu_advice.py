@@ -18,7 +18,7 @@ from advisor.replay_torch_npu import TorchNpuReplay
 from advisor.semantics import torch_npu as S
 from advisor.semantics.torch_npu_trace import read_trace, trace_from_json, trace_to_json, with_op_frames
 
-from torch_npu_models import lin_sq_workload, rows_of
+from torch_npu_models import optimizer_workload_source, lin_sq_workload, rows_of
 
 pytestmark = pytest.mark.timeout(600)
 WL = f"{Path(__file__).with_name('torch_npu_models.py')}:lin_sq_workload"
@@ -249,14 +249,7 @@ def test_tune_refuses_what_a_torch_npu_tune_does_not_do_in_one_line(tmp_path, ca
 
 def test_tune_refuses_an_optimizer_workload_under_torch_npu_in_one_line(tmp_path, capsys):
     src = tmp_path / "wl.py"
-    src.write_text(
-        "import torch\nimport torch.nn.functional as F\nfrom advisor.workload import Workload\n"
-        "class M(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
-        "        self.fc = torch.nn.Linear(6, 2)\n    def forward(self, x, y):\n        return self.fc(x)\n"
-        "def workload():\n    torch.manual_seed(0)\n"
-        "    return Workload(M(), [(torch.randn(4, 6), torch.randn(4, 2))] * 2,\n"
-        "                    lambda o, b: F.mse_loss(o, b[1]), optimizer=lambda p: torch.optim.SGD(p, lr=0.1),\n"
-        "                    steps=2)\n")
+    src.write_text(optimizer_workload_source(2))
     capsys.readouterr()
     assert main(["tune", f"{src}:workload", "--engine", "torch_npu", "--out", str(tmp_path / "t")]) == 2
     err = capsys.readouterr().err.strip().splitlines()

@@ -13,7 +13,7 @@ from advisor.cli import main
 from advisor.emulator.capture import capture
 from advisor.ingest.run import load_run
 
-from torch_npu_models import LinMul, kernel_rows, lin_mul_workload, rows_of
+from torch_npu_models import optimizer_workload_source, LinMul, kernel_rows, lin_mul_workload, rows_of
 
 REPO = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.timeout(300)
@@ -58,14 +58,7 @@ def test_a_default_capture_can_be_recommended_as_a_policy(tmp_path):
 @pytest.mark.slow
 def test_a_default_capture_of_an_optimizer_workload_stays_ge_with_a_note(tmp_path):
     src = tmp_path / "wl.py"
-    src.write_text(
-        "import torch\nimport torch.nn.functional as F\nfrom advisor.workload import Workload\n"
-        "class M(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
-        "        self.fc = torch.nn.Linear(6, 2)\n    def forward(self, x, y):\n        return self.fc(x)\n"
-        "def workload():\n    torch.manual_seed(0)\n"
-        "    return Workload(M(), [(torch.randn(4, 6), torch.randn(4, 2))],\n"
-        "                    lambda o, b: F.mse_loss(o, b[1]), optimizer=lambda p: torch.optim.SGD(p, lr=0.1),\n"
-        "                    steps=2)\n")
+    src.write_text(optimizer_workload_source(1))
     assert _cli("capture", f"{src}:workload", "--out", str(tmp_path / "r"), "--no-local-error", "--dump",
                 "stats") == 0
     m = _meta(tmp_path / "r")

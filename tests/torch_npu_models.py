@@ -115,3 +115,15 @@ class WellScaledBlock(torch.nn.Module):
 def block_workload():
     torch.manual_seed(0)
     return WellScaledBlock().eval(), [(torch.randn(2, 8, 32),), (torch.randn(2, 8, 32),)]
+
+
+def optimizer_workload_source(batches: int) -> str:
+    """A workload file's text: a Linear trained by SGD for 2 steps on ``batches`` identical batches (what the
+    torch_npu engine does not train yet)."""
+    return ("import torch\nimport torch.nn.functional as F\nfrom advisor.workload import Workload\n"
+            "class M(torch.nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+            "        self.fc = torch.nn.Linear(6, 2)\n    def forward(self, x, y):\n        return self.fc(x)\n"
+            "def workload():\n    torch.manual_seed(0)\n"
+            f"    return Workload(M(), [(torch.randn(4, 6), torch.randn(4, 2))] * {batches},\n"
+            "                    lambda o, b: F.mse_loss(o, b[1]), optimizer=lambda p: torch.optim.SGD(p, lr=0.1),\n"
+            "                    steps=2)\n")
