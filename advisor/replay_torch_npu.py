@@ -43,6 +43,75 @@ def run_policy(run_dir: Path, meta: dict, cfg: S.AmpConfig) -> PrecisionPolicy:
     return PrecisionPolicy(amp=cfg.amp, dtype=cfg.dtype)
 
 
+NO_TRACE_TENSORS = ("{have}, and policy advice replays each candidate policy from the FP32 run's tensors: dump the "
+                    "FP32 run and the mixed run with msprobe (PrecisionDebugger task \"tensor\", level \"mix\" for "
+                    "module names; the FP32 one in a folder whose name says fp32 or golden) and give the folder "
+                    "holding both, or capture the workload with advisor capture --engine torch_npu")
+
+
+def missing_for_policy(run: Any) -> str | None:
+    """Why a torch_npu run without torch_npu_trace.json cannot be re-planned from its dumps (None: it can): the
+    advice needs an FP32 tensor dump (a profile alone, or statistics only, holds no values to replay)."""
+    gold = run.golden_dump or {}
+    if any(d.has_tensors for d in gold.values()):
+        return None
+    if gold:
+        have = "its FP32 dump holds statistics only (msprobe task \"statistics\")"
+    elif run.target_dump:
+        have = "it has one dump (the mixed run's) and no FP32 one beside it"
+    elif run.kernels is not None and len(run.kernels):
+        have = ("it has a profile only (kernel names, dtypes and times; no tensor values and no data flow between "
+                "API calls)")
+    else:
+        have = "it has no msprobe dump"
+    return NO_TRACE_TENSORS.format(have=have)
+
+
+def real_run_trace(analysis: Any, meta: dict, amp: str | None = None) -> tuple[Any, dict]:
+    """(``ingest.msprobe_trace.DumpTrace`` of the first step, run.json-like settings: ``amp`` (given, else autocast),
+    ``low_dtype`` (the mixed dump's), the chip and ACL_PRECISION_MODE read from the profile) of a real torch_npu
+    run with an FP32 tensor dump; an InputError saying what is missing otherwise."""
+    from .ingest.msprobe_trace import measured_low_dtype, trace_of_dump
+    run = analysis.run
+    path = Path(analysis.path)
+    info = getattr(run, "engine_info", None)
+    why = f" (read as a torch_npu run: {info.why})" if info is not None and not info.declared else ""
+    missing = missing_for_policy(run)
+    if missing is None and not str(analysis.graph.graph.get("source", "")).startswith("msprobe dump"):
+        missing = ("its op graph comes from its profile, whose kernels are not the dump's API calls: give the "
+                   "folder holding the two msprobe dumps alone")
+    if missing is not None:
+        raise InputError(path, f"no {TRACE_FILE}{why}: {missing}; --engine ge gives GE list advice instead")
+    step = min(analysis.steps) if analysis.steps else min(run.golden_dump)
+    target = (run.target_dump or {}).get(step)
+    dt = trace_of_dump(analysis.graph, run.golden_dump[step])
+    low = measured_low_dtype(target)
+    out = dict(meta, engine="torch_npu", amp=amp or meta.get("amp") or "autocast", low_dtype=low or "fp16")
+    if info is not None and info.acl_precision_mode:
+        out["acl_precision_mode"] = info.acl_precision_mode
+    dt.notes.insert(0, f"re-planned from the FP32 msprobe dump of step {step} ({len(dt.trace.calls)} API calls, no "
+                       f"{TRACE_FILE}): program read as {out['amp']}" + ("" if amp or meta.get("amp") else
+                       " (a dump does not say how the program cast: --amp to say)") +
+                    f", low dtype {out['low_dtype']}" + (" (the mixed dump's)" if low else
+                                                          " (the mixed dump holds no fp16/bf16 tensor)"))
+    return dt, out
+
+
+def dtype_notes(analysis: Any, dt: Any, tp: S.TorchPlan) -> list[str]:
+    """Where the mixed dump's output dtypes are not the plan's, as one note (the measured run is judged as it ran;
+    the candidates are torch_npu's)."""
+    from .ingest.msprobe_trace import dtype_disagreements, summary
+    run = analysis.run
+    step = min(analysis.steps) if analysis.steps else min(run.golden_dump)
+    diff = dtype_disagreements(dt, tp, (run.target_dump or {}).get(step))
+    if not diff:
+        return []
+    return [f"the mixed dump's dtypes are not torch_npu {tp.config.amp}'s at {len(diff)} of {len(dt.trace.calls)} "
+            f"call(s) ({summary(diff)}): the run was cast otherwise (another device's autocast, or casts the dump "
+            "does not show); 'measured' is the run as it ran, 'base' and every candidate are replayed as torch_npu "
+            "runs them"]
+
+
 @dataclass(frozen=True)
 class OpChange:
     """An op whose dtype a policy changes: its kernel's compute dtype before and after, and why (semantics)."""
@@ -57,24 +126,27 @@ class OpChange:
 
 
 class TorchNpuReplay:
-    """A torch_npu run (its ``analysis.Analysis`` and trace) replayed under policies."""
+    """A torch_npu run (its ``analysis.Analysis`` and trace) replayed under policies.  A real run without
+    torch_npu_trace.json is re-planned from its FP32 msprobe tensor dump (``real_run_trace``); ``amp`` says how
+    such a run's program cast (a dump cannot tell: default autocast), its low dtype is the mixed dump's."""
 
-    def __init__(self, analysis: Any, trace: S.Trace | None = None):
+    def __init__(self, analysis: Any, trace: S.Trace | None = None, amp: str | None = None):
         self.a = analysis
         path = Path(analysis.path)
         meta = dict(analysis.run.meta or {})
+        self.notes: list[str] = []
         self.trace = trace if trace is not None else read_trace(path)
+        real = None
         if self.trace is None:
-            info = getattr(analysis.run, "engine_info", None)
-            why = f" (read as a torch_npu run: {info.why})" if info is not None and not info.declared else ""
-            raise InputError(path, f"no {TRACE_FILE}: this torch_npu run{why} cannot be re-planned under a policy; "
-                                   "capture the workload with advisor capture --engine torch_npu, or give --engine ge "
-                                   "for GE list advice")
+            real, meta = real_run_trace(analysis, meta, amp)
+            self.trace, self.notes = real.trace, list(real.notes)
         self.config = config_of(meta, path / "run.json")
         self.policy = run_policy(path, meta, self.config)
         self._plans: dict = {}
         g = analysis.graph
         self.types = {c.name: str(g.nodes[c.name].get("type", "")) if c.name in g else "" for c in self.trace.calls}
+        if real is not None:
+            self.notes += dtype_notes(analysis, real, self.plan())
 
     # ------------------------------------------------------------------ plans
     def empty_policy(self, dtype: str | None = None) -> PrecisionPolicy:
@@ -155,5 +227,5 @@ def replay_report(r: TorchNpuReplay, policy: PrecisionPolicy, tolerance: Any,
     return out, verdict.ok
 
 
-__all__ = ["TorchNpuReplay", "OpChange", "config_of", "run_policy", "replay_report", "REPLAYED", "INCOMPLETE",
+__all__ = ["TRACE_FILE", "TorchNpuReplay", "OpChange", "missing_for_policy", "real_run_trace", "dtype_notes", "config_of", "run_policy", "replay_report", "REPLAYED", "INCOMPLETE",
            "TIME_HOW"]
