@@ -86,7 +86,8 @@ def real_run_trace(analysis: Any, meta: dict, amp: str | None = None) -> tuple[A
     target = (run.target_dump or {}).get(step)
     dt = trace_of_dump(analysis.graph, run.golden_dump[step])
     low = measured_low_dtype(target)
-    out = dict(meta, engine="torch_npu", amp=amp or meta.get("amp") or "autocast", low_dtype=low or "fp16")
+    out = dict(meta, engine="torch_npu", amp=amp or meta.get("amp") or "autocast", low_dtype=low or "fp16",
+               soc=meta.get("soc") or analysis.defaults.soc)      # --soc, else the default chip (analyze's)
     if info is not None and info.acl_precision_mode:
         out["acl_precision_mode"] = info.acl_precision_mode
     dt.notes.insert(0, f"re-planned from the FP32 msprobe dump of step {step} ({len(dt.trace.calls)} API calls, no "

@@ -266,7 +266,8 @@ def recommend_policy(analysis: Any, tolerance: Any = None, *, max_edits: int = 3
                         round(r.low_share(r.plan()), 6), 0.0, "measured", TIME_HOW, meets_tolerance=bool(measured.ok),
                         reasons=list(measured.reasons)[:4] or None)
     mode = a.mode if (a.run.meta or {}).get("mode") or not r.notes else \
-        {"bf16": "mixed_bfloat16", "fp16": "mixed_float16"}[r.config.dtype]      # a real run: its dump's dtype
+        (r.config.acl_precision_mode if r.config.amp == "none" else      # a real run: its dump's dtype
+         {"bf16": "mixed_bfloat16", "fp16": "mixed_float16"}[r.config.dtype])
     rec = Recommendation("no-change-needed", mode=str(mode), soc=str(r.config.soc),
                          tolerance=ToleranceLimits.of(tol), engine="torch_npu")
     rec.out_dir = str(Path(out_dir).resolve()) if out_dir is not None else None
