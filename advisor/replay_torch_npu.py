@@ -58,7 +58,8 @@ def missing_for_policy(run: Any) -> str | None:
     if gold:
         have = "its FP32 dump holds statistics only (msprobe task \"statistics\")"
     elif run.target_dump:
-        have = "it has one dump (the mixed run's) and no FP32 one beside it"
+        stats = "" if any(d.has_tensors for d in run.target_dump.values()) else ", statistics only,"
+        have = f"it has one dump (the mixed run's){stats} and no FP32 one beside it"
     elif run.kernels is not None and len(run.kernels):
         have = ("it has a profile only (kernel names, dtypes and times; no tensor values and no data flow between "
                 "API calls)")

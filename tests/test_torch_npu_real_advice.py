@@ -1,0 +1,198 @@
+"""Policy advice for real torch_npu runs (issue 22 item 4): a real msprobe dump's trace, recommend and replay on it.
+
+The samples are real mindstudio-probe 26.2.0 dumps (tests/fixtures/real/SOURCES.md).  Every expectation about the
+trace is read from the dump's own files here (dump.json, construct.json, the tensor files), not from the code under
+test; the prediction is checked against the mixed run's measured tensors.
+"""
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from advisor.analysis import analyze
+from advisor.cli import main
+from advisor.ingest.msprobe_trace import API_ATEN, aten_of, split_entry, trace_of_dump
+from advisor.precision_policy import KeepRule, PolicyRules, PrecisionPolicy, read_policy
+from advisor.replay_torch_npu import TorchNpuReplay
+
+REAL = Path(__file__).resolve().parent / "fixtures" / "real"
+PAIR = REAL / "msprobe_dump_pair_cpu"
+TRAIN = REAL / "msprobe_train_pair_cpu"
+
+
+def _rank(root: Path, which: str, step: int = 0) -> Path:
+    return next((root / which / f"step{step}").iterdir())
+
+
+def _data(folder: Path) -> dict:
+    return json.loads((folder / "dump.json").read_text())["data"]
+
+
+def _tensor(folder: Path, name: str):
+    return torch.load(folder / "dump_tensor_data" / name, weights_only=True)
+
+
+def _dtype(rec: dict) -> str:
+    return {"torch.float32": "fp32", "torch.bfloat16": "bf16", "torch.float16": "fp16"}.get(rec["dtype"], rec["dtype"])
+
+
+def _tensor_records(body: dict) -> list[dict]:
+    args = [a for a in body.get("input_args", []) if isinstance(a, dict) and "data_name" in a]
+    return args + [v for v in body.get("input_kwargs", {}).values() if isinstance(v, dict) and "data_name" in v]
+
+
+@pytest.fixture(scope="module")
+def pair():
+    a = analyze(str(PAIR))
+    return a, TorchNpuReplay(a)
+
+
+def test_the_trace_has_the_dumps_calls_dtypes_and_edges(pair):
+    a, r = pair
+    gold = _rank(PAIR, "pair_fp32")
+    data = _data(gold)
+    fwd = [e for e in data if e.endswith(".forward")]
+    calls = r.trace.calls
+    assert [f"{c.name}.forward" for c in calls] == fwd                 # every forward API call, in dump order
+    outputs = {}                                                       # tensor bytes -> (entry prefix, index)
+    for c, e in zip(calls, fwd):
+        body = data[e]
+        recs = _tensor_records(body)
+        assert c.in_dtypes == tuple(_dtype(x) for x in recs)
+        assert c.out_dtypes == tuple(_dtype(x) for x in body["output"])
+        assert c.in_dims == tuple(len(x["shape"]) for x in recs)
+        for (src, idx), x in zip(c.srcs, recs):
+            t = _tensor(gold, x["data_name"])
+            hit = [k for k, v in outputs.items() if v.shape == t.shape and torch.equal(v, t)]
+            if hit:                                                    # an earlier call's output, bytes and all
+                assert (src, idx) == hit[-1]
+            else:                                                      # a leaf: a parameter iff it requires grad
+                leaf = r.trace.leaves[src]
+                assert leaf.kind == ("param" if x["requires_grad"] else leaf.kind) and leaf.dtype == _dtype(x)
+                assert (leaf.kind == "param") == bool(x["requires_grad"])
+        for i, o in enumerate(body["output"]):
+            outputs[(c.name, i)] = _tensor(gold, o["data_name"])
+    # the chain the sample is: Linear -> LayerNorm -> x30 -> softmax -> sum, each fed by the one before
+    assert [c.srcs[0][0] for c in calls[1:]] == [c.name for c in calls[:-1]]
+    assert [(c.op, c.overload) for c in calls] == [("linear", "default"), ("layer_norm", "default"),
+                                                   ("mul", "default"), ("softmax", "int"), ("sum", "default")]
+    assert any("no module entries" in n for n in r.notes) and all(c.module == "" for c in calls)
+
+
+def test_autocast_frames_follow_the_table_and_dtypes_the_plan(pair):
+    _, r = pair
+    tp = r.plan()
+    d = {n: x for n, x in zip(tp.names, tp.decisions)}
+    assert r.config.amp == "autocast" and r.config.dtype == "bf16"      # the mixed dump holds bf16
+    # torch_npu's table (AutoCastOps.cpp): linear lower precision, layer_norm fp32, softmax / sum fp32-set-opt-dtype,
+    # mul in none (its fp32 input stays fp32)
+    assert d["Functional.linear.0"].compute == "bf16"
+    assert [d[n].compute for n in ("Functional.layer_norm.0", "Tensor.__mul__.0", "Torch.softmax.0",
+                                   "Tensor.sum.0")] == ["fp32"] * 4
+    # the CPU autocast that made the sample cast layer_norm / mul / softmax to bf16: said, not hidden
+    note = next(n for n in r.notes if "mixed dump's dtypes" in n)
+    assert "3 of 5" in note and "Functional.layer_norm.0: dump bf16, torch_npu fp32" in note
+
+
+def test_replay_under_the_dumps_own_dtypes_reproduces_the_measured_run(pair):
+    """The independent route: the FP32 tensors re-executed at the dtypes the mixed dump shows give the mixed run's
+    measured tensors (read from its own files), op by op."""
+    a, r = pair
+    target = _rank(PAIR, "pair_bf16")
+    tdata = _data(target)
+    prec = {e[:-8]: _dtype(b["output"][0]) for e, b in tdata.items() if e.endswith(".forward")}
+    res = a.recording.replay(prec)
+    for e in prec:
+        got = res.targets[0].entries[f"{e}.forward"]["_outputs"][0][1]["tensor"]
+        want = _tensor(target, tdata[f"{e}.forward"]["output"][0]["data_name"])
+        assert got.dtype == torch.float32 and torch.equal(got, want.float()), e
+    # under torch_npu's plan the one op both autocasts cast alike (linear, bf16) is the measured tensor too
+    res = r.replay()
+    got = res.targets[0].entries["Functional.linear.0.forward"]["_outputs"][0][1]["tensor"]
+    assert torch.equal(got, _tensor(target, "Functional.linear.0.forward.output.0.pt").float())
+
+
+def test_a_policy_on_the_real_trace_changes_what_it_names(pair):
+    _, r = pair
+    keep = PrecisionPolicy(amp="autocast", dtype="bf16", rules=PolicyRules((KeepRule(op="linear"),), ()))
+    changed = r.changes(keep)
+    assert [(c.node, c.before, c.after) for c in changed] == [("Functional.linear.0", "bf16", "fp32")]
+    res = r.replay(keep)              # every op fp32: nothing runs again, each keeps the golden's own record
+    gold = _data(_rank(PAIR, "pair_fp32"))
+    for e in ("Functional.linear.0.forward", "Torch.softmax.0.forward"):
+        rec = res.targets[0].entries[e]["_outputs"][0][1]
+        assert "tensor" not in rec and rec["data_name"] == gold[e]["output"][0]["data_name"]
+    assert res.final_metrics()[0]["output"]["rel_l2"] == 0.0
+
+
+def test_amp_none_on_an_fp16_chip_runs_the_linear_kernel_in_fp16(tmp_path):
+    a = analyze(str(PAIR), soc="ascend910")
+    r = TorchNpuReplay(a, amp="none")
+    d = r.plan().decision("Functional.linear.0")
+    assert r.config.acl_precision_mode == "allow_fp32_to_fp16" and d.compute == "fp16" and d.out == "fp32"
+    assert r.plan().decision("Tensor.__mul__.0").compute == "fp32"
+
+
+def test_recommend_on_the_real_pair_writes_a_policy(tmp_path, capsys):
+    out = tmp_path / "o"
+    code = main(["recommend", "--profile", str(PAIR), "--out", str(out), "--max-rel-l2", "1e-6"])
+    capsys.readouterr()
+    assert code == 0
+    pol = read_policy(out / "precision_policy.json")
+    assert pol.amp == "autocast" and pol.dtype == "bf16"
+    rec = json.loads((out / "recommendation.json").read_text())
+    pred = rec["predicted"]
+    # the measured run (CPU autocast: softmax in bf16) fails 1e-6; torch_npu's base, replayed, keeps the softmax fp32
+    assert pred["measured"]["how"] == "measured" and pred["measured"]["meets_tolerance"] is False
+    assert pred["base"]["how"] == "replayed" and rec["status"] == "no-change-needed" and rec["mode"] == "mixed_bfloat16"
+    assert any("re-planned from the FP32 msprobe dump" in n for n in rec["notes"])
+    assert not (out / "modify_mixlist.json").exists()
+
+
+def test_recommend_on_a_real_pair_with_modules_names_them(tmp_path):
+    """msprobe level mix: construct.json scopes each API call; optimizer calls are not re-planned."""
+    a = analyze(str(TRAIN))
+    r = TorchNpuReplay(a)
+    gold = _rank(TRAIN, "train_fp32")
+    construct = json.loads((gold / "construct.json").read_text())
+    for c in r.trace.calls:
+        parent = construct.get(f"{c.name}.forward")
+        want = parent.split(".")[1] if parent and parent.startswith("Module.") else ""
+        assert c.module == want
+    assert {c.module for c in r.trace.calls} == {"", "fc1", "fc2"}
+    assert not any(construct.get(f"{c.name}.forward") == "optimizer" for c in r.trace.calls)
+    assert any("optimizer call" in n for n in r.notes) and any("backward API entries" in n for n in r.notes)
+    keep = PrecisionPolicy(amp="autocast", dtype="bf16", rules=PolicyRules((KeepRule(module="fc2"),), ()))
+    assert [c.node for c in r.changes(keep)] == ["Functional.linear.1"]
+
+
+@pytest.mark.parametrize("sample, what", [("torch_npu_profile_mstt", "profile only"),
+                                          ("msprobe_dump_mstt_ut", "statistics only")])
+def test_a_real_run_without_tensors_is_one_line_saying_what_to_dump(tmp_path, capsys, sample, what):
+    code = main(["recommend", "--profile", str(REAL / sample), "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "\n" not in err and what in err and 'task "tensor"' in err and "Traceback" not in err
+
+
+def test_the_api_table_names_aten_ops():
+    assert split_entry("Functional.linear.0.forward") == ("Functional", "linear", 0, "forward")
+    assert split_entry("Module.fc1.Linear.forward.0") is None
+    assert aten_of("Tensor", "__mul__", [], {}) == ("mul", "default")
+    assert aten_of("Aten", "addmm.default", [], {}) == ("addmm", "default")
+    assert aten_of("Tensor", "sum", [{"type": "torch.Tensor", "dtype": "torch.float32", "shape": [2]}, 0], {}) == \
+        ("sum", "dim_IntList")
+    assert aten_of("Tensor", "pow", [{"type": "torch.Tensor", "dtype": "torch.float32", "shape": [2]},
+                                     {"type": "int", "value": 2}], {}) == ("pow", "Tensor_Scalar")
+    assert aten_of("Tensor", "float", [], {}) == ("_to_copy", "default")
+    assert all(not k.startswith(("Functional.", "Tensor.")) for k in API_ATEN)
+
+
+def test_trace_of_dump_refuses_a_dump_without_api_entries(tmp_path):
+    import networkx as nx
+    from advisor.errors import InputError
+    from advisor.ingest.msprobe import load_dump
+    d = tmp_path / "dump.json"
+    d.write_text(json.dumps({"task": "tensor", "level": "L0", "framework": "pytorch", "data": {}}))
+    with pytest.raises(InputError, match="no forward API entry"):
+        trace_of_dump(nx.DiGraph(), load_dump(d))
