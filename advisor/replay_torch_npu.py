@@ -225,7 +225,7 @@ def replay_report(r: TorchNpuReplay, policy: PrecisionPolicy, tolerance: Any,
            "verdict": verdict.to_dict(), "steps": per_step, "coverage": res.coverage_dict(),
            "changed_ops": [vars(c) for c in r.changes(policy)][:200],
            "low_precision_share": {"value": r.low_share(tp), "how": TIME_HOW},
-           "notes": list(tp.notes), "tolerance": tolerance.to_dict()}
+           "notes": list(r.notes) + list(tp.notes), "tolerance": tolerance.to_dict()}
     return out, verdict.ok
 
 

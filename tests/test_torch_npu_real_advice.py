@@ -196,3 +196,17 @@ def test_trace_of_dump_refuses_a_dump_without_api_entries(tmp_path):
     d.write_text(json.dumps({"task": "tensor", "level": "L0", "framework": "pytorch", "data": {}}))
     with pytest.raises(InputError, match="no forward API entry"):
         trace_of_dump(nx.DiGraph(), load_dump(d))
+
+
+def test_a_real_run_with_a_profile_beside_its_dumps_is_planned_on_the_dumps_calls(tmp_path, capsys):
+    """A real run folder holds both: the profile's kernels are not the dump's API calls, the dump's dataflow is used."""
+    import shutil
+    run = tmp_path / "run"
+    shutil.copytree(PAIR, run)
+    (run / "prof").mkdir()
+    shutil.copy(REAL / "torch_npu_kernel_details_bf16_mstt" / "kernel_details.csv", run / "prof")
+    code = main(["recommend", "--profile", str(run), "--out", str(tmp_path / "o")])
+    capsys.readouterr()
+    rec = json.loads((tmp_path / "o" / "recommendation.json").read_text())
+    assert code == 0 and (tmp_path / "o" / "precision_policy.json").is_file()
+    assert any("not the profile's kernels" in n for n in rec["notes"])
