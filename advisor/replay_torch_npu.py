@@ -6,6 +6,10 @@ No rule is decided here: the policy's effect on each op is ``semantics.torch_npu
 gets that op's autocast frames first, ``semantics.torch_npu_trace.with_op_frames``, as a capture with the policy
 records them).  An op that had to run again but could not (``ReplayResult.not_replayed``) keeps its FP32 outputs
 and the result says "replayed, incomplete": the number is then estimated for those ops.
+
+A real torch_npu run has no torch_npu_trace.json: ``policy_run`` reads it (refused in one line without an FP32 tensor
+dump, ``missing_for_policy``; planned on the dump's dataflow even beside a profile) and ``real_run_trace`` rebuilds
+the trace from that dump (``ingest.msprobe_trace``), with notes for what the dump cannot say.
 """
 from __future__ import annotations
 
@@ -68,6 +72,23 @@ def missing_for_policy(run: Any) -> str | None:
     return NO_TRACE_TENSORS.format(have=have)
 
 
+def policy_run(path: str | Path, step: int | None = None) -> Any:
+    """The ``ingest.Run`` a torch_npu run's policy replay reads: a capture as it is; a real run (no
+    torch_npu_trace.json) refused in one line when it has no FP32 tensor dump (``missing_for_policy``), and planned on
+    the dump's dataflow even when a profile is beside it (the profile's kernels are not the dump's API calls)."""
+    from .ingest.run import load_run
+    run = load_run(path, step=step)
+    info = run.engine_info
+    if (Path(path) / TRACE_FILE).is_file() or (info is not None and info.declared):
+        return run                  # a capture (TorchNpuReplay refuses one written before the trace existed)
+    missing = missing_for_policy(run)
+    if missing is not None:
+        why = f" (read as a torch_npu run: {info.why})" if info is not None else ""
+        raise InputError(path, f"no {TRACE_FILE}{why}: {missing}; --engine ge gives GE list advice instead")
+    run.graph = None            # analyze builds the op graph from the FP32 dump's dataflow
+    return run
+
+
 def real_run_trace(analysis: Any, meta: dict, amp: str | None = None) -> tuple[Any, dict]:
     """(``ingest.msprobe_trace.DumpTrace`` of the first step, run.json-like settings: ``amp`` (given, else autocast),
     ``low_dtype`` (the mixed dump's), the chip and ACL_PRECISION_MODE read from the profile) of a real torch_npu
@@ -76,16 +97,23 @@ def real_run_trace(analysis: Any, meta: dict, amp: str | None = None) -> tuple[A
     run = analysis.run
     path = Path(analysis.path)
     info = getattr(run, "engine_info", None)
-    why = f" (read as a torch_npu run: {info.why})" if info is not None and not info.declared else ""
+    if info is not None and info.declared:
+        raise InputError(path, f"no {TRACE_FILE}: this torch_npu capture (written before captures saved their trace) "
+                               "cannot be re-planned under a policy; capture the workload again with advisor capture "
+                               "--engine torch_npu")
+    why = f" (read as a torch_npu run: {info.why})" if info is not None else ""
     missing = missing_for_policy(run)
     if missing is None and not str(analysis.graph.graph.get("source", "")).startswith("msprobe dump"):
-        missing = ("its op graph comes from its profile, whose kernels are not the dump's API calls: give the "
-                   "folder holding the two msprobe dumps alone")
+        missing = ("its op graph comes from its profile, whose kernels are not the dump's API calls: read it with "
+                   "replay_torch_npu.policy_run")
     if missing is not None:
         raise InputError(path, f"no {TRACE_FILE}{why}: {missing}; --engine ge gives GE list advice instead")
     step = min(analysis.steps) if analysis.steps else min(run.golden_dump)
     target = (run.target_dump or {}).get(step)
     dt = trace_of_dump(analysis.graph, run.golden_dump[step])
+    if run.kernels is not None and len(run.kernels):
+        dt.notes.append("the op graph is the FP32 dump's dataflow, not the profile's kernels (they are not the "
+                        "dump's API calls): times are the cost model's")
     low = measured_low_dtype(target)
     out = dict(meta, engine="torch_npu", amp=amp or meta.get("amp") or "autocast", low_dtype=low or "fp16",
                soc=meta.get("soc") or analysis.defaults.soc)      # --soc, else the default chip (analyze's)
@@ -229,5 +257,5 @@ def replay_report(r: TorchNpuReplay, policy: PrecisionPolicy, tolerance: Any,
     return out, verdict.ok
 
 
-__all__ = ["TRACE_FILE", "TorchNpuReplay", "OpChange", "missing_for_policy", "real_run_trace", "dtype_notes", "config_of", "run_policy", "replay_report", "REPLAYED", "INCOMPLETE",
+__all__ = ["TRACE_FILE", "TorchNpuReplay", "policy_run", "OpChange", "missing_for_policy", "real_run_trace", "dtype_notes", "config_of", "run_policy", "replay_report", "REPLAYED", "INCOMPLETE",
            "TIME_HOW"]

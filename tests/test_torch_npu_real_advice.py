@@ -14,7 +14,7 @@ from advisor.analysis import analyze
 from advisor.cli import main
 from advisor.ingest.msprobe_trace import API_ATEN, aten_of, split_entry, trace_of_dump
 from advisor.precision_policy import KeepRule, PolicyRules, PrecisionPolicy, read_policy
-from advisor.replay_torch_npu import TorchNpuReplay
+from advisor.replay_torch_npu import TorchNpuReplay, policy_run
 
 REAL = Path(__file__).resolve().parent / "fixtures" / "real"
 PAIR = REAL / "msprobe_dump_pair_cpu"
@@ -199,14 +199,24 @@ def test_trace_of_dump_refuses_a_dump_without_api_entries(tmp_path):
 
 
 def test_a_real_run_with_a_profile_beside_its_dumps_is_planned_on_the_dumps_calls(tmp_path, capsys):
-    """A real run folder holds both: the profile's kernels are not the dump's API calls, the dump's dataflow is used."""
+    """A real run folder holds both: the profile's kernels are not the dump's API calls, the dump's dataflow is used;
+    the profile's ACL_PRECISION_MODE (profiler_info) is the run's."""
     import shutil
     run = tmp_path / "run"
     shutil.copytree(PAIR, run)
-    (run / "prof").mkdir()
-    shutil.copy(REAL / "torch_npu_kernel_details_bf16_mstt" / "kernel_details.csv", run / "prof")
+    prof = run / "x_ascend_pt"
+    (prof / "ASCEND_PROFILER_OUTPUT").mkdir(parents=True)
+    shutil.copy(REAL / "torch_npu_kernel_details_bf16_mstt" / "kernel_details.csv", prof / "ASCEND_PROFILER_OUTPUT")
+    (prof / "profiler_info.json").write_text(json.dumps({"config": {"ACL_PRECISION_MODE": "allow_fp32_to_fp16"}}))
     code = main(["recommend", "--profile", str(run), "--out", str(tmp_path / "o")])
     capsys.readouterr()
     rec = json.loads((tmp_path / "o" / "recommendation.json").read_text())
     assert code == 0 and (tmp_path / "o" / "precision_policy.json").is_file()
     assert any("not the profile's kernels" in n for n in rec["notes"])
+    code = main(["replay", "--run", str(run), "--amp", "none", "--json"])
+    out = json.loads(capsys.readouterr().out)
+    # --amp none on ascend910b with the profile's allow_fp32_to_fp16: the fp32 linear's kernel reads fp16
+    assert code == 0 and out["amp"] == "none" and out["how"] == "replayed"
+    r = TorchNpuReplay(analyze(policy_run(run)), amp="none")
+    assert r.config.acl_precision_mode == "allow_fp32_to_fp16"
+    assert r.plan().decision("Functional.linear.0").compute == "fp16"

@@ -4,7 +4,7 @@ from an msprobe dump".
 
 * **Calls.**  Every forward API entry of the FP32 (golden) dump, in dump order, is one ``Call``: msprobe names an
   entry ``<prefix>.<api>.<n>.forward`` (``ApiTemplate.prefix_api_name``, msprobe
-  ``pytorch/dump/api_dump/api_register.py:170``; ``hook_manager.py:228``), with the prefixes ``Functional``
+  ``pytorch/dump/api_dump/api_register.py:172``; ``hook_manager.py:229``), with the prefixes ``Functional``
   (``torch.nn.functional``), ``Tensor``, ``Torch``, ``VF``, ``NPU``, ``Aten`` (``core/common/const.py:439-447``).
   Only the outermost hooked API of a nest is dumped (``inner_api_count``, ``core/dump/hook_manager.py:225-227``), so
   each recorded call is one the program made itself and its aten op reaches torch_npu's autocast key.  ``API_ATEN``

@@ -321,31 +321,17 @@ def recommend_cli(profile: str, tolerance: Any, policy: str | None, ge_file: str
     line saying what to dump, ``replay_torch_npu.missing_for_policy``)."""
     from ..analysis import analyze
     from ..errors import InputError
-    from ..ingest.run import load_run
     from ..precision_policy import read_policy
-    from ..replay_torch_npu import TRACE_FILE, missing_for_policy
+    from ..replay_torch_npu import policy_run
     from .policy_edits import write_policy_outputs
     if ge_file:
         raise InputError(ge_file, "is a GE file (mixlist / keep_dtype / customize_dtypes); a torch_npu run's advice "
                                   "starts from --policy precision_policy.json")
     base = read_policy(policy) if policy else None
     log("reading the run")
-    run = load_run(profile, step=step)
-    missing = None if (Path(profile) / TRACE_FILE).is_file() else missing_for_policy(run)
-    if missing is not None:
-        info = run.engine_info
-        why = f" (read as a torch_npu run: {info.why})" if info is not None and not info.declared else ""
-        raise InputError(profile, f"no {TRACE_FILE}{why}: {missing}; --engine ge gives GE list advice instead")
-    graph_note = None
-    if not (Path(profile) / TRACE_FILE).is_file() and run.graph is not None:
-        # a real run's profile kernels are not its dump's API calls: the op graph is the FP32 dump's dataflow
-        run.graph, graph_note = None, ("the op graph is the FP32 dump's dataflow, not the profile's kernels (they are "
-                                       "not the dump's API calls): times are the cost model's")
-    a = analyze(run, tolerance=tolerance, soc=soc, step=step)
+    a = analyze(policy_run(profile, step), tolerance=tolerance, soc=soc, step=step)
     log("searching policy edits (replay)")
     rec = recommend_policy(a, tolerance, max_edits=max_edits, exclude=exclude, out_dir=out_dir, base=base, amp=amp)
-    if graph_note:
-        rec.notes.append(graph_note)
     log("writing outputs")
     return rec, write_policy_outputs(rec, out_dir)
 
