@@ -93,7 +93,7 @@ def real_run_trace(analysis: Any, meta: dict, amp: str | None = None) -> tuple[A
     """(``ingest.msprobe_trace.DumpTrace`` of the first step, run.json-like settings: ``amp`` (given, else autocast),
     ``low_dtype`` (the mixed dump's), the chip and ACL_PRECISION_MODE read from the profile) of a real torch_npu
     run with an FP32 tensor dump; an InputError saying what is missing otherwise."""
-    from .ingest.msprobe_trace import measured_low_dtype, trace_of_dump
+    from .ingest.msprobe_trace import half_parameters, measured_low_dtype, trace_of_dump
     run = analysis.run
     path = Path(analysis.path)
     info = getattr(run, "engine_info", None)
@@ -124,6 +124,10 @@ def real_run_trace(analysis: Any, meta: dict, amp: str | None = None) -> tuple[A
                        " (a dump does not say how the program cast: --amp to say)") +
                     f", low dtype {out['low_dtype']}" + (" (the mixed dump's)" if low else
                                                           " (the mixed dump holds no fp16/bf16 tensor)"))
+    half = half_parameters(dt, target)
+    if half and out["amp"] == "autocast":
+        dt.notes.append(f"the mixed dump holds {half} fp16 parameter input(s): autocast keeps weights fp32, so the "
+                        "program looks made half (model.half(), Apex O2): --amp apex-o2 advises it so")
     return dt, out
 
 

@@ -220,3 +220,17 @@ def test_a_real_run_with_a_profile_beside_its_dumps_is_planned_on_the_dumps_call
     r = TorchNpuReplay(analyze(policy_run(run)), amp="none")
     assert r.config.acl_precision_mode == "allow_fp32_to_fp16"
     assert r.plan().decision("Functional.linear.0").compute == "fp16"
+
+
+def test_fp16_weights_in_the_mixed_dump_are_said_to_look_like_apex_o2(tmp_path):
+    """The real pair with the mixed run's linear weight record retyped float16 (what model.half() dumps)."""
+    import shutil
+    run = tmp_path / "run"
+    shutil.copytree(PAIR, run)
+    dj = _rank(run, "pair_bf16") / "dump.json"
+    doc = json.loads(dj.read_text())
+    doc["data"]["Functional.linear.0.forward"]["input_args"][1]["dtype"] = "torch.float16"
+    dj.write_text(json.dumps(doc))
+    r = TorchNpuReplay(analyze(policy_run(run)))
+    assert any("1 fp16 parameter input" in n and "--amp apex-o2" in n for n in r.notes)
+    assert not any("fp16 parameter" in n for n in TorchNpuReplay(analyze(str(PAIR))).notes)

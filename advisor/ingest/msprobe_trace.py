@@ -304,6 +304,20 @@ def measured_low_dtype(target: Any) -> str | None:
     return "bf16" if "bf16" in seen else "fp16" if "fp16" in seen else None
 
 
+def half_parameters(dt: DumpTrace, target: Any) -> int:
+    """How many parameter inputs (``requires_grad`` leaves of the trace) the mixed dump records as fp16: a program
+    whose weights are fp16 was made half (``model.half()``, Apex O2), not autocast (which keeps weights fp32)."""
+    n = 0
+    for c in dt.trace.calls:
+        e = target.entries.get(dt.entries.get(c.name, "")) if target is not None else None
+        if e is None:
+            continue
+        for (src, _), r in zip(c.srcs, e.inputs):
+            leaf = dt.trace.leaves.get(src)
+            n += leaf is not None and leaf.kind == "param" and r.dtype == "fp16"
+    return n
+
+
 def summary(items: Iterable[tuple[str, str, str]], limit: int = 4) -> str:
     items = list(items)
     head = ", ".join(f"{n}: dump {a}, torch_npu {b}" for n, a, b in items[:limit])
@@ -311,5 +325,5 @@ def summary(items: Iterable[tuple[str, str, str]], limit: int = 4) -> str:
 
 
 __all__ = ["DumpTrace", "trace_of_dump", "aten_of", "overload_of", "split_entry", "read_construct", "module_chain",
-           "dtype_disagreements", "measured_low_dtype", "summary", "API_ATEN", "CAST_APIS", "API_PREFIXES",
+           "dtype_disagreements", "measured_low_dtype", "half_parameters", "summary", "API_ATEN", "CAST_APIS", "API_PREFIXES",
            "NO_MODULES"]
