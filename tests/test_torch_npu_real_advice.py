@@ -234,3 +234,59 @@ def test_fp16_weights_in_the_mixed_dump_are_said_to_look_like_apex_o2(tmp_path):
     r = TorchNpuReplay(analyze(policy_run(run)))
     assert any("1 fp16 parameter input" in n and "--amp apex-o2" in n for n in r.notes)
     assert not any("fp16 parameter" in n for n in TorchNpuReplay(analyze(str(PAIR))).notes)
+
+
+def _softmax_pair(tmp_path) -> Path:
+    """The real pair judged on its softmax: both dumps without their last call (Tensor.sum, whose output is 16
+    whatever the softmax's error), every other entry and tensor as msprobe wrote it."""
+    import shutil
+    run = tmp_path / "softmax_pair"
+    shutil.copytree(PAIR, run)
+    for which in ("pair_fp32", "pair_bf16"):
+        dj = _rank(run, which) / "dump.json"
+        doc = json.loads(dj.read_text())
+        doc["data"] = {k: v for k, v in doc["data"].items() if not k.startswith("Tensor.sum.0.")}
+        dj.write_text(json.dumps(doc))
+    return run
+
+
+def _oracle(linear_dtype) -> float:
+    """rel-L2 of the softmax computed here from the FP32 dump's own tensors with only the linear in ``linear_dtype``
+    (operands rounded to it, fp32 accumulation, output rounded to it), everything after it fp32: torch_npu autocast's
+    plan for this chain (layer_norm fp32, mul follows, softmax fp32), written out by hand."""
+    import torch.nn.functional as F
+    g = _rank(PAIR, "pair_fp32")
+    x, w, b = (_tensor(g, f"Functional.linear.0.forward.input.{i}.pt") for i in range(3))
+    if linear_dtype is not None:
+        x, w, b = (t.to(linear_dtype).float() for t in (x, w, b))
+    h = F.linear(x, w, b)
+    h = h.to(linear_dtype).float() if linear_dtype is not None else h
+    gamma, beta = (_tensor(g, f"Functional.layer_norm.0.forward.input.{i}.pt") for i in (2, 3))
+    y = torch.softmax(F.layer_norm(h, (h.shape[-1],), gamma, beta, 1e-5) * 30.0, dim=-1).double()
+    want = _tensor(g, "Torch.softmax.0.forward.output.0.pt").double()
+    return float((y - want).norm() / want.norm())
+
+
+def test_the_search_on_real_tensors_picks_what_a_hand_computed_oracle_picks(tmp_path, capsys):
+    """On the real pair judged on its softmax with rel-L2 <= 0.005: torch_npu's bf16 linear fails, and the advice
+    is the change an oracle computed by hand from the dump's tensors says meets the tolerance with the most compute
+    low (fp16 keeps the linear low; keeping it fp32 keeps nothing low)."""
+    run = _softmax_pair(tmp_path)
+    bf16, fp16, fp32 = _oracle(torch.bfloat16), _oracle(torch.float16), _oracle(None)
+    assert fp32 < 1e-6 and fp16 < 0.005 < bf16                         # the oracle's own verdicts
+    code = main(["recommend", "--profile", str(run), "--out", str(tmp_path / "o"), "--max-rel-l2", "0.005"])
+    capsys.readouterr()
+    rec = json.loads((tmp_path / "o" / "recommendation.json").read_text())
+    assert code == 0 and rec["status"] == "recommended"
+    assert [e["kind"] for e in rec["precision_policy"]["edits"]] == ["dtype"]
+    assert read_policy(tmp_path / "o" / "precision_policy.json").dtype == "fp16"
+    pred = rec["predicted"]
+    assert pred["base"]["final_rel_l2"] == pytest.approx(bf16, rel=0.02)
+    assert pred["recommended"]["final_rel_l2"] == pytest.approx(fp16, rel=0.02)
+    # without the dtype option: keep the linear fp32 (everywhere, or the whole model: module '' at level L1)
+    code = main(["recommend", "--profile", str(run), "--out", str(tmp_path / "o2"), "--max-rel-l2", "0.005",
+                 "--exclude", "dtype"])
+    capsys.readouterr()
+    rec = json.loads((tmp_path / "o2" / "recommendation.json").read_text())
+    assert code == 0 and rec["precision_policy"]["edits"][0]["predicted_flips"][0]["node"] == "Functional.linear.0"
+    assert rec["predicted"]["recommended"]["final_rel_l2"] == pytest.approx(fp32, abs=1e-6)
