@@ -115,15 +115,19 @@ def real_run_trace(analysis: Any, meta: dict, amp: str | None = None) -> tuple[A
         dt.notes.append("the op graph is the FP32 dump's dataflow, not the profile's kernels (they are not the "
                         "dump's API calls): times are the cost model's")
     low = measured_low_dtype(target)
-    out = dict(meta, engine="torch_npu", amp=amp or meta.get("amp") or "autocast", low_dtype=low or "fp16",
+    given = bool(amp or meta.get("amp"))
+    amp = amp or meta.get("amp") or "autocast"
+    whence = " (the mixed dump's)" if low else " (the mixed dump holds no fp16/bf16 tensor)"
+    if amp.startswith("apex") and low == "bf16":
+        low, whence = "fp16", " (Apex casts to float16 only; the mixed dump holds bf16)"
+    out = dict(meta, engine="torch_npu", amp=amp, low_dtype=low or "fp16",
                soc=meta.get("soc") or analysis.defaults.soc)      # --soc, else the default chip (analyze's)
     if info is not None and info.acl_precision_mode:
         out["acl_precision_mode"] = info.acl_precision_mode
     dt.notes.insert(0, f"re-planned from the FP32 msprobe dump of step {step} ({len(dt.trace.calls)} API calls, no "
-                       f"{TRACE_FILE}): program read as {out['amp']}" + ("" if amp or meta.get("amp") else
+                       f"{TRACE_FILE}): program read as {out['amp']}" + ("" if given else
                        " (a dump does not say how the program cast: --amp to say)") +
-                    f", low dtype {out['low_dtype']}" + (" (the mixed dump's)" if low else
-                                                          " (the mixed dump holds no fp16/bf16 tensor)"))
+                    f", low dtype {out['low_dtype']}{whence}")
     half = half_parameters(dt, target)
     if half and out["amp"] == "autocast":
         dt.notes.append(f"the mixed dump holds {half} fp16 parameter input(s): autocast keeps weights fp32, so the "
@@ -174,7 +178,7 @@ class TorchNpuReplay:
         if self.trace is None:
             real, meta = real_run_trace(analysis, meta, amp)
             self.trace, self.notes = real.trace, list(real.notes)
-        self.config = config_of(meta, path / "run.json")
+        self.config = config_of(meta, path / "run.json" if real is None else path)
         self.policy = run_policy(path, meta, self.config)
         self._plans: dict = {}
         g = analysis.graph

@@ -290,3 +290,14 @@ def test_the_search_on_real_tensors_picks_what_a_hand_computed_oracle_picks(tmp_
     rec = json.loads((tmp_path / "o2" / "recommendation.json").read_text())
     assert code == 0 and rec["precision_policy"]["edits"][0]["predicted_flips"][0]["node"] == "Functional.linear.0"
     assert rec["predicted"]["recommended"]["final_rel_l2"] == pytest.approx(fp32, abs=1e-6)
+
+
+def test_apex_o2_on_the_real_trace_is_the_half_model(pair):
+    """--amp apex-o2: the model's input enters through its own forward (O2's input caster) and its weights are half,
+    so every call computes fp16; keeping the whole model fp32 undoes it."""
+    a, _ = pair
+    r = TorchNpuReplay(a, amp="apex-o2")
+    assert r.config.dtype == "fp16" and any("Apex casts to float16 only" in n for n in r.notes)
+    assert {d.compute for d in r.plan().decisions} == {"fp16"}
+    keep = PrecisionPolicy(amp="apex-o2", dtype="fp16", rules=PolicyRules((KeepRule(module=""),), ()))
+    assert {d.compute for d in r.plan(keep).decisions} == {"fp32"}

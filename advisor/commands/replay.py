@@ -94,7 +94,7 @@ def _replay_policy(run: str, engine: EngineChoice, ge_file: Optional[str], chip:
     pol = read_policy(engine.policy) if engine.policy else None
     a = analyze(policy_run(run), tolerance=tol, soc=chip.soc, overflow_mode=numerics.overflow_mode,
                 allow_hf32=numerics.allow_hf32)
-    r = TorchNpuReplay(a, amp=engine.amp)
+    r = TorchNpuReplay(a, amp=engine.amp or (pol.amp if pol is not None else None))   # a real run: the policy's
     _check_steps(run, step, a)
     out, ok = replay_report(r, pol if pol is not None else r.policy, tol, step or None)
     if as_json:

@@ -59,6 +59,7 @@ CAST_APIS = {"float": "fp32", "half": "fp16", "bfloat16": "bf16", "double": "fp6
 _DIM_OVERLOADS = {"sum": "dim_IntList", "prod": "dim_int", "norm": "ScalarOpt_dim"}
 _NO_DIM_OVERLOADS = {"norm": "Scalar"}
 _FIXED_OVERLOADS = {"softmax": "int", "log_softmax": "int", "conv_transpose2d": "input", "conv_transpose3d": "input"}
+ROOT = 0                    # the trace's frame of the model's own forward (module "")
 OPTIMIZER = "optimizer"      # construct.json's scope of optimizer calls (msprobe core/common/const.py:580)
 NO_MODULES = ("the dump has no module entries (msprobe level L1, no construct.json scope): every call is read as the "
               "model's own forward (module ''); dump with level mix for advice by module")
@@ -167,7 +168,7 @@ class _Builder:
     def __init__(self, graph: Any, golden: Any, construct: dict):
         self.g, self.golden, self.construct = graph, golden, construct
         self.calls: list[S.Call] = []
-        self.frames: list[S.Frame] = []
+        self.frames: list[S.Frame] = [S.Frame("module", "")]     # the model's own forward (ROOT): its inputs pass it
         self.leaves: dict[str, S.Leaf] = {}
         self.module_frame: dict[str, int] = {}       # module entry -> its frame
         self.call_modules: dict[str, list[str]] = {}  # call name -> its module entries, outermost first
@@ -192,10 +193,9 @@ class _Builder:
         for m in chain:
             fid = self.module_frame.get(m)
             if fid is None:
-                parent = out[-1] if out else -1
+                parent = out[-1] if out else ROOT
                 fid = self.module_frame[m] = len(self.frames)
-                self.frames.append(S.Frame("module", _module_of(m) or "", _module_of(self.frames[parent].op)
-                                           if parent >= 0 else "", parent=parent))
+                self.frames.append(S.Frame("module", _module_of(m) or "", self.frames[parent].op, parent=parent))
             out.append(fid)
         return out
 
@@ -217,7 +217,9 @@ class _Builder:
             inside = s is not None and s[0] in self.call_modules
             outer = self.call_modules.get(s[0], []) if inside else []
             # a module's frame is passed by inputs from outside that module call (its forward's arguments)
-            port_frames.append(tuple(f for m, f in zip(chain, mframes) if m not in outer))
+            passed = tuple(f for m, f in zip(chain, mframes) if m not in outer)
+            # a model input enters through the model's own forward first (Apex O2 casts it there)
+            port_frames.append(((ROOT,) if s is not None and s[0].startswith("Model.input.") else ()) + passed)
         in_dtypes = tuple(r.dtype for r in ins)
         for s in srcs:
             if s is not None and s[0] not in self.call_modules:
@@ -226,7 +228,7 @@ class _Builder:
         for i, s in enumerate(srcs):
             if s is None:     # a tensor the graph has no node for: a leaf of the recorded dtype
                 self.leaves[srcs_t[i][0]] = S.Leaf(srcs_t[i][0], in_dtypes[i], "const")
-        parent = mframes[-1] if mframes else -1
+        parent = mframes[-1] if mframes else ROOT
         frame = parent
         dt = _dtype_arg(args, kwargs)
         floats = [(s, pf) for s, d, pf in zip(srcs_t, in_dtypes, port_frames) if d in S.FLOATS]

@@ -331,7 +331,8 @@ def recommend_cli(profile: str, tolerance: Any, policy: str | None, ge_file: str
     log("reading the run")
     a = analyze(policy_run(profile, step), tolerance=tolerance, soc=soc, step=step)
     log("searching policy edits (replay)")
-    rec = recommend_policy(a, tolerance, max_edits=max_edits, exclude=exclude, out_dir=out_dir, base=base, amp=amp)
+    rec = recommend_policy(a, tolerance, max_edits=max_edits, exclude=exclude, out_dir=out_dir, base=base,
+                           amp=amp or (base.amp if base is not None else None))     # a real run: the policy's amp
     log("writing outputs")
     return rec, write_policy_outputs(rec, out_dir)
 
