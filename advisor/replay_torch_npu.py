@@ -135,6 +135,19 @@ def real_run_trace(analysis: Any, meta: dict, amp: str | None = None) -> tuple[A
     return dt, out
 
 
+def measured_low(analysis: Any, dt: Any) -> dict[str, bool]:
+    """call -> whether the mixed dump's first float output of it is fp16/bf16 (a real run's measured dtypes)."""
+    run = analysis.run
+    step = min(analysis.steps) if analysis.steps else min(run.golden_dump)
+    target = (run.target_dump or {}).get(step)
+    out = {}
+    for c in dt.trace.calls:
+        e = target.entries.get(dt.entries.get(c.name, "")) if target is not None else None
+        got = next((r.dtype for r in e.outputs if r.dtype in S.FLOATS), None) if e is not None else None
+        out[c.name] = c.kernel and got in S.LOW
+    return out
+
+
 def dtype_notes(analysis: Any, dt: Any, tp: S.TorchPlan) -> list[str]:
     """Where the mixed dump's output dtypes are not the plan's, as one note (the measured run is judged as it ran;
     the candidates are torch_npu's)."""
@@ -183,6 +196,7 @@ class TorchNpuReplay:
         self._plans: dict = {}
         g = analysis.graph
         self.types = {c.name: str(g.nodes[c.name].get("type", "")) if c.name in g else "" for c in self.trace.calls}
+        self.measured_low = None if real is None else measured_low(analysis, real)
         if real is not None:
             self.notes += dtype_notes(analysis, real, self.plan())
 
@@ -230,12 +244,25 @@ class TorchNpuReplay:
 
     # ------------------------------------------------------------------ time
     def _low(self, tp: S.TorchPlan) -> np.ndarray:
+        return self._mask(tp.names, tp.low_mask())
+
+    def _mask(self, names: list[str], low_of: list[bool]) -> np.ndarray:
         from .analysis import node_positions
-        pos = node_positions(self.a.compiled, tp.names)
+        pos = node_positions(self.a.compiled, names)
         low = np.zeros(len(self.a.compiled), bool)
         ok = pos >= 0
-        low[pos[ok]] = np.asarray(tp.low_mask(), bool)[ok]
+        low[pos[ok]] = np.asarray(low_of, bool)[ok]
         return low
+
+    def measured_time(self) -> tuple[float, float] | None:
+        """A real run's (float kernel time µs, low-precision share) with its calls whose mixed-dump output is
+        fp16/bf16 low (the time model's); None for a capture (its measured plan is its own policy's)."""
+        if self.measured_low is None:
+            return None
+        names = list(self.measured_low)
+        low = self._mask(names, [self.measured_low[n] for n in names])
+        t = self.a.times
+        return float(t.times(low)[t.kernel].sum()), t.share(low)
 
     def low_share(self, tp: S.TorchPlan) -> float:
         """The low-precision share of float kernel time under the plan (``costmodel.TimeModel.share``)."""

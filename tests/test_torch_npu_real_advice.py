@@ -146,6 +146,9 @@ def test_recommend_on_the_real_pair_writes_a_policy(tmp_path, capsys):
     # the measured run (CPU autocast: softmax in bf16) fails 1e-6; torch_npu's base, replayed, keeps the softmax fp32
     assert pred["measured"]["how"] == "measured" and pred["measured"]["meets_tolerance"] is False
     assert pred["base"]["how"] == "replayed" and rec["status"] == "no-change-needed" and rec["mode"] == "mixed_bfloat16"
+    # the measured share counts what the mixed dump ran low (4 of its 5 calls are bf16 there), the base torch_npu's
+    # plan (the linear alone)
+    assert pred["measured"]["low_precision_share"] > pred["base"]["low_precision_share"] > 0
     assert any("re-planned from the FP32 msprobe dump" in n for n in rec["notes"])
     assert not (out / "modify_mixlist.json").exists()
 

@@ -262,8 +262,9 @@ def recommend_policy(analysis: Any, tolerance: Any = None, *, max_edits: int = 3
     out = Path(out_dir).resolve() / POLICY_NAME if out_dir is not None else Path(POLICY_NAME)
     measured = tol.judge(a.final_metrics(s.steps))
     w = measured.worst or {}
-    m_sum = PlanSummary(w.get("rel_l2"), w.get("finite") is False, w.get("cosine"), round(r.time_us(r.plan()), 3), 0,
-                        round(r.low_share(r.plan()), 6), 0.0, "measured", TIME_HOW, meets_tolerance=bool(measured.ok),
+    m_time, m_share = r.measured_time() or (r.time_us(r.plan()), r.low_share(r.plan()))   # a real run: its dtypes
+    m_sum = PlanSummary(w.get("rel_l2"), w.get("finite") is False, w.get("cosine"), round(m_time, 3), 0,
+                        round(m_share, 6), 0.0, "measured", TIME_HOW, meets_tolerance=bool(measured.ok),
                         reasons=list(measured.reasons)[:4] or None)
     mode = a.mode if (a.run.meta or {}).get("mode") or not r.notes else \
         (r.config.acl_precision_mode if r.config.amp == "none" else      # a real run: its dump's dtype
