@@ -59,10 +59,13 @@ CAST_APIS = {"float": "fp32", "half": "fp16", "bfloat16": "bf16", "double": "fp6
 _DIM_OVERLOADS = {"sum": "dim_IntList", "prod": "dim_int", "norm": "ScalarOpt_dim"}
 _NO_DIM_OVERLOADS = {"norm": "Scalar"}
 _FIXED_OVERLOADS = {"softmax": "int", "log_softmax": "int", "conv_transpose2d": "input", "conv_transpose3d": "input"}
+ATEN_LEVEL = ("the dump records aten ops (msprobe level L2): an op inside another autocast op's call (addmm inside "
+              "linear) cannot be told from one the program called itself, and is read as called itself; advice "
+              "naming such an op may not reach it at the autocast key (dump level L1 or mix to see the API calls)")
 ROOT = 0                    # the trace's frame of the model's own forward (module "")
 OPTIMIZER = "optimizer"      # construct.json's scope of optimizer calls (msprobe core/common/const.py:580)
-NO_MODULES = ("the dump has no module entries (msprobe level L1, no construct.json scope): every call is read as the "
-              "model's own forward (module ''); dump with level mix for advice by module")
+NO_MODULES = ("the dump has no module scope (no Module entries in construct.json: msprobe level L1 or L2): every call "
+              "is read as the model's own forward (module ''); dump with level mix for advice by module")
 
 
 @dataclass
@@ -275,6 +278,8 @@ def trace_of_dump(graph: Any, golden: Any, construct: dict[str, str | None] | No
                                       "rebuild the program from")
     has_modules = any(b.call_modules.values())
     notes = [] if has_modules else [NO_MODULES]
+    if any(e.startswith("Aten.") for e in entries.values()):
+        notes.append(ATEN_LEVEL)
     if optimizer:
         notes.append(f"{optimizer} optimizer call(s) (construct.json scope 'optimizer') run outside the forward and "
                      "its autocast: not re-planned")
@@ -307,12 +312,14 @@ def measured_low_dtype(target: Any) -> str | None:
 
 
 def half_parameters(dt: DumpTrace, target: Any) -> int:
-    """How many parameter inputs (``requires_grad`` leaves of the trace) the mixed dump records as fp16: a program
-    whose weights are fp16 was made half (``model.half()``, Apex O2), not autocast (which keeps weights fp32)."""
+    """How many parameter inputs (``requires_grad`` leaves of the trace) of API calls the mixed dump records as fp16:
+    a program whose weights are fp16 was made half (``model.half()``, Apex O2), not autocast, which keeps weights fp32
+    and casts them inside the API (an ``Aten.*`` entry, below autocast, sees the cast copy: not counted)."""
     n = 0
     for c in dt.trace.calls:
-        e = target.entries.get(dt.entries.get(c.name, "")) if target is not None else None
-        if e is None:
+        entry = dt.entries.get(c.name, "")
+        e = target.entries.get(entry) if target is not None else None
+        if e is None or entry.startswith("Aten."):
             continue
         for (src, _), r in zip(c.srcs, e.inputs):
             leaf = dt.trace.leaves.get(src)
