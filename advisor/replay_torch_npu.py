@@ -20,6 +20,9 @@ from typing import Any, Hashable, Iterable
 import numpy as np
 
 from .errors import InputError
+from .ingest.msprobe_trace import (dtype_disagreements, half_parameters, low_outputs, measured_low_dtype, summary,
+                                   trace_of_dump)
+from .ingest.run import load_run
 from .precision_policy import PolicyRules, PrecisionPolicy, read_policy
 from .semantics import torch_npu as S
 from .semantics.torch_npu_trace import FILE as TRACE_FILE, read_trace, with_op_frames
@@ -76,7 +79,6 @@ def policy_run(path: str | Path, step: int | None = None) -> Any:
     """The ``ingest.Run`` a torch_npu run's policy replay reads: a capture as it is; a real run (no
     torch_npu_trace.json) refused in one line when it has no FP32 tensor dump (``missing_for_policy``), and planned on
     the dump's dataflow even when a profile is beside it (the profile's kernels are not the dump's API calls)."""
-    from .ingest.run import load_run
     run = load_run(path, step=step)
     info = run.engine_info
     if (Path(path) / TRACE_FILE).is_file() or (info is not None and info.declared):
@@ -93,7 +95,6 @@ def real_run_trace(analysis: Any, meta: dict, amp: str | None = None) -> tuple[A
     """(``ingest.msprobe_trace.DumpTrace`` of the first step, run.json-like settings: ``amp`` (given, else autocast),
     ``low_dtype`` (the mixed dump's), the chip and ACL_PRECISION_MODE read from the profile) of a real torch_npu
     run with an FP32 tensor dump; an InputError saying what is missing otherwise."""
-    from .ingest.msprobe_trace import half_parameters, measured_low_dtype, trace_of_dump
     run = analysis.run
     path = Path(analysis.path)
     info = getattr(run, "engine_info", None)
@@ -108,7 +109,7 @@ def real_run_trace(analysis: Any, meta: dict, amp: str | None = None) -> tuple[A
                    "replay_torch_npu.policy_run")
     if missing is not None:
         raise InputError(path, f"no {TRACE_FILE}{why}: {missing}; --engine ge gives GE list advice instead")
-    step = min(analysis.steps) if analysis.steps else min(run.golden_dump)
+    step = first_step(analysis)
     target = (run.target_dump or {}).get(step)
     dt = trace_of_dump(analysis.graph, run.golden_dump[step])
     if run.kernels is not None and len(run.kernels):
@@ -135,26 +136,15 @@ def real_run_trace(analysis: Any, meta: dict, amp: str | None = None) -> tuple[A
     return dt, out
 
 
-def measured_low(analysis: Any, dt: Any) -> dict[str, bool]:
-    """call -> whether the mixed dump's first float output of it is fp16/bf16 (a real run's measured dtypes)."""
-    run = analysis.run
-    step = min(analysis.steps) if analysis.steps else min(run.golden_dump)
-    target = (run.target_dump or {}).get(step)
-    out = {}
-    for c in dt.trace.calls:
-        e = target.entries.get(dt.entries.get(c.name, "")) if target is not None else None
-        got = next((r.dtype for r in e.outputs if r.dtype in S.FLOATS), None) if e is not None else None
-        out[c.name] = c.kernel and got in S.LOW
-    return out
+def first_step(analysis: Any) -> int:
+    """The step a real run's trace is rebuilt from: the first with both dumps (else the FP32 dump's first)."""
+    return min(analysis.steps) if analysis.steps else min(analysis.run.golden_dump)
 
 
 def dtype_notes(analysis: Any, dt: Any, tp: S.TorchPlan) -> list[str]:
     """Where the mixed dump's output dtypes are not the plan's, as one note (the measured run is judged as it ran;
     the candidates are torch_npu's)."""
-    from .ingest.msprobe_trace import dtype_disagreements, summary
-    run = analysis.run
-    step = min(analysis.steps) if analysis.steps else min(run.golden_dump)
-    diff = dtype_disagreements(dt, tp, (run.target_dump or {}).get(step))
+    diff = dtype_disagreements(dt, tp, (analysis.run.target_dump or {}).get(first_step(analysis)))
     if not diff:
         return []
     return [f"the mixed dump's dtypes are not torch_npu {tp.config.amp}'s at {len(diff)} of {len(dt.trace.calls)} "
@@ -196,7 +186,8 @@ class TorchNpuReplay:
         self._plans: dict = {}
         g = analysis.graph
         self.types = {c.name: str(g.nodes[c.name].get("type", "")) if c.name in g else "" for c in self.trace.calls}
-        self.measured_low = None if real is None else measured_low(analysis, real)
+        self.measured_low = None if real is None else \
+            low_outputs(real, (analysis.run.target_dump or {}).get(first_step(analysis)))
         if real is not None:
             self.notes += dtype_notes(analysis, real, self.plan())
 
@@ -292,5 +283,6 @@ def replay_report(r: TorchNpuReplay, policy: PrecisionPolicy, tolerance: Any,
     return out, verdict.ok
 
 
-__all__ = ["TRACE_FILE", "TorchNpuReplay", "policy_run", "OpChange", "missing_for_policy", "real_run_trace", "dtype_notes", "config_of", "run_policy", "replay_report", "REPLAYED", "INCOMPLETE",
+__all__ = ["TRACE_FILE", "TorchNpuReplay", "policy_run", "OpChange", "missing_for_policy", "real_run_trace",
+           "dtype_notes", "first_step", "config_of", "run_policy", "replay_report", "REPLAYED", "INCOMPLETE",
            "TIME_HOW"]

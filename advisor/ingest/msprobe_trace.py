@@ -304,6 +304,16 @@ def dtype_disagreements(dt: DumpTrace, plan: S.TorchPlan, target: Any) -> list[t
     return out
 
 
+def low_outputs(dt: DumpTrace, target: Any) -> dict[str, bool]:
+    """call -> whether the mixed dump's first float output of it is fp16/bf16 (what the real run ran low)."""
+    out = {}
+    for c in dt.trace.calls:
+        e = target.entries.get(dt.entries.get(c.name, "")) if target is not None else None
+        got = next((r.dtype for r in e.outputs if r.dtype in S.FLOATS), None) if e is not None else None
+        out[c.name] = c.kernel and got in S.LOW
+    return out
+
+
 def measured_low_dtype(target: Any) -> str | None:
     """The low float dtype the mixed dump's tensors have (bf16 before fp16: a bf16 run may hold fp16 nowhere), None
     when it holds neither."""
@@ -334,5 +344,5 @@ def summary(items: Iterable[tuple[str, str, str]], limit: int = 4) -> str:
 
 
 __all__ = ["DumpTrace", "trace_of_dump", "aten_of", "overload_of", "split_entry", "read_construct", "module_chain",
-           "dtype_disagreements", "measured_low_dtype", "half_parameters", "summary", "API_ATEN", "CAST_APIS", "API_PREFIXES",
+           "dtype_disagreements", "low_outputs", "measured_low_dtype", "half_parameters", "summary", "API_ATEN", "CAST_APIS", "API_PREFIXES",
            "NO_MODULES"]
