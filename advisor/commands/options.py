@@ -186,7 +186,8 @@ class EngineChoice:
         if torch_npu and eng == "torch_npu":
             p = Path(run_dir) / "run.json"
             meta = read_run_json(p) if p.is_file() else {}
-            if self.amp is not None and self.amp != (meta.get("amp") or "autocast"):
+            # a real run (no run.json): --amp says how its program cast, which its dumps cannot tell
+            if self.amp is not None and info.declared and self.amp != (meta.get("amp") or "autocast"):
                 raise InputError(run_dir, f"the run used amp {meta.get('amp')}, not {self.amp} (--amp)")
             return eng
         if torch_npu and (self.amp is not None or self.policy is not None):

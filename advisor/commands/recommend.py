@@ -66,7 +66,8 @@ def register(app: typer.Typer) -> None:
             if torch_npu:      # a torch_npu run's advice is a precision policy (recommend/policy_search.py)
                 from ..recommend.policy_search import recommend_cli
                 rec, paths = recommend_cli(profile, tol, engine.policy, mixlist or keep_dtype or customize_dtypes,
-                                           chip.soc, tuple(exclude or ()), max_edits, step, out_dir, log)
+                                           chip.soc, tuple(exclude or ()), max_edits, step, out_dir, log,
+                                           amp=engine.amp)
             else:
                 rec = recommend_run(profile, tol, base_mixlist=base, exclude=tuple(exclude or ()), max_edits=max_edits,
                                     soc=chip.soc, ops_info=chip.ops_info, cann=chip.cann, mode=mode, rank=rank, step=step,

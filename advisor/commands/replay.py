@@ -86,15 +86,15 @@ def _replay_policy(run: str, engine: EngineChoice, ge_file: Optional[str], chip:
     """A torch_npu run under ``--policy`` (default: the run's own policy); raises typer.Exit with the verdict."""
     from ..analysis import analyze
     from ..precision_policy import read_policy
-    from ..replay_torch_npu import TorchNpuReplay, replay_report
+    from ..replay_torch_npu import TorchNpuReplay, policy_run, replay_report
     from ..report.terminal import print_replay
     if ge_file:
         raise InputError(ge_file, "is a GE file (mixlist / keep_dtype / customize_dtypes); a torch_npu run takes "
                                   "--policy precision_policy.json")
     pol = read_policy(engine.policy) if engine.policy else None
-    a = analyze(run, tolerance=tol, soc=chip.soc, overflow_mode=numerics.overflow_mode,
+    a = analyze(policy_run(run), tolerance=tol, soc=chip.soc, overflow_mode=numerics.overflow_mode,
                 allow_hf32=numerics.allow_hf32)
-    r = TorchNpuReplay(a)
+    r = TorchNpuReplay(a, amp=engine.amp or (pol.amp if pol is not None else None))   # a real run: the policy's
     _check_steps(run, step, a)
     out, ok = replay_report(r, pol if pol is not None else r.policy, tol, step or None)
     if as_json:

@@ -248,22 +248,28 @@ def _minimality(s: PolicySearch, best: PolicyTrial) -> Minimality:
 
 def recommend_policy(analysis: Any, tolerance: Any = None, *, max_edits: int = 3, exclude: Iterable[str] = (),
                      budget: int = DEFAULT_BUDGET, out_dir: str | Path | None = None,
-                     steps: Iterable[int] | None = None, base: PrecisionPolicy | None = None) -> Recommendation:
+                     steps: Iterable[int] | None = None, base: PrecisionPolicy | None = None,
+                     amp: str | None = None) -> Recommendation:
     """The policy recommendation of a torch_npu run (an ``analysis.Analysis``): the measured verdict first (a run
-    within tolerance needs no change), else the search; ``base``: start from this policy instead of the run's."""
+    within tolerance needs no change), else the search; ``base``: start from this policy instead of the run's;
+    ``amp``: how a real run's program cast (its dump cannot say; default autocast)."""
     t0 = time.perf_counter()
     a = analysis
     tol = tolerance if tolerance is not None else a.tolerance
-    r = TorchNpuReplay(a)
+    r = TorchNpuReplay(a, amp=amp)
     s = PolicySearch(r, tol, base, budget, steps)
     pol0 = s.base
     out = Path(out_dir).resolve() / POLICY_NAME if out_dir is not None else Path(POLICY_NAME)
     measured = tol.judge(a.final_metrics(s.steps))
     w = measured.worst or {}
-    m_sum = PlanSummary(w.get("rel_l2"), w.get("finite") is False, w.get("cosine"), round(r.time_us(r.plan()), 3), 0,
-                        round(r.low_share(r.plan()), 6), 0.0, "measured", TIME_HOW, meets_tolerance=bool(measured.ok),
+    m_time, m_share = r.measured_time() or (r.time_us(r.plan()), r.low_share(r.plan()))   # a real run: its dtypes
+    m_sum = PlanSummary(w.get("rel_l2"), w.get("finite") is False, w.get("cosine"), round(m_time, 3), 0,
+                        round(m_share, 6), 0.0, "measured", TIME_HOW, meets_tolerance=bool(measured.ok),
                         reasons=list(measured.reasons)[:4] or None)
-    rec = Recommendation("no-change-needed", mode=str(a.mode), soc=str(r.config.soc),
+    mode = a.mode if (a.run.meta or {}).get("mode") or not r.notes else \
+        (r.config.acl_precision_mode if r.config.amp == "none" else      # a real run: its dump's dtype
+         {"bf16": "mixed_bfloat16", "fp16": "mixed_float16"}[r.config.dtype])
+    rec = Recommendation("no-change-needed", mode=str(mode), soc=str(r.config.soc),
                          tolerance=ToleranceLimits.of(tol), engine="torch_npu")
     rec.out_dir = str(Path(out_dir).resolve()) if out_dir is not None else None
     cands: list[PolicyEdit] = []
@@ -304,27 +310,30 @@ def recommend_policy(analysis: Any, tolerance: Any = None, *, max_edits: int = 3
     rec.search = SearchStats(method="replay (policy edits)", budget=budget, replays=s.replays,
                              candidates=len(cands), largest_set=len(edits), truncated=s.truncated or None,
                              seconds=round(time.perf_counter() - t0, 3), max_edits=max_edits)
-    rec.notes.extend(r.plan(final).notes)
+    rec.notes.extend(r.notes + r.plan(final).notes)
     return rec
 
 
 def recommend_cli(profile: str, tolerance: Any, policy: str | None, ge_file: str | None, soc: str | None,
-                  exclude: Iterable[str], max_edits: int, step: int | None, out_dir: Path, log: Any
-                  ) -> tuple[Recommendation, dict]:
+                  exclude: Iterable[str], max_edits: int, step: int | None, out_dir: Path, log: Any,
+                  amp: str | None = None) -> tuple[Recommendation, dict]:
     """``advisor recommend`` on a torch_npu run: the Recommendation and the files written (``--policy``: start from
-    that policy instead of the run's; a GE file is refused)."""
+    that policy instead of the run's; a GE file is refused; a real run without the tensors a replay needs is one
+    line saying what to dump, ``replay_torch_npu.missing_for_policy``)."""
     from ..analysis import analyze
     from ..errors import InputError
     from ..precision_policy import read_policy
+    from ..replay_torch_npu import policy_run
     from .policy_edits import write_policy_outputs
     if ge_file:
         raise InputError(ge_file, "is a GE file (mixlist / keep_dtype / customize_dtypes); a torch_npu run's advice "
                                   "starts from --policy precision_policy.json")
     base = read_policy(policy) if policy else None
     log("reading the run")
-    a = analyze(profile, tolerance=tolerance, soc=soc, step=step)
+    a = analyze(policy_run(profile, step), tolerance=tolerance, soc=soc, step=step)
     log("searching policy edits (replay)")
-    rec = recommend_policy(a, tolerance, max_edits=max_edits, exclude=exclude, out_dir=out_dir, base=base)
+    rec = recommend_policy(a, tolerance, max_edits=max_edits, exclude=exclude, out_dir=out_dir, base=base,
+                           amp=amp or (base.amp if base is not None else None))     # a real run: the policy's amp
     log("writing outputs")
     return rec, write_policy_outputs(rec, out_dir)
 

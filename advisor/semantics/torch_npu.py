@@ -127,10 +127,21 @@ def eager_op(op: str, overload: str = "default") -> dict | None:
     return ops.get(f"{op}.{overload}") or ops.get(op)
 
 
+# CompositeImplicitAutograd ops with no op-plugin kernel of their own, as an API-level call names them (an msprobe
+# dump records ``F.linear``, a capture the ``addmm`` below it): the cube family of the kernel they decompose into
+# (PyTorch aten/src/ATen/native/Linear.cpp: linear -> addmm / matmul, einsum / bilinear / tensordot -> bmm / mm;
+# Convolution.cpp: conv*d -> convolution).  Choice: read from PyTorch's source, torch_npu registers no kernel here.
+COMPOSITE_CUBE = {"linear": "matmul", "bilinear": "matmul", "einsum": "matmul", "tensordot": "matmul",
+                  "chain_matmul": "matmul", "linalg_multi_dot": "matmul", "conv1d": "conv", "conv2d": "conv",
+                  "conv3d": "conv", "conv_transpose1d": "conv", "conv_transpose2d": "conv", "conv_transpose3d": "conv",
+                  "conv_tbc": "conv"}
+
+
 def cube_family(op: str, overload: str = "default") -> str | None:
-    """matmul | conv | none: the HF32 switch of an op whose aclnn call takes a cube_math_type (a cube op), else None."""
+    """matmul | conv | none: the HF32 switch of an op whose aclnn call takes a cube_math_type (a cube op; a composite
+    op: the kernel it decomposes into, ``COMPOSITE_CUBE``), else None."""
     e = eager_op(op, overload)
-    return e.get("cube") if e else None
+    return e.get("cube") if e else COMPOSITE_CUBE.get(op)
 
 
 def aclnn_api(op: str, overload: str = "default") -> str:
