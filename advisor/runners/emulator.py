@@ -21,7 +21,7 @@ from typing import Any, Callable, Sequence
 from ..errors import AdvisorError, InputError
 from ..fsutil import make_out_dir
 from ..mixlist import Mixlist
-from ..workload import check_target, is_onnx_target
+from ..workload import check_target, framework_of, is_onnx_target
 from .base import (FAILED, OK, TIMEOUT, Heartbeat, Runner, RunResult, write_customize_file, write_keep_file,
                    write_mixlist_file, write_policy_file)
 
@@ -85,16 +85,19 @@ class EmulatorRunner(Runner):
         return state
 
     def workload_facts(self) -> Callable[[], dict]:
-        """What a command checks before any run: ``{"batches": n, "trains": bool}`` -- an ONNX file's ``--inputs``
+        """What a command checks before any run: ``{"batches": n, "trains": bool, "framework": pytorch | tensorflow |
+        onnx}`` -- an ONNX file's ``--inputs``
         (one batch without them; it never trains), a Workload object's own, else the workload loaded -- not run --
         in the capture child (which then serves the captures).  Returns at once (the child loads the workload
         meanwhile); calling the result gives the facts, or raises InputError for a target that cannot be loaded."""
         if not isinstance(self.target, (str, Path)):
             n = len(self.target.batches) if isinstance(getattr(self.target, "batches", None), list) else None
             trains = bool(getattr(self.target, "trains", False))
-            return lambda: {"batches": self._kept(n), "trains": trains}
+            fw = framework_of(self.target.model) if hasattr(self.target, "model") else "pytorch"   # a tuple
+            return lambda: {"batches": self._kept(n), "trains": trains, "framework": fw}
         if is_onnx_target(str(self.target)):
-            return lambda: {"batches": self._kept(len(self.fixed.get("inputs") or ()) or 1), "trains": False}
+            return lambda: {"batches": self._kept(len(self.fixed.get("inputs") or ()) or 1), "trains": False,
+                            "framework": "onnx"}
         if self._worker is None:
             from .worker import CaptureWorker  # not at import: ``python -m advisor.runners.worker`` runs it
             self._worker = CaptureWorker()
@@ -104,7 +107,8 @@ class EmulatorRunner(Runner):
             reply = pending()
             if not reply.ok:
                 raise reply.exception(self.target)
-            return {"batches": self._kept(reply.facts.get("batches")), "trains": bool(reply.facts.get("trains"))}
+            return {"batches": self._kept(reply.facts.get("batches")), "trains": bool(reply.facts.get("trains")),
+                    "framework": reply.facts.get("framework", "pytorch")}
         return facts
 
     def count_batches(self) -> Callable[[], int | None]:
