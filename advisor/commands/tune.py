@@ -142,7 +142,7 @@ def register(app: typer.Typer) -> None:
             ge_given = {"--mixlist": mixlist, "--keep-dtype": keep_dtype, "--customize-dtypes": customize_dtypes,
                         "--ops-info": chip.ops_info, "--inputs": inputs, "--input-shape": input_shape,
                         "--granularity": granularity != "auto"}
-            choice = _engine_choice(engine, target, runner, resume, out, ge_given)
+            choice, why = _engine_choice(engine, target, runner, resume, out, ge_given)
             gran = _granularity(granularity, runner)
             refused = {"--loss-scale": loss_scale is not None, "--measure-minimality": measure_minimality,
                        "--ray": ray is not None, "--npus-per-run": npus_per_run is not None}
@@ -159,6 +159,8 @@ def register(app: typer.Typer) -> None:
             facts = _checked_workload(r, runner, out, resume and choice != "auto", holdout, inputs, input_shape, dump,
                                       loss_scale, log)
             choice = _engine_of_workload(choice, facts, target, refused, engine, mode, chip)
+            if why:
+                note(why)                           # once every input passed: a refusal stays one line
             if choice == "ge" and facts and facts["trains"]:
                 r.close()
                 r = None                            # training over optimizer steps (advisor/tune/training.py)
@@ -208,20 +210,16 @@ def _checked_workload(r, runner: str, out: str, resume: bool, holdout, inputs, i
     return known
 
 
-def _engine_choice(engine: EngineChoice, target, runner: str, resume: bool, out: str, ge_given: dict) -> str:
-    """torch_npu | ge | auto (``inputs.tune_engine``; a note for a GE option that picks ge)."""
+def _engine_choice(engine: EngineChoice, target, runner: str, resume: bool, out: str,
+                   ge_given: dict) -> tuple[str, str | None]:
+    """(torch_npu | ge | auto, the note for a GE option that picks ge): ``inputs.tune_engine``."""
     from ..inputs import tune_engine
-    from ..progress import note
     from ..tune.journal import journal_identity
     from ..workload import is_onnx_target
     ident = journal_identity(Path(out)) if resume else None
-    choice, why = tune_engine(engine.engine, engine.amp, engine.policy,
-                              onnx=bool(target) and is_onnx_target(str(target)), command=runner == "command",
-                              journal_engine=None if ident is None else ident.get("engine", "ge"),
-                              ge_given=[k for k, v in ge_given.items() if v])
-    if why:
-        note(why)
-    return choice
+    return tune_engine(engine.engine, engine.amp, engine.policy, onnx=bool(target) and is_onnx_target(str(target)),
+                       command=runner == "command", journal_engine=None if ident is None else ident.get("engine", "ge"),
+                       ge_given=[k for k, v in ge_given.items() if v])
 
 
 def _refuse_for_torch_npu(target, ge_given: dict, refused: dict, engine: EngineChoice, mode: str, chip: Chip) -> None:
