@@ -202,9 +202,15 @@ def tune_policy(runner: Runner, out: str | Path, *, amp: str, mode: str, soc: st
     """The torch_npu tune (module docstring); returns summary.json's content.  ``runner``: any runner whose ``run``
     takes ``policy`` (the emulator, a command); ``start``: the starting policy (None: the empty policy of ``amp``
     in ``mode``'s dtype); ``resume``: continue the journal in ``out``; ``parallel``: runs at once."""
+    import inspect
+
     from ..compare.tolerance import Tolerance
+    from ..errors import InputError
     from ..inputs import check_tune_options
     check_tune_options(mode, max_runs, holdout, parallel, None)
+    if "policy" not in inspect.signature(runner.run).parameters:
+        raise InputError("--runner", f"{type(runner).__name__} cannot apply a precision policy (a torch_npu tune "
+                                     "runs on the emulator or a command)")
     tol = tolerance if tolerance is not None else Tolerance()
     low = "bf16" if mode == "mixed_bfloat16" else "fp16"
     cur = start if start is not None else PrecisionPolicy(amp=amp, dtype=low if amp == "autocast" else "fp16",
