@@ -14,12 +14,13 @@ from .options import CHIP_FIXED, ENGINE, NUMERICS, TOLERANCE, Chip, EngineChoice
 _Out = typer.Option(..., "--out", help="Directory for the iterations, journal and final outputs (an existing "
                                        "non-empty one is kept as DIR.bak).")
 _Mode = typer.Option("mixed_float16", "--mode", help="mixed_float16 or mixed_bfloat16 (the modes GE applies a "
-                                                     "mixlist in).")
+                                                     "mixlist in; torch_npu: the autocast dtype).")
 _MaxRuns = typer.Option(6, "--max-runs", help="Budget: FP32 reference + mixed runs, failed ones included.")
 _Holdout = typer.Option(None, "--holdout", help="Judge the last K batches as held out (default 1 when there are "
                                                 ">= 2).")
 _Cmd = typer.Option(None, "--cmd", help="Command for --runner command, e.g. \"python train.py\" (gets "
-                                        "ADVISOR_MIXLIST, ADVISOR_MODE, ADVISOR_RUN_DIR).")
+                                        "ADVISOR_MIXLIST, ADVISOR_MODE, ADVISOR_RUN_DIR; with --engine torch_npu "
+                                        "ADVISOR_POLICY).")
 _Timeout = typer.Option(None, "--timeout", help="Seconds before a run (emulator capture or command) is killed with "
                                                 "its whole process tree and recorded as timed out (default: 3600 "
                                                 "for an emulator capture, 86400 for a command; 0: no limit).")
@@ -33,8 +34,9 @@ _Granularity = typer.Option("auto", "--granularity", help="type: list edits only
 _Inputs = typer.Option(None, "--inputs", help="ONNX model TARGET: .npz of its inputs (repeat for more batches).")
 _InputShape = typer.Option(None, "--input-shape", help="ONNX model TARGET: generated input of this shape, "
                                                        "name:1,3,224,224.")
-_Parallel = typer.Option(1, "--parallel", help="Run up to K candidate lists at once (each emulator run in its own "
-                                               "child process; with --runner command one per --devices entry).")
+_Parallel = typer.Option(1, "--parallel", help="Run up to K candidate lists or policies at once (each emulator run "
+                                               "in its own child process; with --runner command one per --devices "
+                                               "entry).")
 _Devices = typer.Option(None, "--devices", help="NPUs for --runner command, one per concurrent run: e.g. 0,1,2,3 "
                                                 "(each run gets its own ASCEND_RT_VISIBLE_DEVICES).")
 _Ray = typer.Option(None, "--ray", help="Run every candidate as a Ray task asking for --npus-per-run NPUs, on "
