@@ -166,6 +166,8 @@ def _batches(out: Path) -> list[list[str]]:
 def sequential(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("seq") / "t"
     assert main(["tune", WL, "--soc", "ascend910", "--out", str(out)]) == 0      # the default engine: torch_npu
+    assert json.loads((out / "summary.json").read_text())["schema"] == "advisor.tune_policy/1"
+    assert {r["engine"] for r in _policy_runs(out)} == {"torch_npu"}
     return out
 
 

@@ -208,7 +208,8 @@ def tune_policy(runner: Runner, out: str | Path, *, amp: str, mode: str, soc: st
     from ..errors import InputError
     from ..inputs import check_tune_options
     check_tune_options(mode, max_runs, holdout, parallel, None)
-    if "policy" not in inspect.signature(runner.run).parameters:
+    params = inspect.signature(runner.run).parameters
+    if "policy" not in params and not any(p.kind == p.VAR_KEYWORD for p in params.values()):
         raise InputError("--runner", f"{type(runner).__name__} cannot apply a precision policy (a torch_npu tune "
                                      "runs on the emulator or a command)")
     tol = tolerance if tolerance is not None else Tolerance()
