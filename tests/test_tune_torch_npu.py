@@ -225,7 +225,7 @@ from pathlib import Path
 run_dir = Path(os.environ["ADVISOR_RUN_DIR"])
 run_dir.parent.mkdir(parents=True, exist_ok=True)
 (run_dir.parent / "env.json").write_text(json.dumps({k: os.environ.get(k) for k in
-    ("ADVISOR_POLICY", "ADVISOR_MODE", "ADVISOR_MIXLIST", "ASCEND_RT_VISIBLE_DEVICES")}))
+    ("ADVISOR_POLICY", "ADVISOR_MODE", "ADVISOR_MIXLIST", "ADVISOR_REFERENCE", "ASCEND_RT_VISIBLE_DEVICES")}))
 sys.argv = [sys.argv[1], *sys.argv[2:]]
 runpy.run_path(sys.argv[0], run_name="__main__")
 '''
@@ -233,10 +233,12 @@ runpy.run_path(sys.argv[0], run_name="__main__")
 
 @pytest.mark.slow
 def test_the_command_runner_gets_the_policy_in_advisor_policy(tmp_path):
+    """A command that writes only what a real NPU run has (no FP32 golden: ``--no-golden``), two devices: the loop's
+    separate FP32 reference (no policy), then each run with its policy in ADVISOR_POLICY on its own device."""
     wrapper = tmp_path / "wrapper.py"
     wrapper.write_text(WRAPPER)
     out = tmp_path / "t"
-    cmd = f"{sys.executable} {wrapper} {NPU_SCRIPT} {WL}"
+    cmd = f"{sys.executable} {wrapper} {NPU_SCRIPT} {WL} --no-golden --engine torch_npu"
     p = subprocess.run([sys.executable, "-m", "advisor", "tune", "--engine", "torch_npu", "--runner", "command",
                         "--cmd", cmd, "--parallel", "2", "--devices", "0,1", "--out", str(out)],
                        capture_output=True, text=True, cwd=tmp_path)
@@ -251,7 +253,11 @@ def test_the_command_runner_gets_the_policy_in_advisor_policy(tmp_path):
         assert env["ADVISOR_MIXLIST"] == "" and env["ADVISOR_MODE"] == r["mode"]
         assert r["engine"] == "torch_npu"
         devices.add(env["ASCEND_RT_VISIBLE_DEVICES"])
+        assert env["ADVISOR_REFERENCE"] == "0"
     assert devices == {"0", "1"}                  # the second batch ran one policy per device
+    ref = json.loads((out / "reference" / "env.json").read_text())
+    assert ref["ADVISOR_REFERENCE"] == "1" and ref["ADVISOR_POLICY"] == ""    # the FP32 reference: no policy
     s = json.loads((out / "summary.json").read_text())
+    assert s["runs"] == len(rows) + 1 and _state(out)["reference"]["kind"] == "separate"
     first_pass = next(r for r in rows if r["ok"])
     assert s["confirmed"] and read_policy(out / "precision_policy.json") == first_pass["journal"]
