@@ -231,8 +231,8 @@ def _refuse_for_torch_npu(target, ge_given: dict, refused: dict, engine: EngineC
     from ..workload import is_onnx_target
     given = [k for k, v in refused.items() if v]
     if given:
-        raise InputError(given[0], f"is not available with --engine torch_npu ({TORCH_NPU_TUNE_REFUSES[given[0]]}); "
-                                   "--engine ge tunes GE lists with it")
+        raise InputError(given[0], f"is not available with --engine torch_npu, the default for a PyTorch workload "
+                                   f"({TORCH_NPU_TUNE_REFUSES[given[0]]}); --engine ge tunes GE lists with it")
     ge = [k for k, v in ge_given.items() if v]
     if ge:
         raise InputError(ge[0], "is GE's (a torch_npu tune runs precision policies: no mixlist, per-op dtype file, "
