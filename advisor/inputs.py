@@ -165,8 +165,8 @@ class EngineSettings:
         return {**self.config.to_meta(), "policy": "precision_policy.json" if self.policy is not None else None}
 
 
-# The command line's engine for a PyTorch capture given no --engine / --amp / --policy: ge while recommend, replay and
-# tune refuse torch_npu runs (their advice, a precision policy, is issue 22b); with 22b it becomes "torch_npu".
+# The command line's engine for a PyTorch capture or tune given no --engine / --amp / --policy (``auto_engine``,
+# ``tune_engine``); the library (``emulator.capture``, ``tune.tune``) takes ge unless told.
 PYTORCH_DEFAULT_ENGINE = "torch_npu"
 
 
@@ -178,6 +178,38 @@ def auto_engine(framework: str, mode: str | None = None, ge_options: Iterable[st
     if framework != "pytorch" or any(ge_options) or (mode is not None and mode not in TORCH_NPU_MODES):
         return "ge"
     return PYTORCH_DEFAULT_ENGINE
+
+
+# tune's engine when none is given.  Options that name GE artefacts mean GE lists (as capture takes ge for them, with a
+# note); loop options the torch_npu tune does not have are refused with torch_npu (``TORCH_NPU_TUNE_REFUSES``).
+TUNE_GE_OPTIONS = ("--mixlist", "--keep-dtype", "--customize-dtypes", "--ops-info", "--inputs", "--input-shape",
+                   "--granularity")
+TORCH_NPU_TUNE_REFUSES = {"--loss-scale": "a static loss scale is tuned for GE lists only",
+                          "--measure-minimality": "a torch_npu tune stops at its first confirmed policy",
+                          "--ray": "a torch_npu tune runs its policies locally (emulator slots or --devices)",
+                          "--npus-per-run": "applies to --ray, which a torch_npu tune does not take"}
+
+
+def tune_engine(engine: str | None, amp: str | None, policy: Any, *, onnx: bool, command: bool,
+                journal_engine: str | None, ge_given: Sequence[str]) -> tuple[str, str | None]:
+    """(engine, note) of ``advisor tune`` before its workload is loaded: ``--engine`` as given; torch_npu with
+    ``--amp`` / ``--policy``; a resumed tune's journal's (``journal_engine``: torch_npu, else ge); ge for an ONNX
+    TARGET, for ``--runner command`` (advisor cannot tell what the command runs: ``--engine torch_npu`` gives it
+    ``ADVISOR_POLICY``) and -- with a one-line note -- when an option of ``TUNE_GE_OPTIONS`` is given; else "auto",
+    decided by ``auto_engine`` once the workload is loaded (torch_npu for PyTorch; ge for TensorFlow and, with a
+    note, for a workload with an optimizer)."""
+    if engine is not None:
+        return engine, None
+    if amp is not None or policy is not None:
+        return "torch_npu", None
+    if journal_engine is not None:
+        return journal_engine, None
+    if onnx or command:
+        return "ge", None
+    if ge_given:
+        return "ge", (f"{ge_given[0]} is GE's: tuning GE lists (engine ge); without it a PyTorch workload tunes a "
+                      "torch_npu precision policy")
+    return "auto", None
 
 
 def engine_settings(engine: str | None, amp: str | None, mode: str | None, policy: Any, soc: str | None,

@@ -69,6 +69,14 @@ def is_onnx_model(obj: Any) -> bool:
     return isinstance(obj, str) and obj.lower().endswith(".onnx")
 
 
+def framework_of(model: Any) -> str:
+    """The framework of a workload's model as capture tells them apart: ``onnx`` (a ModelProto or ``.onnx`` path),
+    ``tensorflow`` (a TF/Keras object, or anything not callable), else ``pytorch``."""
+    if is_onnx_model(model):
+        return "onnx"
+    return "tensorflow" if is_tf_model(model) or not callable(model) else "pytorch"
+
+
 def is_onnx_target(target: Any) -> bool:
     """A capture TARGET that is an ONNX model file (``model.onnx``) rather than a Python workload."""
     return isinstance(target, str) and target.lower().endswith(".onnx") and ":" not in target.rsplit("/", 1)[-1]

@@ -7,7 +7,7 @@ above 8.32, where ``1 - sigmoid(z) < 2^-12``: in FP16 the sigmoid rounds to exac
 ``log(1 - p)`` is ``log(0)`` -- the scores turn infinite wherever such a label is absent.  The model has 22 M
 parameters, so ``advisor capture`` / ``tune`` dump statistics by default (tensors only up to 2 M).
 
-    advisor tune examples/minilm_multilabel.py:workload --out out/minilm_multilabel
+    advisor tune examples/minilm_multilabel.py:workload --engine ge --out out/minilm_multilabel
 """
 from __future__ import annotations
 

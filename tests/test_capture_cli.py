@@ -167,12 +167,12 @@ def test_capture_json_is_the_only_thing_on_stdout(tmp_path, capfd):
 def test_tune_json_stdout_carries_only_json_and_timeout_reaches_the_emulator(tmp_path, capfd):
     noisy = _wl(tmp_path, forward="print('forward says hi'); os.write(1, b'raw fd write\\n')\nreturn self.l(x)",
                 workload="print('workload says hi')")
-    p = _main(capfd, "tune", noisy, "--out", str(tmp_path / "t"), "--json", "--max-runs", "2")
+    p = _main(capfd, "tune", "--engine", "ge", noisy, "--out", str(tmp_path / "t"), "--json", "--max-runs", "2")
     assert p.returncode in (0, 1), p.stderr
     assert json.loads(p.stdout)["runs"] >= 1
     assert "workload says hi" in (tmp_path / "t" / "iter_00" / "stdout.txt").read_text()
     hang = _wl(tmp_path, "time.sleep(600)", name="hang")
-    p = _main(capfd, "tune", hang, "--out", str(tmp_path / "h"), "--json", "--timeout", "5", "--max-runs", "2")
+    p = _main(capfd, "tune", "--engine", "ge", hang, "--out", str(tmp_path / "h"), "--json", "--timeout", "5", "--max-runs", "2")
     assert p.returncode == 1, p.stderr
     it = json.loads((tmp_path / "h" / "iter_00" / "iteration.json").read_text())
     assert it["result"]["status"] == "timeout" and "5 s" in it["result"]["message"]

@@ -159,7 +159,7 @@ def test_targets_work_with_advisor_capture_and_tune(tmp_path):
     p = _cli("capture", target, "--out", str(tmp_path / "run"), "--dump", "stats", "--no-local-error", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     assert list((tmp_path / "run").glob("profile/**/kernel_details.csv"))
-    p = _cli("tune", target, "--out", str(tmp_path / "tune"), "--max-runs", "2", "--no-perf", cwd=tmp_path)
+    p = _cli("tune", "--engine", "ge", target, "--out", str(tmp_path / "tune"), "--max-runs", "2", "--no-perf", cwd=tmp_path)
     assert p.returncode in (0, 1), p.stderr                     # confirmed or not within 2 runs: a verdict
     assert (tmp_path / "tune" / "summary.json").is_file()
     p = _cli("capture", f"{REPO / 'bench' / 'cases' / 'targets.py'}:case_dev_99", "--out", str(tmp_path / "x"),

@@ -127,7 +127,7 @@ def test_conv_batchnorm_training_with_biased_convs_passes_compare_and_gets_no_ed
     assert not any(v["to-add"] for v in rec["modify_mixlist"].values())
     # tune judges the same way: the default lists are confirmed by the first mixed run
     tout = tmp_path / "tune"
-    assert main(["tune", f"{EXAMPLE}:workload", "--out", str(tout), "--json"]) == 0
+    assert main(["tune", "--engine", "ge", f"{EXAMPLE}:workload", "--out", str(tout), "--json"]) == 0
     s = json.loads(capfd.readouterr().out)
     assert s["confirmed"] and s["runs"] == 2
     tuned = json.loads((tout / "modify_mixlist.json").read_text())

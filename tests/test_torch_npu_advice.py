@@ -237,7 +237,7 @@ def test_tune_confirms_the_advised_policy_on_the_held_out_batch(tmp_path):
     assert used == pol                                    # what tune confirmed is the file it writes
 
 
-@pytest.mark.parametrize("extra", [["--mixlist", "m.json"], ["--resume"], ["--parallel", "2"]])
+@pytest.mark.parametrize("extra", [["--mixlist", "m.json"], ["--ray", "auto"], ["--loss-scale", "8"]])
 def test_tune_refuses_what_a_torch_npu_tune_does_not_do_in_one_line(tmp_path, capsys, extra):
     (tmp_path / "m.json").write_text("{}")
     extra = [str(tmp_path / x) if x.endswith(".json") else x for x in extra]

@@ -234,7 +234,7 @@ def test_tune_confirms_training_advice_over_all_steps_on_the_held_out_batch(tmp_
     f = tmp_path / "spiral.py"
     f.write_text(SPIRAL)
     out = tmp_path / "tune"
-    rc = main(["tune", f"{f}:workload", "--out", str(out), "--soc", "ascend910", "--json"])
+    rc = main(["tune", "--engine", "ge", f"{f}:workload", "--out", str(out), "--soc", "ascend910", "--json"])
     doc = json.loads(capsys.readouterr().out)
     assert rc == 0 and doc["confirmed"] and doc["holdout_batches"] == 1 and doc["calibration_batches"] == 2
     c = doc["confirmation"]

@@ -10,7 +10,7 @@ from advisor.cli import app
 
 
 def test_bad_dump_kind_is_one_line_exit_2(tmp_path):
-    r = CliRunner().invoke(app, ["tune", "examples/mlp_exp.py:workload", "--out", str(tmp_path / "t"),
+    r = CliRunner().invoke(app, ["tune", "--engine", "ge", "examples/mlp_exp.py:workload", "--out", str(tmp_path / "t"),
                                  "--dump", "everything"])
     assert r.exit_code == 2
     assert "--dump: expected tensors or stats" in r.output
@@ -19,7 +19,7 @@ def test_bad_dump_kind_is_one_line_exit_2(tmp_path):
 
 @pytest.mark.slow
 def test_dump_kind_reaches_every_run_and_tensors_are_replayed(tmp_path):
-    r = CliRunner().invoke(app, ["--quiet", "tune", "examples/mlp_exp.py:workload", "--out", str(tmp_path / "t"),
+    r = CliRunner().invoke(app, ["--quiet", "tune", "--engine", "ge", "examples/mlp_exp.py:workload", "--out", str(tmp_path / "t"),
                                  "--dump", "tensors", "--json"])
     assert r.exit_code == 0, r.output
     runs = sorted((tmp_path / "t").glob("iter_*/run/run.json"))

@@ -25,7 +25,7 @@ def _summary(out: Path) -> dict:
 @pytest.mark.slow
 def test_planted_hazard_confirmed_within_three_runs_after_reference(tmp_path):
     out = tmp_path / "tune"
-    rc = main(["tune", f"{EX / 'mlp_exp.py'}:workload", "--out", str(out)])
+    rc = main(["tune", "--engine", "ge", f"{EX / 'mlp_exp.py'}:workload", "--out", str(out)])
     s = _summary(out)
     assert rc == 0 and s["confirmed"]
     assert s["runs"] - 1 <= 3
@@ -53,7 +53,7 @@ def test_planted_hazard_confirmed_within_three_runs_after_reference(tmp_path):
 @pytest.mark.slow
 def test_control_confirms_without_black_list_edit(tmp_path, capsys):
     out = tmp_path / "tune"
-    rc = main(["tune", f"{EX / 'cnn_control.py'}:workload", "--out", str(out), "--max-runs", "4", "--json"])
+    rc = main(["tune", "--engine", "ge", f"{EX / 'cnn_control.py'}:workload", "--out", str(out), "--max-runs", "4", "--json"])
     s = _summary(out)
     assert json.loads(capsys.readouterr().out)["runs"] == s["runs"]
     assert rc == 0 and s["confirmed"]
@@ -94,7 +94,7 @@ def test_failing_gradients_are_judged_like_compare_judges_them_and_fixed_by_the_
     # the same figures (final outputs, loss and gradients on every batch); no list edit fixes it, so tune
     # runs the same list again with recommend's static loss scale -- and that run is judged by a fresh capture
     out = tmp_path / "tune"
-    rc = main(["tune", f"{EX / 'mlp_train_underflow.py'}:workload", "--out", str(out), "--max-runs", "3"])
+    rc = main(["tune", "--engine", "ge", f"{EX / 'mlp_train_underflow.py'}:workload", "--out", str(out), "--max-runs", "3"])
     s = _summary(out)
     h0, h1 = s["history"][0], s["history"][1]
     assert h0["ok"] is False and any("gradient fc1.weight cosine" in r for r in h0["reasons"])
@@ -112,13 +112,13 @@ def test_failing_gradients_are_judged_like_compare_judges_them_and_fixed_by_the_
 
 
 def test_bad_target_is_one_line_error(tmp_path, capsys):
-    rc = main(["tune", f"{EX / 'nope.py'}:workload", "--out", str(tmp_path / "o")])
+    rc = main(["tune", "--engine", "ge", f"{EX / 'nope.py'}:workload", "--out", str(tmp_path / "o")])
     err = capsys.readouterr().err
     assert rc == 2 and err.startswith("advisor: error:") and len(err.strip().splitlines()) == 1
 
 
 def test_mode_without_mixlist_refused(tmp_path, capsys):
-    rc = main(["tune", f"{EX / 'mlp_exp.py'}:workload", "--out", str(tmp_path / "o"), "--mode", "force_fp32"])
+    rc = main(["tune", "--engine", "ge", f"{EX / 'mlp_exp.py'}:workload", "--out", str(tmp_path / "o"), "--mode", "force_fp32"])
     assert rc == 2 and "does not apply a mixlist" in capsys.readouterr().err
 
 
@@ -143,7 +143,7 @@ def test_cli_sigkill_during_recapture_then_resume(tmp_path):
     import time
 
     out = tmp_path / "tune"
-    argv = [sys.executable, "-m", "advisor", "tune", f"{EX / 'mlp_exp.py'}:workload", "--out", str(out)]
+    argv = [sys.executable, "-m", "advisor", "tune", "--engine", "ge", f"{EX / 'mlp_exp.py'}:workload", "--out", str(out)]
     p = subprocess.Popen(argv, start_new_session=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     marker = out / "iter_01" / "mixlist_used.json"       # written just before the re-capture starts
     deadline = time.monotonic() + 300
@@ -196,7 +196,7 @@ def _tune_holdout_workload(tmp_path) -> tuple[int, dict]:
     wl = tmp_path / "holdout_wl.py"
     wl.write_text(HOLDOUT_WORKLOAD)
     out = tmp_path / "tune"
-    rc = main(["tune", f"{wl}:workload", "--out", str(out)])
+    rc = main(["tune", "--engine", "ge", f"{wl}:workload", "--out", str(out)])
     return rc, _summary(out)
 
 

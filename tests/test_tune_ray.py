@@ -41,9 +41,9 @@ def _summary(out: Path) -> dict:
 
 @pytest.mark.slow
 def test_parallel_runs_on_ray_reach_the_local_confirmed_list(ray_npus, tmp_path):
-    code, _, err = _cli(["tune", TARGET, "--out", str(tmp_path / "local"), "--parallel", "1"])
+    code, _, err = _cli(["tune", TARGET, "--engine", "ge", "--out", str(tmp_path / "local"), "--parallel", "1"])
     assert code == 0, err
-    code, _, err = _cli(["tune", TARGET, "--out", str(tmp_path / "ray"), "--parallel", "2", "--ray", "auto",
+    code, _, err = _cli(["tune", TARGET, "--engine", "ge", "--out", str(tmp_path / "ray"), "--parallel", "2", "--ray", "auto",
                          "--npus-per-run", "1"])
     assert code == 0, err
     local, on_ray = _summary(tmp_path / "local"), _summary(tmp_path / "ray")
@@ -56,7 +56,7 @@ def test_parallel_runs_on_ray_reach_the_local_confirmed_list(ray_npus, tmp_path)
         assert (tmp_path / "ray" / it["dir"] / "run" / "run.json").exists()
     assert ray_npus.is_initialized()                            # an initialised Ray is used as is, not shut down
     # resuming the finished tune (on Ray or locally) redoes nothing
-    code, _, err = _cli(["tune", TARGET, "--out", str(tmp_path / "ray"), "--resume"])
+    code, _, err = _cli(["tune", TARGET, "--engine", "ge", "--out", str(tmp_path / "ray"), "--resume"])
     assert code == 0, err
     assert json.loads((tmp_path / "ray" / "tune_state.json").read_text())["events"] == state["events"]
 
@@ -77,7 +77,7 @@ def test_more_npus_than_a_node_has_is_refused_not_queued_forever(ray_npus, tmp_p
     from advisor.runners.ray_runner import RayRunner
     with pytest.raises(InputError, match="asks Ray for 3 NPUs.*the most on one node: 2"):
         RayRunner(CommandRunner("true"), "auto", npus=3).prepare(tmp_path)
-    code, _, err = _cli(["tune", TARGET, "--out", str(tmp_path / "o"), "--ray", "auto", "--npus-per-run", "3"])
+    code, _, err = _cli(["tune", TARGET, "--engine", "ge", "--out", str(tmp_path / "o"), "--ray", "auto", "--npus-per-run", "3"])
     assert code == 2 and err.strip().count("\n") == 0 and "--npus-per-run" in err
 
 
@@ -85,9 +85,9 @@ def test_option_combinations_and_missing_ray_are_one_line(tmp_path, monkeypatch)
     for args, what in ((["--npus-per-run", "2"], "applies to --ray"),
                        (["--ray", "auto", "--runner", "command", "--cmd", "x", "--devices", "0,1"], "not both"),
                        (["--ray", " "], "empty address")):
-        code, _, err = _cli(["tune", TARGET, "--out", str(tmp_path / "o"), *args])
+        code, _, err = _cli(["tune", TARGET, "--engine", "ge", "--out", str(tmp_path / "o"), *args])
         assert code == 2 and err.strip().count("\n") == 0 and what in err, err
     monkeypatch.setitem(sys.modules, "ray", None)   # as if the [cluster] extra were not installed
-    code, _, err = _cli(["tune", TARGET, "--out", str(tmp_path / "o"), "--ray", "auto"])
+    code, _, err = _cli(["tune", TARGET, "--engine", "ge", "--out", str(tmp_path / "o"), "--ray", "auto"])
     assert code == 2 and err.strip().count("\n") == 0 and "pip install 'advisor[cluster]'" in err
     assert not (tmp_path / "o").exists()

@@ -14,12 +14,13 @@ from .options import CHIP_FIXED, ENGINE, NUMERICS, TOLERANCE, Chip, EngineChoice
 _Out = typer.Option(..., "--out", help="Directory for the iterations, journal and final outputs (an existing "
                                        "non-empty one is kept as DIR.bak).")
 _Mode = typer.Option("mixed_float16", "--mode", help="mixed_float16 or mixed_bfloat16 (the modes GE applies a "
-                                                     "mixlist in).")
+                                                     "mixlist in; torch_npu: the autocast dtype).")
 _MaxRuns = typer.Option(6, "--max-runs", help="Budget: FP32 reference + mixed runs, failed ones included.")
 _Holdout = typer.Option(None, "--holdout", help="Judge the last K batches as held out (default 1 when there are "
                                                 ">= 2).")
 _Cmd = typer.Option(None, "--cmd", help="Command for --runner command, e.g. \"python train.py\" (gets "
-                                        "ADVISOR_MIXLIST, ADVISOR_MODE, ADVISOR_RUN_DIR).")
+                                        "ADVISOR_MIXLIST, ADVISOR_MODE, ADVISOR_RUN_DIR; with --engine torch_npu "
+                                        "ADVISOR_POLICY).")
 _Timeout = typer.Option(None, "--timeout", help="Seconds before a run (emulator capture or command) is killed with "
                                                 "its whole process tree and recorded as timed out (default: 3600 "
                                                 "for an emulator capture, 86400 for a command; 0: no limit).")
@@ -33,8 +34,9 @@ _Granularity = typer.Option("auto", "--granularity", help="type: list edits only
 _Inputs = typer.Option(None, "--inputs", help="ONNX model TARGET: .npz of its inputs (repeat for more batches).")
 _InputShape = typer.Option(None, "--input-shape", help="ONNX model TARGET: generated input of this shape, "
                                                        "name:1,3,224,224.")
-_Parallel = typer.Option(1, "--parallel", help="Run up to K candidate lists at once (each emulator run in its own "
-                                               "child process; with --runner command one per --devices entry).")
+_Parallel = typer.Option(1, "--parallel", help="Run up to K candidate lists or policies at once (each emulator run "
+                                               "in its own child process; with --runner command one per --devices "
+                                               "entry).")
 _Devices = typer.Option(None, "--devices", help="NPUs for --runner command, one per concurrent run: e.g. 0,1,2,3 "
                                                 "(each run gets its own ASCEND_RT_VISIBLE_DEVICES).")
 _Ray = typer.Option(None, "--ray", help="Run every candidate as a Ray task asking for --npus-per-run NPUs, on "
@@ -130,7 +132,8 @@ def register(app: typer.Typer) -> None:
                                                      "largest share of skipped steps a confirmed run may have."),
              tol: Tolerance = None,
              as_json: bool = typer.Option(False, "--json", help="Print summary.json to stdout.")) -> None:
-        """Tune the mixlist with re-run confirmation on calibration and held-out batches."""
+        """Tune the precision with re-run confirmation on calibration and held-out batches: a torch_npu precision
+        policy for a PyTorch workload (default), GE lists for ONNX / TensorFlow models, a command and --engine ge."""
         from ..inputs import check_timeout, check_tune_options, load_mixlist
         from ..progress import StageLog, note
         from ..rundir import check_run_out, keep_previous_out
@@ -138,12 +141,15 @@ def register(app: typer.Typer) -> None:
         try:
             # every input checked before the first run: one line, exit 2, no --out written or moved aside
             check_timeout(timeout)
-            if engine.engine == "torch_npu" or engine.amp is not None or engine.policy is not None:
-                _print_policy_summary(_tune_policy(target, out, mode, max_runs, holdout, resume, runner, timeout, chip,
-                                                   numerics, engine, tol, seed, dump, dict(zip(_GE_ONLY, (
-                                                       mixlist, keep_dtype, customize_dtypes, inputs, input_shape, ray,
-                                                       devices, loss_scale, parallel != 1, measure_minimality)))),
-                                      out, as_json)
+            ge_given = {"--mixlist": mixlist, "--keep-dtype": keep_dtype, "--customize-dtypes": customize_dtypes,
+                        "--ops-info": chip.ops_info, "--inputs": inputs, "--input-shape": input_shape,
+                        "--granularity": granularity != "auto"}
+            choice, why = _engine_choice(engine, target, runner, resume, out, ge_given)
+            gran = _granularity(granularity, runner)
+            refused = {"--loss-scale": loss_scale is not None, "--measure-minimality": measure_minimality,
+                       "--ray": ray is not None, "--npus-per-run": npus_per_run is not None}
+            if choice == "torch_npu":
+                _refuse_for_torch_npu(target, ge_given, refused, engine, mode, chip)
             # as ATC: no mixlist outside the mixed modes (its words, before tune's own mode check); a file GE rejects
             base = load_mixlist(mixlist, chip.lists(), mode=mode)
             check_tune_options(mode, max_runs, holdout, parallel, loss_scale)
@@ -152,19 +158,26 @@ def register(app: typer.Typer) -> None:
                         {"keep_dtype": keep_dtype, "customize_dtypes": customize_dtypes, "inputs": inputs,
                          "input_shapes": input_shape, "dump": dump, **numerics.extra()}, ray, npus_per_run, chip.cann)
             log = StageLog()
-            if _checked_workload(r, runner, out, resume, holdout, inputs, input_shape, dump, loss_scale, log):
+            facts = _checked_workload(r, runner, out, resume and choice != "auto", holdout, inputs, input_shape, dump,
+                                      loss_scale, log)
+            choice = _engine_of_workload(choice, facts, target, refused, engine, mode, chip)
+            if why:
+                note(why)                           # once every input passed: a refusal stays one line
+            if choice == "ge" and facts and facts["trains"]:
                 r.close()
                 r = None                            # training over optimizer steps (advisor/tune/training.py)
                 _tune_training(target, out, mode, chip, tol, holdout, max_skipped_share, seed, numerics, as_json)
-            gran = _granularity(granularity, runner)
             kept = None if resume else keep_previous_out(out)   # a fresh tune: the previous contents are kept
             if kept is not None:
                 note(f"kept the previous contents of {out} as {kept}")
-            from ..tune import tune as do_tune
-            s = do_tune(r, out, mode=mode, max_runs=max_runs, holdout=holdout, resume=resume, tolerance=tol,
-                        learn=not no_learn, perf=not no_perf, base_mixlist=base, soc=chip.soc, ops_info=chip.ops_info,
-                        cann=chip.cann, progress=log, parallel=parallel, loss_scale=loss_scale, granularity=gran,
-                        measure_minimality=measure_minimality)
+            if choice == "torch_npu":
+                s = _tune_policy(r, out, mode, max_runs, holdout, resume, chip, engine, tol, parallel, log)
+            else:
+                from ..tune import tune as do_tune
+                s = do_tune(r, out, mode=mode, max_runs=max_runs, holdout=holdout, resume=resume, tolerance=tol,
+                            learn=not no_learn, perf=not no_perf, base_mixlist=base, soc=chip.soc,
+                            ops_info=chip.ops_info, cann=chip.cann, progress=log, parallel=parallel,
+                            loss_scale=loss_scale, granularity=gran, measure_minimality=measure_minimality)
             log.done()
         except AdvisorError as e:
             typer.echo(f"advisor: error: {e}", err=True)
@@ -172,19 +185,14 @@ def register(app: typer.Typer) -> None:
         finally:
             if r is not None:
                 r.close()
-        from ..fsutil import json_text
-        from ..report.terminal import print_tune_summary
-        if as_json:
-            typer.echo(json_text(s))
-        with human_report(as_json):
-            print_tune_summary(s, out)
-        raise typer.Exit(0 if s["confirmed"] else 1)
+        _print_summary(s, out, as_json, choice == "torch_npu")
 
 
 def _checked_workload(r, runner: str, out: str, resume: bool, holdout, inputs, input_shape, dump, loss_scale,
-                      log) -> bool:
+                      log) -> dict | None:
     """The checks that need the workload, before any run: the capture child loads it (not runs it) and says how
-    many batches it has (``--holdout`` against them) and whether it trains over optimizer steps (returned)."""
+    many batches it has (``--holdout`` against them), whether it trains over optimizer steps and its framework
+    (returned: ``{"batches", "trains", "framework"}``; None when not known before a run: a command, a resume)."""
     from ..inputs import check_capture_inputs, check_holdout
     inner = getattr(r, "inner", r)          # a Ray runner's local runner knows the workload
     inner.progress = log.note
@@ -195,64 +203,88 @@ def _checked_workload(r, runner: str, out: str, resume: bool, holdout, inputs, i
     if runner == "emulator":
         check_capture_inputs(inputs, input_shape, dump, loss_scale)
     if facts is None:
-        return False
+        return None
     known = facts()
-    if known["trains"]:
-        return True
-    if holdout is not None:
+    if not known["trains"] and holdout is not None:
         check_holdout(holdout, known["batches"])
     if inner is not r:
         inner.close()                       # with Ray the runs start their own capture child on their node
-    return False
+    return known
 
 
-# options a torch_npu tune does not take (yet), in the order register passes them
-_GE_ONLY = ("--mixlist", "--keep-dtype", "--customize-dtypes", "--inputs", "--input-shape", "--ray", "--devices",
-            "--loss-scale", "--parallel", "--measure-minimality")
+def _engine_choice(engine: EngineChoice, target, runner: str, resume: bool, out: str,
+                   ge_given: dict) -> tuple[str, str | None]:
+    """(torch_npu | ge | auto, the note for a GE option that picks ge): ``inputs.tune_engine``."""
+    from ..inputs import tune_engine
+    from ..tune.journal import journal_identity
+    from ..workload import is_onnx_target
+    ident = journal_identity(Path(out)) if resume else None
+    return tune_engine(engine.engine, engine.amp, engine.policy, onnx=bool(target) and is_onnx_target(str(target)),
+                       command=runner == "command", journal_engine=None if ident is None else ident.get("engine", "ge"),
+                       ge_given=[k for k, v in ge_given.items() if v])
 
 
-def _tune_policy(target, out, mode, max_runs, holdout, resume, runner, timeout, chip, numerics, engine, tol, seed,
-                 dump, ge_only: dict) -> dict:
-    """tune --engine torch_npu: candidates are precision policies (advisor/tune/policy_loop.py); what it does not do
-    yet is one line, exit 2."""
-    from ..inputs import check_timeout, check_tune_options, engine_settings
-    from ..progress import StageLog
-    from ..rundir import check_run_out
-    from ..runners.emulator import EmulatorRunner
-    from ..tune.policy_loop import tune_policy
-    given = [k for k, v in ge_only.items() if v]
+def _refuse_for_torch_npu(target, ge_given: dict, refused: dict, engine: EngineChoice, mode: str, chip: Chip) -> None:
+    """What a torch_npu tune does not take: one line, exit 2, before any run (``inputs.TORCH_NPU_TUNE_REFUSES``;
+    GE's options and an ONNX target as ``inputs.engine_settings`` refuses them)."""
+    from ..inputs import TORCH_NPU_TUNE_REFUSES, check_mode, engine_settings
+    from ..workload import is_onnx_target
+    given = [k for k, v in refused.items() if v]
     if given:
-        raise InputError(given[0], "is not available with --engine torch_npu (tune runs precision policies, one "
-                                   "at a time, in the emulator)")
-    if resume:
-        raise InputError("--resume", "a torch_npu tune keeps no journal yet: start it again")
-    if runner != "emulator":
-        raise InputError("--runner", "a torch_npu tune runs in the emulator (a command's policy is item 4's "
-                                     "ADVISOR_POLICY)")
-    if not target:
-        raise InputError("TARGET", "the emulator runner needs a workload, e.g. examples/mlp_exp.py:workload")
-    check_timeout(timeout)
-    check_tune_options(mode, max_runs, holdout, 1, None)
+        raise InputError(given[0], f"is not available with --engine torch_npu, the default for a PyTorch workload "
+                                   f"({TORCH_NPU_TUNE_REFUSES[given[0]]}); --engine ge tunes GE lists with it")
+    ge = [k for k, v in ge_given.items() if v]
+    if ge:
+        raise InputError(ge[0], "is GE's (a torch_npu tune runs precision policies: no mixlist, per-op dtype file, "
+                                "ONNX input or list granularity): use --engine ge, or --policy START.json")
+    check_mode(mode, needs_mixlist=True)    # tune's modes, in its own words, before torch_npu's
+    engine_settings("torch_npu", engine.amp, mode, engine.policy, chip.soc,
+                    "onnx" if target and is_onnx_target(str(target)) else "pytorch", where=target)
+
+
+def _engine_of_workload(choice: str, facts: dict | None, target, refused: dict, engine: EngineChoice, mode: str,
+                        chip: Chip) -> str:
+    """The engine once the workload is known: "auto" by ``inputs.auto_engine`` (an optimizer: ge, with a note, as
+    capture); torch_npu refused for a workload it does not emulate (an optimizer, TensorFlow)."""
+    from ..progress import note
+    if facts is None:
+        return "ge" if choice == "auto" else choice
+    fw = facts.get("framework", "pytorch")
+    if choice == "auto":
+        from ..inputs import auto_engine
+        if fw == "pytorch" and facts["trains"]:
+            note("a workload with an optimizer: tuned with engine ge (torch_npu training over optimizer steps is not "
+                 "emulated yet)")
+            return "ge"
+        choice = auto_engine(fw)
+        if choice == "torch_npu":
+            _refuse_for_torch_npu(target, {}, refused, engine, mode, chip)
+        return choice
+    if choice == "torch_npu" and facts["trains"]:
+        raise InputError(target, "training over optimizer steps (a workload with an optimizer) is emulated on GE "
+                                 "only: tune it with --engine ge, or without its optimizer")
+    if choice == "torch_npu" and fw != "pytorch":
+        from ..inputs import engine_settings
+        engine_settings("torch_npu", engine.amp, mode, engine.policy, chip.soc, fw, where=target)
+    return choice
+
+
+def _tune_policy(r, out, mode, max_runs, holdout, resume, chip, engine, tol, parallel, log) -> dict:
+    """tune --engine torch_npu: candidates are precision policies (advisor/tune/policy_loop.py) on the runner
+    ``r`` (the emulator, or a command given ``ADVISOR_POLICY``)."""
+    from ..inputs import engine_settings
+    from ..tune.policy_loop import tune_policy
     eng = engine_settings("torch_npu", engine.amp, mode, engine.policy, chip.soc)
-    check_run_out(out)
-    r = EmulatorRunner(target, soc=chip.soc, seed=seed, dump=dump, timeout=timeout, **numerics.extra())
-    log = StageLog()
-    r.progress = log.note
-    try:
-        r.prepare(Path(out))
-        s = tune_policy(r, out, amp=eng.config.amp, mode=mode, soc=chip.soc, start=eng.policy, max_runs=max_runs,
-                        holdout=holdout, tolerance=tol, progress=log)
-    finally:
-        r.close()
-    log.done()
-    return s
+    return tune_policy(r, out, amp=eng.config.amp, mode=mode, soc=chip.soc, start=eng.policy, max_runs=max_runs,
+                       holdout=holdout, tolerance=tol, progress=log, resume=resume, parallel=parallel)
 
 
-def _print_policy_summary(s: dict, out: str, as_json: bool) -> None:
+def _print_summary(s: dict, out: str, as_json: bool, policy: bool) -> None:
+    """summary.json on stdout with --json, the table (to stderr with --json); exit 0 confirmed, 1 not."""
     from ..fsutil import json_text
-    from ..report.terminal import print_policy_tune
+    from ..report.terminal import print_policy_tune, print_tune_summary
     if as_json:
         typer.echo(json_text(s))
     with human_report(as_json):
-        print_policy_tune(s, out)
+        (print_policy_tune if policy else print_tune_summary)(s, out)
     raise typer.Exit(0 if s["confirmed"] else 1)

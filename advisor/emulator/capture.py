@@ -20,8 +20,8 @@ from ..progress import Progress
 from ..inputs import check_capture_inputs, engine_settings
 from ..rundir import (RunWriter, StagedRunDir, capture_settings, check_run_out, check_uniform_ports,
                       override_settings, worst_local)
-from ..workload import (Workload, describe_user_error, is_onnx_model, is_onnx_target, is_tf_model, load_target,
-                        normalize, tf_install_hint)
+from ..workload import (Workload, describe_user_error, framework_of, is_onnx_model, is_onnx_target, is_tf_model,
+                        load_target, normalize, tf_install_hint)
 from .dumps import DumpBuilder, static_ptrs
 from .engine import EmuMode, KernelGroups, StepRecord, eager_math_attention
 from .kernel_rows import kernel_rows
@@ -249,7 +249,7 @@ def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semanti
     loss_scale = check_loss_scale(loss_scale, wl, target)
     _check_training(wl, target, loss_scale)
     overrides = override_settings(keep_dtype, customize_dtypes)
-    if not isinstance(wl.model, torch.nn.Module) and not callable(wl.model) or is_tf_model(wl.model):
+    if framework_of(wl.model) == "tensorflow":
         if loss_scale:
             raise InputError(target, "a loss scale is emulated for PyTorch training workloads only")
         engine_settings(engine, amp, mode, policy, soc, "tensorflow", where=target)

@@ -21,9 +21,9 @@ from typing import Any, Callable, Sequence
 from ..errors import AdvisorError, InputError
 from ..fsutil import make_out_dir
 from ..mixlist import Mixlist
-from ..workload import check_target, is_onnx_target
+from ..workload import check_target, framework_of, is_onnx_target
 from .base import (FAILED, OK, TIMEOUT, Heartbeat, Runner, RunResult, write_customize_file, write_keep_file,
-                   write_mixlist_file)
+                   write_mixlist_file, write_policy_file)
 
 
 class EmulatorRunner(Runner):
@@ -85,16 +85,19 @@ class EmulatorRunner(Runner):
         return state
 
     def workload_facts(self) -> Callable[[], dict]:
-        """What a command checks before any run: ``{"batches": n, "trains": bool}`` -- an ONNX file's ``--inputs``
+        """What a command checks before any run: ``{"batches": n, "trains": bool, "framework": pytorch | tensorflow |
+        onnx}`` -- an ONNX file's ``--inputs``
         (one batch without them; it never trains), a Workload object's own, else the workload loaded -- not run --
         in the capture child (which then serves the captures).  Returns at once (the child loads the workload
         meanwhile); calling the result gives the facts, or raises InputError for a target that cannot be loaded."""
         if not isinstance(self.target, (str, Path)):
             n = len(self.target.batches) if isinstance(getattr(self.target, "batches", None), list) else None
             trains = bool(getattr(self.target, "trains", False))
-            return lambda: {"batches": self._kept(n), "trains": trains}
+            fw = framework_of(self.target.model) if hasattr(self.target, "model") else "pytorch"   # a tuple
+            return lambda: {"batches": self._kept(n), "trains": trains, "framework": fw}
         if is_onnx_target(str(self.target)):
-            return lambda: {"batches": self._kept(len(self.fixed.get("inputs") or ()) or 1), "trains": False}
+            return lambda: {"batches": self._kept(len(self.fixed.get("inputs") or ()) or 1), "trains": False,
+                            "framework": "onnx"}
         if self._worker is None:
             from .worker import CaptureWorker  # not at import: ``python -m advisor.runners.worker`` runs it
             self._worker = CaptureWorker()
@@ -104,7 +107,8 @@ class EmulatorRunner(Runner):
             reply = pending()
             if not reply.ok:
                 raise reply.exception(self.target)
-            return {"batches": self._kept(reply.facts.get("batches")), "trains": bool(reply.facts.get("trains"))}
+            return {"batches": self._kept(reply.facts.get("batches")), "trains": bool(reply.facts.get("trains")),
+                    "framework": reply.facts.get("framework", "pytorch")}
         return facts
 
     def count_batches(self) -> Callable[[], int | None]:
@@ -126,9 +130,11 @@ class EmulatorRunner(Runner):
 
     def run(self, mixlist: Mixlist | None, mode: str, run_dir: Path, loss_scale: float | None = None,
             keep_dtype: Sequence[str] = (), dump_tensors: Sequence[str] = (),
-            customize_dtypes: Sequence[str] = (), engine: dict | None = None) -> RunResult:
-        """One capture into ``run_dir``; ``engine``: the capture's ``engine`` / ``amp`` / ``policy`` (a torch_npu
-        run: its candidate is a precision_policy.json path, applied by the capture as ``--policy`` applies it)."""
+            customize_dtypes: Sequence[str] = (), engine: dict | None = None, policy: Any = None) -> RunResult:
+        """One capture into ``run_dir``; ``policy``: a torch_npu precision policy (``PrecisionPolicy`` or a
+        precision_policy.json path), written beside the run as ``precision_policy_used.json`` and applied by the
+        capture on the torch_npu engine with the policy's amp, as ``advisor capture --policy`` applies it;
+        ``engine``: the capture's ``engine`` / ``amp`` / ``policy`` given directly."""
         run_dir = Path(run_dir)
         if run_dir.exists():  # a run whose iteration was not recorded (interrupted tune): ours to replace
             shutil.rmtree(run_dir)
@@ -139,6 +145,10 @@ class EmulatorRunner(Runner):
         kw = {k: v for k, v in kw.items() if v is not None or k == "mixlist"}
         kw.update(self.fixed)
         kw.update(engine or {})
+        used = write_policy_file(policy, run_dir.parent / "precision_policy_used.json")
+        if used is not None:          # what the run applies is the file beside it (the command runner's too)
+            from ..precision_policy import read_policy
+            kw.update(engine="torch_npu", amp=read_policy(used).amp, policy=str(used.resolve()))
         if dump_tensors:              # statistics for every op, tensors for these too (msprobe tensor_list)
             kw["dump_tensors"] = list(dump_tensors)
         keep = write_keep_file(keep_dtype, run_dir.parent / "keep_dtype_used.cfg", self.fixed.get("keep_dtype"))

@@ -104,7 +104,7 @@ class CaptureWorker:
     def probe(self, target: str, *, timeout: float | None = None) -> Callable[[], CaptureReply]:
         """Load the workload ``target`` in the child without running it (what a command checks before its first
         run; the child, its framework imported, serves the captures after).  Returns at once; calling the result
-        waits for the reply, whose ``facts`` are {"batches", "training", "trains"}."""
+        waits for the reply, whose ``facts`` are {"batches", "training", "trains", "framework"}."""
         req = {"target": str(target), "probe": True, "sys_path": list(sys.path), "stdout": None, "stderr": None}
         t0 = time.monotonic()
         sent = self._send(req, None)
@@ -274,12 +274,13 @@ class _Notes:
 
 
 def _probe(target: str) -> dict:
-    """What a command checks before its first run: the workload's batch count, whether it has a loss (``training``)
-    and whether it trains over optimizer steps (``trains``)."""
-    from ..workload import load_target
+    """What a command checks before its first run: the workload's batch count, whether it has a loss (``training``),
+    whether it trains over optimizer steps (``trains``) and its model's framework (``framework``: pytorch |
+    tensorflow | onnx, as capture tells them apart: ``workload.framework_of``)."""
+    from ..workload import framework_of, load_target
     wl = load_target(target)
     return {"batches": len(wl.batches) if isinstance(wl.batches, list) else None, "training": wl.training,
-            "trains": wl.trains}
+            "trains": wl.trains, "framework": framework_of(wl.model)}
 
 
 def _answer(req: dict) -> dict:

@@ -12,7 +12,7 @@ Loop (docs/tune.md)::
 Layout: ``journal`` (the state as dataclasses, strict JSON, checked on resume), ``policy`` (what runs next:
 proposals, misses, trimming, performance edits), ``stages`` (the only door to analysis, compare and
 recommend; tests substitute a fake), ``surrogate`` (what the measured runs teach), ``loop`` (the steps, run
-counting, summary).  Edits are recommend's ``Edit`` (journalled as ``[list, action, type]``).  The report is
+counting, summary), ``policy_loop`` (torch_npu: the same loop with precision policies for candidates).  Edits are recommend's ``Edit`` (journalled as ``[list, action, type]``).  The report is
 ``advisor.report.tune``.
 """
 from __future__ import annotations

@@ -53,6 +53,8 @@ class Iteration:
     miss: dict | None = None               # the prediction that the measurement contradicted
     loss_scale: float | None = None        # the static loss scale the run used (None: the workload's own)
     dump_tensors: list = field(default_factory=list)   # ops whose tensors the run dumps beside the statistics
+    policy: dict | None = None             # a torch_npu tune's candidate: the precision_policy.json it runs (the
+                                           # edits and the mixlist are then empty)
 
     @property
     def dir(self) -> str:
@@ -81,7 +83,7 @@ class Iteration:
         d = {"index": self.index, "dir": self.dir, "edits": edits_to_json(self.edits), "mixlist": self.mixlist,
              "reason": self.reason, "predicted": self.predicted, "parent": self.parent, "done": list(self.done)}
         for k in ("result", "runs_after", "verdict", "measured", "low_precision_time_share", "next", "next_skipped",
-                  "miss", "loss_scale"):
+                  "miss", "loss_scale", "policy"):
             v = getattr(self, k)
             if v is not None:
                 d[k] = v
@@ -125,10 +127,13 @@ class TuneState:
                 "started": self.started, "updated": self.updated}
 
     def new_iteration(self, edits: frozenset, reason: str, predicted: dict | None, parent: int | None = None,
-                      loss_scale: float | None = None, dump_tensors: Sequence[str] = ()) -> Iteration:
-        """Schedule the list of ``edits`` (relative to the chip defaults: list edits and keep lines)."""
+                      loss_scale: float | None = None, dump_tensors: Sequence[str] = (),
+                      policy: dict | None = None) -> Iteration:
+        """Schedule the list of ``edits`` (relative to the chip defaults: list edits and keep lines), or -- a
+        torch_npu tune -- the precision policy ``policy`` (``PrecisionPolicy.to_dict()``; no edits)."""
         it = Iteration(len(self.iterations), frozenset(edits), (mixlist_of(edits) or Mixlist()).to_dict(), reason,
-                       predicted or {}, parent, loss_scale=loss_scale, dump_tensors=list(dump_tensors))
+                       predicted or {}, parent, loss_scale=loss_scale, dump_tensors=list(dump_tensors),
+                       policy=policy)
         self.iterations.append(it)
         return it
 
@@ -324,7 +329,22 @@ class _Check:
         out.loss_scale = self.get(it, "loss_scale", w, lambda x: _num(x) and x is not None and 0 < x < math.inf,
                                   "a number > 0", optional=True)
         out.dump_tensors = self.get(it, "dump_tensors", w, _list_of(_str), "a list of op names", optional=True) or []
+        out.policy = self.policy(self.get(it, "policy", w, _dict, "a precision_policy.json object", optional=True),
+                                 f"{w}.policy", bool(out.edits))
         return out
+
+    def policy(self, pol: dict | None, where: str, has_edits: bool) -> dict | None:
+        """A torch_npu iteration's precision policy, parsed as ``read_policy`` parses the file (and no list edits
+        beside it)."""
+        if pol is None:
+            return None
+        if has_edits:
+            self.bad(where, "comes with list edits (a torch_npu iteration runs a precision policy only)")
+        from ..precision_policy import PrecisionPolicy
+        try:
+            return PrecisionPolicy.from_dict(pol, where).to_dict()
+        except InputError as e:
+            self.bad(where, f"is not a valid precision policy ({e.problem})")
 
     def state(self, st: Any) -> TuneState:
         if not isinstance(st, dict):
@@ -373,4 +393,19 @@ class _Check:
         return out
 
 
-__all__ = ["STATE_FILE", "STATE_VERSION", "Iteration", "TuneState", "read_journal", "save_journal"]
+def journal_identity(out: Path) -> dict | None:
+    """The identity recorded in ``out``'s journal (what ``--resume`` must match), None when there is none or it is
+    unreadable (``read_journal`` then says why, with the whole check)."""
+    path = Path(out) / STATE_FILE
+    if not path.is_file():
+        return None
+    try:
+        d = read_user_json(path, "a tune journal (tune_state.json)")
+    except InputError:
+        return None
+    ident = d.get("identity") if isinstance(d, dict) else None
+    return ident if isinstance(ident, dict) else None
+
+
+__all__ = ["STATE_FILE", "STATE_VERSION", "Iteration", "TuneState", "read_journal", "save_journal",
+           "journal_identity"]

@@ -43,6 +43,8 @@ class TuneConfig:
     parallel: int = 1                # runs at once (--parallel): each slot has its own runner
     loss_scale: float | None = None  # --loss-scale: the static loss scale of the first run (None: the workload's)
     measure_minimality: bool = False  # --measure-minimality: run the one-smaller lists even when replay proved them
+    count_embedded_reference: bool = True   # False: a run's own FP32 golden is not counted in ``runs`` (torch_npu
+                                            # tune counts one run per capture: tune.policy_loop)
 
 
 class Tuner:
@@ -75,7 +77,7 @@ class Tuner:
     def _save(self) -> None:
         save_journal(self.state_path, self.state)
 
-    def _folder(self, rel: str) -> Path:
+    def folder(self, rel: str) -> Path:
         """A folder named in the journal, confined to --out (a journal is a user's file too)."""
         try:
             return resolve_inside(self.out, rel, "folder")
@@ -94,9 +96,9 @@ class Tuner:
                                            "continue it or choose another --out")
             self.state = read_journal(self.state_path)
             for it in self.state.iterations:
-                self._folder(it.dir)
+                self.folder(it.dir)
             if self.state.reference and self.state.reference["kind"] == "separate":
-                self._folder(self.state.reference["dir"])
+                self.folder(self.state.reference["dir"])
             want = self._identity()
             if self.state.identity != want:
                 # --holdout may change while no run was judged yet (e.g. after "--holdout 99: only 4 batches")
@@ -110,21 +112,27 @@ class Tuner:
                 if it.measured:
                     self.surrogate.add(it.edits, it.measured.get("rel_l2"), it.measured.get("finite"))
             self._save()           # the journal on disk is strict JSON again (an older one may hold NaN)
-            self.policy = self._policy()
+            self.policy = self.decision_policy()
             return
         if self.out.exists() and any(p for p in self.out.iterdir() if not p.name.startswith(".")):
             raise InputError(self.out, "exists and is not empty; tune writes a fresh directory (or --resume)")
         self.out.mkdir(parents=True, exist_ok=True)
         self.runner.prepare(self.out)
         self.state = TuneState(self._identity())
+        self.first_iteration()
+        self._save()
+        self.policy = self.decision_policy()
+
+    # the hooks a loop over other candidates (tune.policy_loop: precision policies) replaces
+    def first_iteration(self) -> None:
+        """Schedule iter_00: the starting list."""
         self.state.new_iteration(edits_of(self.cfg.base_mixlist), "default lists" if self.cfg.base_mixlist is None
                                  else "starting list (--mixlist)", None, loss_scale=self.cfg.loss_scale)
-        self._save()
-        self.policy = self._policy()
 
-    def _policy(self) -> Policy:
-        return Policy(self.state, self.stages, self.surrogate, self.cfg.learn, self.cfg.perf, self._load,
-                      self._calib_steps, self.cfg.measure_minimality, self.runner.scoped_dumps())
+    def decision_policy(self) -> Any:
+        """What decides the next runs (``tune.policy.Policy``), built once the journal exists."""
+        return Policy(self.state, self.stages, self.surrogate, self.cfg.learn, self.cfg.perf, self.load_run,
+                      self.calib_steps, self.cfg.measure_minimality, self.runner.scoped_dumps())
 
     # ------------------------------------------------------------------ steps
     def run(self) -> dict:
@@ -142,7 +150,7 @@ class Tuner:
                 elif any("judge" not in it.done for it in its):
                     self._step_judge(next(it for it in its if "judge" not in it.done))
                 else:
-                    self._step_decide([it for it in its if "decide" not in it.done])
+                    self.decide([it for it in its if "decide" not in it.done])
         finally:
             for r in (self._slots or [])[1:]:
                 r.close()
@@ -165,24 +173,25 @@ class Tuner:
         slots = self.slots()
         if len(todo) == 1 or len(slots) == 1:
             for it in todo:
-                self._record_run(it, self._start_run(it, slots[0]))
+                self._record_run(it, self.start_run(it, slots[0]))
             return
         from concurrent.futures import ThreadPoolExecutor, as_completed
         with ThreadPoolExecutor(max_workers=min(len(slots), len(todo))) as pool:
             futures = {}
             for k, it in enumerate(todo[:len(slots)]):
-                futures[pool.submit(self._start_run, it, slots[k], k)] = it
+                futures[pool.submit(self.start_run, it, slots[k], k)] = it
             for f in as_completed(futures):
                 self._record_run(futures[f], f.result())
         if len(todo) > len(slots):
             self._run_batch(todo[len(slots):])
 
-    def _budget_left(self) -> int:
+    def budget_left(self) -> int:
         need_ref = 0 if self.state.reference else 1
         return self.cfg.max_runs - self.state.runs - need_ref
 
-    def _start_run(self, it: Iteration, runner: Runner, ahead: int = 0) -> RunResult:
-        d = self._folder(it.dir)
+    def start_run(self, it: Iteration, runner: Runner, ahead: int = 0) -> RunResult:
+        """Run iteration ``it`` on ``runner`` (slot ``ahead`` of its batch) into ``iter_NN/run``."""
+        d = self.folder(it.dir)
         d.mkdir(parents=True, exist_ok=True)
         n = len(it.edits) - len(it.keeps) - len(it.customize)
         what = f"{n} list edit{'s' if n != 1 else ''}" if n else "the starting lists"
@@ -208,7 +217,7 @@ class Tuner:
         st.runs += 1
         if res.ok and res.has_reference and not st.reference:
             st.reference = {"kind": "embedded", "iteration": it.index}
-            st.runs += 1
+            st.runs += 1 if self.cfg.count_embedded_reference else 0
         it.result = res.to_dict()
         it.runs_after = st.runs
         it.done.append("run")
@@ -234,7 +243,7 @@ class Tuner:
         ref = self.state.reference or {}
         if ref.get("kind") != "separate" or ref["result"]["status"] != OK:
             return
-        golden = self._folder(ref["dir"]) / "dump" / "mixed"
+        golden = self.folder(ref["dir"]) / "dump" / "mixed"
         dest = run_dir / "dump" / "fp32"
         if golden.exists() and not dest.exists():
             tmp = dest.with_name(".fp32.partial")
@@ -243,9 +252,9 @@ class Tuner:
             shutil.copytree(golden, tmp)
             os.replace(tmp, dest)
 
-    def _load(self, it: Iteration) -> Any:
+    def load_run(self, it: Iteration) -> Any:
         if it.index not in self._runs_cache:
-            self._runs_cache[it.index] = self.stages.load(self._folder(it.dir) / "run")
+            self._runs_cache[it.index] = self.stages.load(self.folder(it.dir) / "run")
         return self._runs_cache[it.index]
 
     def _unjudged(self, it: Iteration, reason: str) -> None:
@@ -253,7 +262,7 @@ class Tuner:
         it.measured = None
 
     def _step_judge(self, it: Iteration) -> None:
-        d = self._folder(it.dir)
+        d = self.folder(it.dir)
         res = RunResult.from_dict(it.result)
         ref = (self.state.reference or {}).get("result", {})
         if not res.ok:
@@ -264,7 +273,7 @@ class Tuner:
             if not res.has_reference:
                 self._attach_golden(d / "run")
             try:
-                run = self._load(it)
+                run = self.load_run(it)
                 steps = self.stages.steps(run)
             except AdvisorError as e:
                 steps, run = None, None
@@ -272,14 +281,13 @@ class Tuner:
             if steps is not None:
                 self._judge_steps(it, run, steps)
                 try:
-                    first = self.stages.write_comparison(run, d / "comparison", self._calib_steps(it))
+                    first = self.stages.write_comparison(run, d / "comparison", self.calib_steps(it))
                     if first is not None:
                         it.measured["first_departure"] = str(first)
                 except AdvisorError as e:
                     it.notes.append(f"comparison outputs not written: {e}")
                 it.low_precision_time_share = self.stages.low_precision_time_share(run)
-                self.surrogate.add(it.edits, it.measured.get("rel_l2"), it.measured.get("finite"))
-                self.policy.check_prediction(it)
+                self.learn(it)
         atomic_write_json(d / "iteration.json", it.to_dict())
         v, m = it.verdict or {}, it.measured or {}
         self.note(f"{it.dir}: {'meets' if v.get('ok') else 'misses'} the tolerance"
@@ -290,7 +298,12 @@ class Tuner:
         it.done.append("judge")
         self._done(f"{it.dir}:judge")
 
-    def _calib_steps(self, it: Iteration) -> list[int] | None:
+    def learn(self, it: Iteration) -> None:
+        """What a judged run teaches: the surrogate's data point, the prediction's check (a miss)."""
+        self.surrogate.add(it.edits, it.measured.get("rel_l2"), it.measured.get("finite"))
+        self.policy.check_prediction(it)
+
+    def calib_steps(self, it: Iteration) -> list[int] | None:
         """Steps recommend may see: the calibration steps -- or all steps once a list passed the calibration
         steps but failed the held-out ones (the held-out batches then carry the only evidence of the remaining
         hazard; ``holdout_consumed`` is recorded in the summary)."""
@@ -326,10 +339,10 @@ class Tuner:
                        "cosine": _nanmin([o.get("cosine") for o in outs]),
                        "finite": all(o.get("finite", True) for o in outs), "steps": len(steps),
                        "holdout_steps": sorted(hold), "calibration_steps": [s for s in steps if s not in hold]}
-        atomic_write_json(self._folder(it.dir) / "final_metrics.json",
+        atomic_write_json(self.folder(it.dir) / "final_metrics.json",
                           {"steps": per_step, "holdout_steps": sorted(hold), "verdict": it.verdict})
 
-    def _step_decide(self, batch: list[Iteration]) -> None:
+    def decide(self, batch: list[Iteration]) -> None:
         """One decision for the iterations judged since the last one: failures are excluded; the best passing
         one (else the last) decides what runs next -- up to ``parallel`` lists, within the budget."""
         for it in batch:
@@ -338,16 +351,16 @@ class Tuner:
                 self.state.exclude(it.edits, f"measured: {why}", it.index, it.loss_scale)
         passing = [it for it in batch if it.ok]
         it = max(passing, key=lambda p: ((p.low_precision_time_share or 0.0), -len(p.edits))) if passing else batch[-1]
-        d = self._folder(it.dir)
+        d = self.folder(it.dir)
         nxt: list = []
         stop = None
         if not it.ok and it.index == 0 and it.measured is None and not self.state.passing():
             stop = "the run with the starting list failed; nothing to measure (see iter_00)"
         else:
             nxt, stop = self.policy.next(it, d, max(1, min(len(self.slots()), self.cfg.parallel)))
-        if nxt and self._budget_left() < len(nxt):
-            skipped = nxt[max(self._budget_left(), 0):]
-            nxt = nxt[:max(self._budget_left(), 0)]
+        if nxt and self.budget_left() < len(nxt):
+            skipped = nxt[max(self.budget_left(), 0):]
+            nxt = nxt[:max(self.budget_left(), 0)]
             it.next_skipped = {"edits": edits_to_json(skipped[0].edits), "reason": skipped[0].reason}
             if not nxt:
                 stop = "run budget spent"
@@ -361,7 +374,7 @@ class Tuner:
         for b in batch:
             if b is not it:
                 b.notes.append(f"decided together with {it.dir}")
-            atomic_write_json(self._folder(b.dir) / "iteration.json", b.to_dict())
+            atomic_write_json(self.folder(b.dir) / "iteration.json", b.to_dict())
             b.done.append("decide")
             self.state.event(f"{b.dir}:decide")
         self._save()
@@ -418,7 +431,7 @@ class Tuner:
         from ..fsutil import read_user_json
         from ..recommend.edits import Edit
         from ..recommend.result import Recommendation
-        path = self._folder(src.dir) / "recommendation" / "recommendation.json"
+        path = self.folder(src.dir) / "recommendation" / "recommendation.json"
         if not path.is_file():
             return {}
         rec = Recommendation.from_dict(read_user_json(path, "a recommendation.json"), str(path))
