@@ -182,7 +182,7 @@ class TrainLoop:
                 fp = self._fp32_eager(s, batch)
             (precs, cpu), fz = self.s.ref_plan, self.s.ref_fz
         if self.reads is None:
-            self.reads = _param_reads(g, {v for k, v in self.s.params.items() if k != "__tensors__"})
+            self.reads = param_reads(g, {v for k, v in self.s.params.items() if k != "__tensors__"})
         try:
             mx, flags, scale = self._mixed(s, batch, fp, precs, dump, fz, keep_state=not traced)
         except ReplayMismatch:
@@ -331,11 +331,18 @@ class TrainLoop:
                 fin_mx &= bool(torch.isfinite(q).all())
                 row = grads.get(n) or {"step": s, "param": n, "grad_norm_fp32": math.nan, "grad_norm_mixed": math.nan,
                                        "underflow": math.nan, "overflow": math.nan}
-                ref = max(norms[n], rms * math.sqrt(p.numel()))
-                row["drift"] = d / ref if ref > 0 else (0.0 if d == 0 else math.inf)
-                row["drift_rel_l2"] = d / norms[n] if norms[n] > 0 else (0.0 if d == 0 else math.inf)
+                row["drift"], row["drift_rel_l2"] = drift_values(d, norms[n], rms, p.numel())
                 self.param_rows.append(row)
         return fin_fp, fin_mx
+
+
+def drift_values(d: float, norm: float, rms: float, numel: int) -> tuple[float, float]:
+    """(``drift``, ``drift_rel_l2``) of a parameter whose runs' weights differ by the L2 norm ``d``: ``d`` over the
+    larger of the FP32 weight's norm and the norm it would have at the model's RMS weight ``rms``, and ``d`` over
+    the FP32 norm (the one rule of both training loops)."""
+    ref = max(norm, rms * math.sqrt(numel))
+    drift = d / ref if ref > 0 else (0.0 if d == 0 else math.inf)
+    return drift, d / norm if norm > 0 else (0.0 if d == 0 else math.inf)
 
 
 def _clip_coef(grads, max_norm: float) -> float:
@@ -363,7 +370,7 @@ def _load_buffers(model, saved: dict) -> None:
                 b.copy_(saved[k])
 
 
-def _param_reads(g: Any, names: set) -> dict[str, list[str]]:
+def param_reads(g: Any, names: set) -> dict[str, list[str]]:
     """Per op of the graph: the parameters it reads, directly or through ops without a kernel (views)."""
     out: dict[str, list[str]] = {}
 
@@ -404,4 +411,4 @@ def _optimizer_text(opt: Any) -> str:
     return f"{type(opt).__name__}({', '.join(f'{k}={v}' for k, v in sorted(hp.items()))})"
 
 
-__all__ = ["TrainLoop", "FP32Steps", "MAX_DUMPED"]
+__all__ = ["TrainLoop", "FP32Steps", "MAX_DUMPED", "drift_values", "param_reads"]
