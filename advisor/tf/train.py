@@ -235,10 +235,18 @@ class TrainLoop:
             "skipped": taken.skipped, "grad_norm_fp32": _total(r["grad_norm_fp32"] for r in grads.values()),
             "grad_norm_mixed": _total(r["grad_norm_mixed"] for r in grads.values()),
             "weights_fp32_finite": fin_fp, "weights_mixed_finite": fin_mx,
-            "anomalies": [anomaly(i, self.exec_order[i], str(self.g.nodes[self.exec_order[i]]["type"]),
-                                  "fwd" if i < self.n_fwd else "bwd", self.reads.get(self.exec_order[i], []))
-                          for i in flags[:MAX_ANOMALIES]],
+            "anomalies": [self._anomaly(i) for i in flags[:MAX_ANOMALIES]],
             "n_anomalies": len(flags), "dumped": dump})
+
+    def _anomaly(self, i: int) -> dict:
+        """Op ``i`` of the execution order as a step's anomaly: the kernel it belongs to (a fused kernel's name and the
+        type GE judges), its phase and the parameters it reads."""
+        n = self.exec_order[i]
+        fz = self.fused[0]
+        node = fz.node_of(n)
+        a = fz.graph.nodes[node] if node in fz.graph else self.g.nodes[n]
+        return anomaly(i, str(a.get("name", node)), str(a["type"]), "fwd" if i < self.n_fwd else "bwd",
+                       self.reads.get(n, []))
 
     def _apply(self, opt, grads: list, variables: list, which: str, s: int) -> None:
         try:
