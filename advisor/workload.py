@@ -50,6 +50,15 @@ class Workload:
         return self.optimizer is not None
 
 
+MAX_DUMPED = 10          # default dump_every: at most this many dumped steps (choice)
+
+
+def dump_interval(wl: Workload, n: int) -> int:
+    """The steps between dumps of a workload trained for ``n`` steps: ``dump_every``, else at most ``MAX_DUMPED``
+    dumped steps."""
+    return wl.dump_every or max(1, -(-n // MAX_DUMPED))
+
+
 TF_MODULE_PREFIXES = ("tensorflow", "keras", "tf_keras")
 INSTALL_HINT = ("this is a TensorFlow/Keras workload: install the TensorFlow extra with "
                 "`pip install 'advisor[tf]'` (tensorflow-cpu) and run the same command again")

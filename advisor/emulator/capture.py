@@ -558,13 +558,16 @@ def _delegate_onnx(model: Any, wl: Workload | None, out, target: str, batches: A
     return capture_workload(model, wl, out, target, batches, **kw)
 
 
-def _delegate_tf(wl: Workload, out, **kw) -> Path:
+def _delegate_tf(wl: Workload, out, train_reference: Any = None, **kw) -> Path:
     try:
         from ..tf.capture import capture_tf  # type: ignore[import-not-found]
+        from ..tf.train import capture_training
     except ImportError:
         if is_tf_model(wl.model):
             raise InputError(kw.get("target"), tf_install_hint()) from None
         raise InputError(kw.get("target"), f"model must be a torch.nn.Module, not {type(wl.model).__name__}") from None
+    if wl.trains:      # a Keras model's own optimizer over its steps (advisor.tf.train)
+        return capture_training(wl, out, train_reference=train_reference, **kw)
     return capture_tf(wl, out, **kw)
 
 

@@ -36,15 +36,14 @@ from typing import Any
 import torch
 
 from .. import graph as G
-from ..compare.training import grad_element_flags
+from ..compare.training import drift_values, grad_element_flags
 from ..errors import InputError
 from ..ingest.steps import MAX_ANOMALIES, anomaly, write_steps
 from ..numerics import FLOAT_MAX, Numerics
 from ..scalers import SCALERS, TORCH_SCALERS, make_scaler
-from ..workload import Workload, describe_user_error
+from ..workload import MAX_DUMPED, Workload, describe_user_error, dump_interval
 from .engine import ReplayMismatch, StepRecord, dtype_name, eager_math_attention
 
-MAX_DUMPED = 10          # default dump_every: at most this many dumped steps (choice)
 CLIP_EPS = 1e-6          # torch.nn.utils.clip_grad_norm_'s: max_norm / (total_norm + 1e-6)
 REUSE_BYTES = 512 * 2 ** 20  # FP32Steps keeps at most this many bytes of weights (else it keeps nothing; choice)
 
@@ -94,7 +93,7 @@ class TrainLoop:
         self.s, self.wl, self.target, self.numerics, self.seed = steps, wl, target, numerics, seed
         self.scaler = make_scaler(wl.scaler, wl.scaler_options, what=str(target))
         self.n = wl.steps or len(wl.batches)
-        self.every = wl.dump_every or max(1, math.ceil(self.n / MAX_DUMPED))
+        self.every = dump_interval(wl, self.n)
         self.fp_model = steps.model
         self.initial = {k: v.detach().clone() for k, v in self.fp_model.state_dict().items()}
         try:
@@ -182,7 +181,7 @@ class TrainLoop:
                 fp = self._fp32_eager(s, batch)
             (precs, cpu), fz = self.s.ref_plan, self.s.ref_fz
         if self.reads is None:
-            self.reads = param_reads(g, {v for k, v in self.s.params.items() if k != "__tensors__"})
+            self.reads = G.param_reads(g, {v for k, v in self.s.params.items() if k != "__tensors__"})
         try:
             mx, flags, scale = self._mixed(s, batch, fp, precs, dump, fz, keep_state=not traced)
         except ReplayMismatch:
@@ -336,15 +335,6 @@ class TrainLoop:
         return fin_fp, fin_mx
 
 
-def drift_values(d: float, norm: float, rms: float, numel: int) -> tuple[float, float]:
-    """(``drift``, ``drift_rel_l2``) of a parameter whose runs' weights differ by the L2 norm ``d``: ``d`` over the
-    larger of the FP32 weight's norm and the norm it would have at the model's RMS weight ``rms``, and ``d`` over
-    the FP32 norm (the one rule of both training loops)."""
-    ref = max(norm, rms * math.sqrt(numel))
-    drift = d / ref if ref > 0 else (0.0 if d == 0 else math.inf)
-    return drift, d / norm if norm > 0 else (0.0 if d == 0 else math.inf)
-
-
 def _clip_coef(grads, max_norm: float) -> float:
     """``clip_grad_norm_``'s coefficient for these gradients: min(1, max_norm / (total L2 norm + 1e-6))."""
     gs = [g for g in grads if g is not None]
@@ -370,29 +360,6 @@ def _load_buffers(model, saved: dict) -> None:
                 b.copy_(saved[k])
 
 
-def param_reads(g: Any, names: set) -> dict[str, list[str]]:
-    """Per op of the graph: the parameters it reads, directly or through ops without a kernel (views)."""
-    out: dict[str, list[str]] = {}
-
-    def params_of(n: Any, seen: set) -> list[str]:
-        found = []
-        for p in g.predecessors(n):
-            if p in seen:
-                continue
-            seen.add(p)
-            if p in names:
-                found.append(str(p))
-            elif not g.nodes[p].get("kernel", True) and g.nodes[p].get("role") == "op":
-                found += params_of(p, seen)
-        return found
-    for n, a in g.nodes(data=True):
-        if a.get("role") == "op":
-            got = params_of(n, set())
-            if got:
-                out[str(n)] = got
-    return out
-
-
 def _item(t: Any) -> float:
     try:
         return float(t.detach().double()) if t is not None else math.nan
@@ -411,4 +378,4 @@ def _optimizer_text(opt: Any) -> str:
     return f"{type(opt).__name__}({', '.join(f'{k}={v}' for k, v in sorted(hp.items()))})"
 
 
-__all__ = ["TrainLoop", "FP32Steps", "MAX_DUMPED", "drift_values", "param_reads"]
+__all__ = ["TrainLoop", "FP32Steps", "MAX_DUMPED"]

@@ -143,34 +143,30 @@ def capture_tf(workload: Any, out: str | os.PathLike, mode: str = semantics.DEFA
                ops_info: Any = None, seed: int = 0, dump: str | None = None, cann: str | None = None,
                batches: int | list | None = None, target: str | None = None, local: bool = True,
                progress=None, keep_dtype: Any = None, customize_dtypes: Any = None,
-               overflow_mode: str | None = None, allow_hf32: str | None = None, train_reference: Any = None) -> Path:
+               overflow_mode: str | None = None, allow_hf32: str | None = None, step_loop: Any = None) -> Path:
     """Capture a TF/Keras workload (a ``Workload`` or the ``(model, batches[, loss_fn])`` a TARGET
     function returned) into ``out``: FP32 reference run + mixed run executing ``semantics.plan``
     exactly.  ``batches``: an int keeps the first N, a list replaces them.  ``dump``: "tensors" |
     "stats" (default: tensors for models with at most 2M parameters).  Returns the run directory,
     built beside ``out`` and renamed into place when complete (``rundir.StagedRunDir``; ``progress``
     hears a previous ``out`` kept as ``.bak``).  ``overflow_mode`` / ``allow_hf32``: override the chip's
-    (``advisor.numerics``).  A workload with an optimizer (``Workload.trains``) is trained over its steps
-    (``advisor.tf.train``; ``train_reference``: its ``FP32Steps``, reused by recommend's re-runs)."""
+    (``advisor.numerics``).  ``step_loop``: training over optimizer steps (``advisor.tf.train.capture_training``
+    passes its loop: built with the frozen, planned and rewritten step, ``run()`` -> (kernel rows, local error rows,
+    run.json's ``train``))."""
     tf = require_tf(target)
     quiet_tf()
     wl = _workload(workload)
-    if wl.trains:
-        from .train import prepare  # noqa: PLC0415 - the training loop only when the workload trains
-        prepare(wl, target)
-    if isinstance(batches, int):
-        wl.batches = wl.batches[:max(1, batches)]
-    elif batches is not None:
-        wl.batches = _workload((wl.model, batches)).batches
-    if not wl.batches:
-        raise InputError(target, "batches is empty: give at least one batch (a tuple of arrays)")
+    if wl.trains and step_loop is None:
+        raise InputError(target, "a workload with an optimizer trains over steps: capture it with "
+                                 "advisor.emulator.capture (or advisor.tf.train.capture_training)")
+    _select_batches(wl, batches, target)
     low, ml, lists, notes = capture_settings(mode, dump, mixlist, soc, ops_info, cann)
     numerics, nnotes = resolve_numerics(soc, overflow_mode, allow_hf32)
     notes += nnotes
     overrides = override_settings(keep_dtype, customize_dtypes)
 
     tf.random.set_seed(seed)
-    fr = _freeze(wl, target)
+    fr = _freeze(wl, target, step_loop is not None)
     fetch_nodes = [split_tensor(t)[0] for t in fr.outputs + ([fr.loss] if fr.loss else []) + [t for _, t in fr.grads]
                    + ([fr.loss_scale] if fr.loss_scale else [])]
     gd = prune(fr.graph_def, fetch_nodes + [split_tensor(t)[0] for t in fr.inputs])
@@ -184,9 +180,7 @@ def capture_tf(workload: Any, out: str | os.PathLike, mode: str = semantics.DEFA
     rw = apply_plan(tf, gd, info, precision, low_dtype, g, emit, numerics, members=fz.members, types=types,
                     through=fusion.cast_through(fz.graph))
 
-    n_params = sum(int(np.prod(g.nodes[n].get("out_shapes", [[0]])[0] or [0])) for n in g
-                   if g.nodes[n]["role"] == "const" and g.nodes[n].get("dtype") in ("fp32", "fp16", "bf16"))
-    dump = dump or ("tensors" if n_params <= SMALL_MODEL_PARAMS else "stats")
+    dump = dump or _default_dump(g)
     files_on = dump == "tensors"
 
     with StagedRunDir(out, progress) as stage:
@@ -200,24 +194,15 @@ def capture_tf(workload: Any, out: str | os.PathLike, mode: str = semantics.DEFA
                                      **numerics.to_meta()}, final_dir=stage.out)
         if ml is not None:
             writer.write_mixlist(ml.to_json())
+        kw = dict(target=target, files_on=files_on, local=local, low_dtype=low_dtype, numerics=numerics)
         train = None
-        if wl.trains:
-            from .train import TrainLoop  # noqa: PLC0415
-            loop = TrainLoop(tf, wl, fr, gd, (g, info), rw, (fz, p), writer, target=target, files_on=files_on,
-                             local=local, low_dtype=low_dtype, numerics=numerics, mode=mode, reference=train_reference)
-            kernels, local_rows, train = loop.run()
+        if step_loop is not None:
+            kernels, local_rows, train = step_loop(tf, wl, fr, gd, (g, info), rw, (fz, p), writer, mode=mode,
+                                                   **kw).run()
         else:
-            kernels, local_rows = _run_steps(tf, wl, fr, gd, g, info, rw, (fz, p), writer, target=target,
-                                             files_on=files_on, local=local, low_dtype=low_dtype, numerics=numerics)
-        writer.write_profile(kernels)
-        _executed_dtypes(tf, g, rw)
-        for n, a in fz.graph.nodes(data=True):   # the fused graph's nodes that kept their TF node
-            if n in g and not a.get("members"):
-                a["in_dtypes"], a["out_dtypes"] = g.nodes[n].get("in_dtypes"), g.nodes[n].get("out_dtypes")
-        semantics.annotate(fz.graph, p)
-        graph_path = writer.write_graph(fz.graph, p, notes)
-        if local:
-            writer.write_local_error(fusion.local_rows(fz, local_rows).values())
+            kernels, local_rows = _run_steps(tf, wl, fr, gd, g, info, rw, (fz, p), writer, **kw)
+        graph_path = _write_executed(tf, writer, kernels, (g, rw), (fz, p), notes,
+                                     fusion.local_rows(fz, local_rows).values() if local else None)
         unknown = sorted({g.nodes[n]["type"] for n in G.op_nodes(g)
                           if g.nodes[n].get("kernel", True) and not lists.is_known(g.nodes[n]["type"])})
         cube_style = sorted({g.nodes[n]["type"] for n, s in rw.style.items() if s == "cube-style"})
@@ -233,10 +218,44 @@ def capture_tf(workload: Any, out: str | os.PathLike, mode: str = semantics.DEFA
     return stage.out
 
 
-def _freeze(wl, target: Any) -> Frozen:
+def _write_executed(tf, writer: RunWriter, kernels: list, ran: tuple, fused: tuple, notes: list,
+                    local_rows: Any) -> Path | None:
+    """The profile, the GE graph dump with the dtypes as executed (``ran``: the op graph and the rewrite) and the
+    local errors (None: not measured); returns the graph dump's path."""
+    (g, rw), (fz, p) = ran, fused
+    writer.write_profile(kernels)
+    _executed_dtypes(tf, g, rw)
+    for n, a in fz.graph.nodes(data=True):   # the fused graph's nodes that kept their TF node
+        if n in g and not a.get("members"):
+            a["in_dtypes"], a["out_dtypes"] = g.nodes[n].get("in_dtypes"), g.nodes[n].get("out_dtypes")
+    semantics.annotate(fz.graph, p)
+    graph_path = writer.write_graph(fz.graph, p, notes)
+    if local_rows is not None:
+        writer.write_local_error(local_rows)
+    return graph_path
+
+
+def _select_batches(wl, batches: int | list | None, target: Any) -> None:
+    """``batches`` as capture_tf takes it: an int keeps the first N, a list replaces them."""
+    if isinstance(batches, int):
+        wl.batches = wl.batches[:max(1, batches)]
+    elif batches is not None:
+        wl.batches = _workload((wl.model, batches)).batches
+    if not wl.batches:
+        raise InputError(target, "batches is empty: give at least one batch (a tuple of arrays)")
+
+
+def _default_dump(g) -> str:
+    """--dump's default: tensors for models with at most ``SMALL_MODEL_PARAMS`` float weights, else statistics."""
+    n_params = sum(int(np.prod(g.nodes[n].get("out_shapes", [[0]])[0] or [0])) for n in g
+                   if g.nodes[n]["role"] == "const" and g.nodes[n].get("dtype") in ("fp32", "fp16", "bf16"))
+    return "tensors" if n_params <= SMALL_MODEL_PARAMS else "stats"
+
+
+def _freeze(wl, target: Any, steps: bool) -> Frozen:
     """The workload frozen to one GraphDef; a failure of the user's model code is an InputError."""
     try:
-        return freeze(wl.model, wl.batches, wl.loss_fn, wl.options or {}, steps=wl.trains)
+        return freeze(wl.model, wl.batches, wl.loss_fn, wl.options or {}, steps=steps)
     except AdvisorError:
         raise
     except Exception as e:  # user model code

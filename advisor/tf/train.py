@@ -37,19 +37,27 @@ import numpy as np
 
 from .. import graph as G
 from ..compare.training import grad_element_flags
-from ..emulator.train import MAX_DUMPED, drift_values, param_reads
+from ..compare.training import drift_values
 from ..errors import InputError
 from ..ingest.steps import MAX_ANOMALIES, anomaly, write_steps
 from ..numerics import FLOAT_MAX, Numerics
 from ..rundir import RunWriter, worst_local
 from ..scalers import SCALERS, TF_SCALERS, default_scaler, make_scaler
-from ..workload import COMPILED, Workload, describe_user_error
+from ..workload import COMPILED, Workload, describe_user_error, dump_interval
 from . import one_line
-from .capture import Session, const_value, dump_data, kernel_rows, local_errors, reset_keras_naming, user_run
+from .capture import Session, capture_tf, const_value, dump_data, kernel_rows, local_errors, reset_keras_naming, user_run
 from .freeze import n_model_inputs, to_feed
 from .rewrite import ENUM_NAME
 
 BACKWARD_PREFIXES = ("gradient_tape/", "gradients/")    # TF's names of the backward ops (GradientTape, tf.gradients)
+
+
+def capture_training(wl: Workload, out: Any, train_reference: Any = None, **kw: Any) -> Any:
+    """``capture_tf`` of a workload with an optimizer: its N steps by :class:`TrainLoop`.  ``train_reference``
+    (recommend's ``emulator.train.FP32Steps``) is not used: the Keras FP32 run is trained again in every capture."""
+    del train_reference
+    prepare(wl, kw.get("target"))
+    return capture_tf(wl, out, step_loop=TrainLoop, **kw)
 
 
 def prepare(wl: Workload, target: Any) -> None:
@@ -87,8 +95,7 @@ class TrainLoop:
     run.json's ``train``)."""
 
     def __init__(self, tf, wl: Workload, fr, gd, graph: tuple, rw, fused: tuple, writer: RunWriter, *, target: Any,
-                 files_on: bool, local: bool, low_dtype: str, numerics: Numerics, mode: str, reference: Any = None
-                 ) -> None:
+                 files_on: bool, local: bool, low_dtype: str, numerics: Numerics, mode: str) -> None:
         import keras  # noqa: PLC0415
         self.tf, self.keras, self.wl, self.fr, self.rw, self.fused, self.writer = tf, keras, wl, fr, rw, fused, writer
         self.mode = mode
@@ -96,7 +103,7 @@ class TrainLoop:
         self.target, self.files_on, self.local, self.low_dtype, self.numerics = target, files_on, local, low_dtype, \
             numerics
         self.n = wl.steps or len(wl.batches)
-        self.every = wl.dump_every or max(1, math.ceil(self.n / MAX_DUMPED))
+        self.every = dump_interval(wl, self.n)
         proto, scaler, options = self._optimizer_proto()
         self.scaler = make_scaler(scaler, options, what=str(target))
         self.scaler0 = self.scaler.describe()
@@ -117,7 +124,6 @@ class TrainLoop:
         self.kernels: list[dict] = []
         self.local_rows: dict[str, dict] = {}
         self.dumped: list[int] = []
-        del reference      # the FP32 run is trained again in every capture (no FP32Steps reuse for Keras yet)
 
     # ------------------------------------------------------------------ setup
     def _optimizer_proto(self) -> tuple[Any, str | None, dict]:
@@ -165,7 +171,7 @@ class TrainLoop:
         self.exec_order = [n for n in ops if n not in set(bwd)] + bwd
         self.n_fwd = len(self.exec_order) - len(bwd)
         by_const = dict(zip(self.consts, self.names))
-        self.reads = {op: [by_const[c] for c in cs] for op, cs in param_reads(g, set(self.consts)).items()}
+        self.reads = {op: [by_const[c] for c in cs] for op, cs in G.param_reads(g, set(self.consts)).items()}
 
     def is_dumped(self, s: int) -> bool:
         return s % self.every == 0 or s == self.n - 1
@@ -350,4 +356,4 @@ def _optimizer_text(opt: Any) -> str:
     return f"{type(opt).__name__}({', '.join(f'{k}={v}' for k, v in sorted(hp.items()))})"
 
 
-__all__ = ["TrainLoop", "prepare", "feedable", "BACKWARD_PREFIXES"]
+__all__ = ["TrainLoop", "capture_training", "prepare", "feedable", "BACKWARD_PREFIXES"]
