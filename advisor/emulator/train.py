@@ -70,13 +70,19 @@ class FP32Steps:
         if self.disabled:
             return
         state = {k: v.detach().clone() for k, v in model.state_dict().items()}
-        size = sum(v.numel() * v.element_size() for v in state.values()) * (n + 1)
+        self.store(s, (fp, g), state, sum(v.numel() * v.element_size() for v in state.values()) * (n + 1))
+
+    def store(self, s: int, record: Any, state: Any, size: int) -> None:
+        """Keep step ``s``'s record and the weights after it (any framework's: the Keras loop keeps numpy arrays);
+        ``size`` the bytes all the steps' weights will take -- over ``REUSE_BYTES`` nothing is kept."""
+        if self.disabled:
+            return
         if size > REUSE_BYTES:
             self.disabled = True
             self.records.clear()
             self.after.clear()
             return
-        self.records[s] = (fp, g)
+        self.records[s] = record
         self.after[s] = state
 
 

@@ -26,11 +26,17 @@ FP32 reference and the mixed run trained side by side for N steps from the same 
   maximum (saturated) -- the PyTorch loop's rule on the values the session fetched.  Execution order: the forward
   ops, then the backward ones (``gradient_tape/``), each in graph order.
 * Dumps, kernel rows and local errors every ``dump_every`` steps (and the last), like the PyTorch loop.
+* ``FP32Steps`` (recommend's re-runs, ``capture(train_reference=)``): the first capture keeps its FP32 run's steps
+  (:class:`FP32Step`, the weights after each), later ones that train the same steps reuse them instead of running
+  the FP32 session and optimizer again -- the FP32 run does not depend on the mixed run's lists, mode or scaler
+  (a ``clip_grad_norm`` at or above every FP32 gradient norm, the clip candidate's, leaves it as it was up to the
+  rounding of Keras's ``clip_norm * min(1/norm, 1/clip_norm)``).
 """
 from __future__ import annotations
 
 import math
 import re
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -53,11 +59,21 @@ BACKWARD_PREFIXES = ("gradient_tape/", "gradients/")    # TF's names of the back
 
 
 def capture_training(wl: Workload, out: Any, train_reference: Any = None, **kw: Any) -> Any:
-    """``capture_tf`` of a workload with an optimizer: its N steps by :class:`TrainLoop`.  ``train_reference``
-    (recommend's ``emulator.train.FP32Steps``) is not used: the Keras FP32 run is trained again in every capture."""
-    del train_reference
+    """``capture_tf`` of a workload with an optimizer: its N steps by :class:`TrainLoop`.  ``train_reference``:
+    recommend's ``emulator.train.FP32Steps``, filled by the first capture's FP32 run and reused by the next ones."""
     prepare(wl, kw.get("target"))
-    return capture_tf(wl, out, step_loop=TrainLoop, **kw)
+    return capture_tf(wl, out, step_loop=lambda *a, **k: TrainLoop(*a, reference=train_reference, **k), **kw)
+
+
+@dataclass
+class FP32Step:
+    """One step of the FP32 run, kept for reuse (``FP32Steps.store``): its loss and gradients, every tensor's value
+    on a dumped step (else None) and the feed it ran on."""
+
+    loss: Any
+    grads: list
+    values: dict | None
+    feed: dict
 
 
 def prepare(wl: Workload, target: Any) -> None:
@@ -95,7 +111,8 @@ class TrainLoop:
     run.json's ``train``)."""
 
     def __init__(self, tf, wl: Workload, fr, gd, graph: tuple, rw, fused: tuple, writer: RunWriter, *, target: Any,
-                 files_on: bool, local: bool, low_dtype: str, numerics: Numerics, mode: str) -> None:
+                 files_on: bool, local: bool, low_dtype: str, numerics: Numerics, mode: str,
+                 reference: Any = None) -> None:
         import keras  # noqa: PLC0415
         self.tf, self.keras, self.wl, self.fr, self.rw, self.fused, self.writer = tf, keras, wl, fr, rw, fused, writer
         self.mode = mode
@@ -124,6 +141,11 @@ class TrainLoop:
         self.kernels: list[dict] = []
         self.local_rows: dict[str, dict] = {}
         self.dumped: list[int] = []
+        self.ref = reference
+        self.reuse = reference is not None and not reference.disabled and all(
+            reference.has(s) and (not self.is_dumped(s) or reference.records[s][0].values is not None)
+            for s in range(self.n))
+        self.n_bytes = sum(w.nbytes for w in init) * 2 * (self.n + 1)    # weights and gradients of every step
 
     # ------------------------------------------------------------------ setup
     def _optimizer_proto(self) -> tuple[Any, str | None, dict]:
@@ -207,32 +229,35 @@ class TrainLoop:
         batch = self.wl.batches[s % len(self.wl.batches)]
         dump = self.is_dumped(s)
         scale = self.scaler.scale
-        w_fp, w_mx = [v.numpy() for v in self.fp_vars], [v.numpy() for v in self.mx_vars]
-        f32, fmx = self._feed(batch, w_fp, 1.0), self._feed(batch, w_mx, scale)
-        got = user_run(self.s32, self.model_fetch + (self.fp_fetch if dump else []), f32, self.target, "FP32", s)
-        n_m = len(self.model_fetch)
-        val32 = dict(zip(self.keys, got[n_m:])) if dump else {}
+        w_mx = [v.numpy() for v in self.mx_vars]
+        fp = self.ref.records[s][0] if self.reuse else self._fp32(s, batch, dump)
+        if self.reuse:
+            self.ref.reused += 1
+        fmx = self._feed(batch, w_mx, scale)
         valmx = dict(zip(self.keys, user_run(self.smx, self.mx_fetch, fmx, self.target, "mixed", s)))
         for n, c in self.other.items():
-            val32[(n, 0)] = valmx[(n, 0)] = c
-        for c, a, b in zip(self.consts, w_fp, w_mx):
-            val32[(c, 0)], valmx[(c, 0)] = a, b
+            valmx[(n, 0)] = c
+        for c, b in zip(self.consts, w_mx):
+            valmx[(c, 0)] = b
         n_out = len(self.fr.outputs)
-        loss32, g32 = got[n_out], [np.asarray(x, np.float32) for x in got[n_out + 1:n_m]]
+        loss32, g32 = fp.loss, fp.grads
         mx_model = [valmx.get(k) for k in self.model_keys]
         lossmx, gmx = mx_model[n_out], [np.asarray(x) for x in mx_model[n_out + 1:]]
         if dump:
-            self._record(s, val32, valmx, f32)
+            self._record(s, dict(fp.values), valmx, fp.feed)
         flags = self._overflows(valmx)
         fwd = [i for i in flags if i < self.n_fwd]
         overflow = self.scaler.overflowed(self.numerics, gmx, bool(fwd), len(fwd) < len(flags))
         grads = self._grad_rows(s, g32, gmx, scale)
-        self._apply(self.fp_opt, g32, self.fp_vars, "FP32", s)
+        if not self.reuse:
+            self._apply(self.fp_opt, g32, self.fp_vars, "FP32", s)
+            if self.ref is not None:
+                self.ref.store(s, (fp, None), [v.numpy() for v in self.fp_vars], self.n_bytes)
         taken = self.scaler.update(overflow)
         if not taken.skipped:
             inv = np.float32(1.0) / np.float32(scale)
             self._apply(self.mx_opt, [np.asarray(x, np.float32) * inv for x in gmx], self.mx_vars, "mixed", s)
-        fin_fp, fin_mx = self._drift_rows(s, grads)
+        fin_fp, fin_mx = self._drift_rows(s, grads, self.ref.after[s] if self.reuse else None)
         lf, lm = _item(loss32), _item(lossmx)
         self.rows.append({
             "step": s, "batch": s % len(self.wl.batches), "loss_fp32": lf, "loss_mixed": lm,
@@ -253,6 +278,19 @@ class TrainLoop:
         a = fz.graph.nodes[node] if node in fz.graph else self.g.nodes[n]
         return anomaly(i, str(a.get("name", node)), str(a["type"]), "fwd" if i < self.n_fwd else "bwd",
                        self.reads.get(n, []))
+
+    def _fp32(self, s: int, batch: tuple, dump: bool) -> FP32Step:
+        """The FP32 run of step ``s`` at the FP32 run's current weights (every tensor on a dumped step)."""
+        w_fp = [v.numpy() for v in self.fp_vars]
+        f32 = self._feed(batch, w_fp, 1.0)
+        got = user_run(self.s32, self.model_fetch + (self.fp_fetch if dump else []), f32, self.target, "FP32", s)
+        n_m, n_out = len(self.model_fetch), len(self.fr.outputs)
+        values = None
+        if dump:
+            values = dict(zip(self.keys, got[n_m:]))
+            values.update({(n, 0): c for n, c in self.other.items()})
+            values.update({(c, 0): a for c, a in zip(self.consts, w_fp)})
+        return FP32Step(got[n_out], [np.asarray(x, np.float32) for x in got[n_out + 1:n_m]], values, f32)
 
     def _apply(self, opt, grads: list, variables: list, which: str, s: int) -> None:
         try:
@@ -314,9 +352,10 @@ class TrainLoop:
                          "overflow": (f.nonfinite + f.saturated) / gm.size if gm.size else 0.0}
         return out
 
-    def _drift_rows(self, s: int, grads: dict[str, dict]) -> tuple[bool, bool]:
-        """Weight drift after both updates, per parameter (``emulator.train.drift_values``)."""
-        fp = [v.numpy().astype(np.float64) for v in self.fp_vars]
+    def _drift_rows(self, s: int, grads: dict[str, dict], fp_after: list | None = None) -> tuple[bool, bool]:
+        """Weight drift after both updates, per parameter (``compare.training.drift_values``); ``fp_after``: the FP32
+        weights after the step when the FP32 run is reused."""
+        fp = [w.astype(np.float64) for w in (fp_after if fp_after is not None else [v.numpy() for v in self.fp_vars])]
         mx = [v.numpy().astype(np.float64) for v in self.mx_vars]
         norms = [float(np.linalg.norm(p.ravel())) for p in fp]
         numel = sum(p.size for p in fp)
