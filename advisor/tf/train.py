@@ -141,6 +141,7 @@ class TrainLoop:
         self.kernels: list[dict] = []
         self.local_rows: dict[str, dict] = {}
         self.dumped: list[int] = []
+        self.apply_fns: dict[int, Any] = {}
         self.ref = reference
         self.reuse = reference is not None and not reference.disabled and all(
             reference.has(s) and (not self.is_dumped(s) or reference.records[s][0].values is not None)
@@ -293,8 +294,15 @@ class TrainLoop:
         return FP32Step(got[n_out], [np.asarray(x, np.float32) for x in got[n_out + 1:n_m]], values, f32)
 
     def _apply(self, opt, grads: list, variables: list, which: str, s: int) -> None:
+        """``opt.apply_gradients`` as Keras's own train step runs it: inside a ``tf.function`` (traced once per
+        run; the optimizer's slots are built eagerly first)."""
+        tf = self.tf
         try:
-            opt.apply_gradients(zip([self.tf.convert_to_tensor(g) for g in grads], variables))
+            fn = self.apply_fns.get(id(opt))
+            if fn is None:
+                opt.build(variables)
+                fn = self.apply_fns[id(opt)] = tf.function(lambda gs: opt.apply_gradients(zip(gs, variables)))
+            fn([tf.convert_to_tensor(g) for g in grads])
         except Exception as e:  # noqa: BLE001 - the user's optimizer
             raise InputError(self.target, f"the Keras optimizer failed in the {which} run (step {s}): "
                                           f"{one_line(e)}") from None
@@ -345,8 +353,8 @@ class TrainLoop:
             lim = FLOAT_MAX.get(low) if self.numerics.saturating and low in ("fp16", "bf16") else None
             gm32 = gm.astype(np.float32)
             f = grad_element_flags(gm32, gf, lim)
-            nm = float(np.linalg.norm(gm32.astype(np.float64).ravel())) / scale if scale else math.nan
-            out[name] = {"step": s, "param": name, "grad_norm_fp32": float(np.linalg.norm(gf.astype(np.float64).ravel())),
+            nm = _norm(gm32) / scale if scale else math.nan
+            out[name] = {"step": s, "param": name, "grad_norm_fp32": _norm(gf),
                          "grad_norm_mixed": nm,
                          "underflow": f.underflow / f.golden_nonzero if f.golden_nonzero else 0.0,
                          "overflow": (f.nonfinite + f.saturated) / gm.size if gm.size else 0.0}
@@ -357,17 +365,22 @@ class TrainLoop:
         weights after the step when the FP32 run is reused."""
         fp = [w.astype(np.float64) for w in (fp_after if fp_after is not None else [v.numpy() for v in self.fp_vars])]
         mx = [v.numpy().astype(np.float64) for v in self.mx_vars]
-        norms = [float(np.linalg.norm(p.ravel())) for p in fp]
+        norms = [_norm(p) for p in fp]
         numel = sum(p.size for p in fp)
         rms = math.sqrt(sum(v * v for v in norms) / numel) if numel else 0.0
         fin_fp, fin_mx = all(bool(np.isfinite(p).all()) for p in fp), all(bool(np.isfinite(q).all()) for q in mx)
         for name, p, q, nrm in zip(self.names, fp, mx, norms):
             row = grads.get(name) or {"step": s, "param": name, "grad_norm_fp32": math.nan,
                                       "grad_norm_mixed": math.nan, "underflow": math.nan, "overflow": math.nan}
-            d = float(np.linalg.norm((q - p).ravel())) if np.isfinite(q).all() and np.isfinite(p).all() else math.inf
+            d = _norm(q - p) if np.isfinite(q).all() and np.isfinite(p).all() else math.inf
             row["drift"], row["drift_rel_l2"] = drift_values(d, nrm, rms, p.size)
             self.param_rows.append(row)
         return fin_fp, fin_mx
+
+
+def _norm(a: np.ndarray) -> float:
+    """L2 norm accumulated in fp64, without BLAS (whose threads contend with TensorFlow's on a small machine)."""
+    return float(np.sqrt(np.square(a, dtype=np.float64).sum()))
 
 
 def _var_name(path: str) -> str:
