@@ -176,3 +176,25 @@ def test_tune_confirms_a_keras_training_case(tmp_path):
     assert doc["first_run"]["departure"]["step"] >= 3 and doc["recommendation"] == "recommended"
     assert doc["confirmed"] and doc["confirmation"]["on"] == "held-out batches", doc.get("reason")
     assert (tmp_path / "t" / "report.html").is_file() and (tmp_path / "t" / "training_settings.py").is_file()
+
+
+@pytest.mark.slow
+def test_saturation_chip_scale_spiral_fixed_by_keeping_the_op_in_fp32(tmp_path):
+    """ascend910 (saturation mode, no bf16): the overflowing Dense saturates instead of turning Inf, the
+    NpuLossScaleOptimizer reads the float-status flag and skips every step from k on while the scale halves -- a
+    spiral one op causes.  The advice keeps that op's type in fp32 (not a bigger or static scale, and no bf16 on this
+    chip), and a fresh capture with it does not depart."""
+    k = _fp16_overflow_step(K.growing())
+    run = capture(K.growing(), tmp_path / "run", mode="mixed_float16", soc="ascend910")
+    rows = _steps(run)
+    assert all(r["loss_mixed"] is not None for r in rows)           # saturated, never non-finite
+    v = judge_steps(read_steps(run), Tolerance())
+    assert v.departure.step == k and v.departure.reason == "skipped" and v.departure.op_type == "MatMulV2"
+    assert rows[-1]["next_scale"] < rows[k]["scale"] / 8
+    rec = recommend_steps(run, Tolerance(), workload=K.growing)
+    assert rec.status == "recommended" and rec.training.settings["black_add"] == ["MatMulV2"]
+    assert rec.training.settings["mode"] == "mixed_float16"
+    assert not any(c.kinds == ["low-dtype"] for c in rec.training.candidates)
+    conf = capture(K.growing(), tmp_path / "confirm", mode="mixed_float16", soc="ascend910",
+                   mixlist=rec.modify_mixlist)
+    assert judge_steps(read_steps(conf), Tolerance()).departure is None
