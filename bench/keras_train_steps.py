@@ -4,7 +4,10 @@ the NpuLossScaleOptimizer scaler, per-step records, dumps every K steps) against
 model -- ``train_on_batch`` (its compiled train step, as ``model.fit`` runs it) and ``run_eagerly=True`` -- and the
 run directory's size; the last figures dump only the first and the last step (the per-step cost alone).
 
-    python bench/keras_train_steps.py [--steps 200]
+    python bench/keras_train_steps.py [--steps 200] [--advice]
+
+``--advice``: recommend's re-runs on the generated growing-activation case (tests/keras_steps_models.py, departure at
+step 8 of 14), with and without the FP32 run reused across them.
 """
 from __future__ import annotations
 
@@ -80,9 +83,27 @@ def emulated(build, steps: int, local: bool, dump_every: int | None = None) -> t
     return steps / dt, size
 
 
+def advice_cost() -> None:
+    sys.path.insert(0, str(ROOT / "tests"))
+    import keras_steps_models as K
+    from advisor.recommend import recommend_steps
+    out = Path(tempfile.mkdtemp(prefix="advisor_keras_bench_")) / "run"
+    capture(K.growing(), out, mode="mixed_float16")
+    for reuse in (False, True, False, True):
+        t = time.perf_counter()
+        rec = recommend_steps(out, workload=K.growing, reuse_fp32=reuse)
+        dt = time.perf_counter() - t
+        tr = rec.training
+        print(f"recommend, FP32 run {'reused' if reuse else 'not reused'}: {dt:5.1f} s, {tr.reruns} re-runs x "
+              f"{tr.horizon} steps ({tr.reruns * tr.horizon / dt:5.1f} re-run steps/s), FP32 steps reused "
+              f"{tr.fp32_reused_steps}, chosen {tr.chosen}")
+    shutil.rmtree(out.parent, ignore_errors=True)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--steps", type=int, default=200)
+    ap.add_argument("--advice", action="store_true", help="also measure recommend's re-runs with and without reuse")
     a = ap.parse_args(argv)
     import tensorflow as tf
     print(f"tensorflow {tf.__version__}, {a.steps} steps, dumps every {max(1, -(-a.steps // 10))} steps (the default)")
@@ -96,6 +117,8 @@ def main(argv: list[str] | None = None) -> int:
               f"({fit / fast:4.1f}x train_on_batch, {eager / fast:4.1f}x eager), with local errors {full:5.1f} | run "
               f"dir {size:5.1f} MiB | dumps at the first and last step only {bare:5.1f} steps/s "
               f"({fit / bare:4.1f}x), {bare_size:5.1f} MiB")
+    if a.advice:
+        advice_cost()
     return 0
 
 

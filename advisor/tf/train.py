@@ -19,8 +19,8 @@ FP32 reference and the mixed run trained side by side for N steps from the same 
   ``NpuLossScaleOptimizer`` -- under an fp16 mode, none under bf16; a compiled Keras ``LossScaleOptimizer`` brings
   ``keras`` with its settings) decides from the chip's overflow mode whether the step overflowed (``LossScaler.
   overflowed``: Inf/NaN gradients in inf_nan mode, the float-status flag over the whole step in saturation mode); a
-  skipped step is not applied, else the gradients (cast to fp32, as for the fp32 variables) times the fp32
-  reciprocal of S are applied (tf.keras ``get_unscaled_gradients``); then the scaler updates.
+  skipped step is not applied, else the gradients, cast to fp32 for the fp32 variables and unscaled as the scaler's
+  framework does (:func:`unscaled`), are applied; then the scaler updates.
 * An op *overflowed* (the chip's flag, a step's anomalies) when a float input as it consumed it (after the Cast to its
   dtype) or an output is non-finite or beyond its dtype's range -- in saturation mode an output at its dtype's
   maximum (saturated) -- the PyTorch loop's rule on the values the session fetched.  Execution order: the forward
@@ -256,8 +256,7 @@ class TrainLoop:
                 self.ref.store(s, (fp, None), [v.numpy() for v in self.fp_vars], self.n_bytes)
         taken = self.scaler.update(overflow)
         if not taken.skipped:
-            inv = np.float32(1.0) / np.float32(scale)
-            self._apply(self.mx_opt, [np.asarray(x, np.float32) * inv for x in gmx], self.mx_vars, "mixed", s)
+            self._apply(self.mx_opt, unscaled(gmx, scale, self.scaler.name), self.mx_vars, "mixed", s)
         fin_fp, fin_mx = self._drift_rows(s, grads, self.ref.after[s] if self.reuse else None)
         lf, lm = _item(loss32), _item(lossmx)
         self.rows.append({
@@ -376,6 +375,20 @@ class TrainLoop:
             row["drift"], row["drift_rel_l2"] = drift_values(d, nrm, rms, p.size)
             self.param_rows.append(row)
         return fin_fp, fin_mx
+
+
+def unscaled(grads: list, scale: float, scaler: str) -> list[np.ndarray]:
+    """The gradients the optimizer applies: cast to fp32 (the variables' dtype), then Keras 3's
+    ``LossScaleOptimizer`` divides them by the scale, tf.keras's (TF2's ``NpuLossScaleOptimizer``) and the TF1
+    managers' optimizer multiply by its fp32 reciprocal (docs/semantics.md "Loss scalers"); equal for the powers of
+    two a dynamic scale takes."""
+    g32 = [np.asarray(g, np.float32) for g in grads]
+    if scale == 1.0:
+        return g32
+    if scaler == "keras":
+        return [g / np.float32(scale) for g in g32]
+    inv = np.float32(1.0) / np.float32(scale)
+    return [g * inv for g in g32]
 
 
 def _norm(a: np.ndarray) -> float:
