@@ -136,6 +136,31 @@ def op_nodes(g: nx.DiGraph) -> Iterable[Any]:
     return (n for n, r in g.nodes(data="role", default="op") if r == "op")
 
 
+def param_reads(g: Any, names: set) -> dict[str, list[str]]:
+    """Per op of the graph: the parameters it reads, directly or through ops without a kernel (views)."""
+    out: dict[str, list[str]] = {}
+
+    def params_of(n: Any, seen: set) -> list[str]:
+        found = []
+        for p in g.predecessors(n):
+            if p in seen:
+                continue
+            seen.add(p)
+            if p in names:
+                found.append(str(p))
+            elif not g.nodes[p].get("kernel", True) and g.nodes[p].get("role") == "op":
+                found += params_of(p, seen)
+        return found
+    for n, a in g.nodes(data=True):
+        if a.get("role") == "op":
+            got = params_of(n, set())
+            if got:
+                out[str(n)] = got
+    return out
+
+
+
+
 def export(g: nx.DiGraph, path: str) -> None:
     """Write the graph as GraphML (.graphml) or Graphviz dot (.dot); list attributes become strings."""
     import networkx as nx

@@ -322,6 +322,15 @@ SCALERS: dict[str, type[LossScaler]] = {
     c.name: c for c in (StaticScaler, TorchNpuGradScaler, ApexLossScaler, KerasLossScaleOptimizer,
                         TfKerasLossScaleOptimizer, ExponentialUpdateLossScaleManager, FixedLossScaleManager)}
 TORCH_SCALERS = ("torch_npu", "apex", "static")     # the ones a PyTorch training loop uses
+TF_SCALERS = ("tf_keras", "keras", "tf1", "tf1_fixed", "static")   # the ones a Keras training loop uses
+DEFAULTS = {"pytorch": "torch_npu", "tensorflow": "tf_keras"}       # an fp16 run's scaler when none is chosen
+
+
+def default_scaler(framework: str, low_dtype: str | None) -> str | None:
+    """The scaler a training loop uses when the workload names none (choice): none for the PyTorch loop (as
+    before), and for a TF2 Keras model on Ascend the ``NpuLossScaleOptimizer`` (``tf_keras``, dynamic) when the low
+    dtype is fp16; bf16 and fp32 runs are not scaled."""
+    return DEFAULTS["tensorflow"] if framework == "tensorflow" and low_dtype == "fp16" else None
 
 
 def make_scaler(name: str | None, options: Mapping | None = None, what: str = "scaler") -> LossScaler:
@@ -349,8 +358,11 @@ def make_scaler(name: str | None, options: Mapping | None = None, what: str = "s
 def grads_overflow(grads: Iterable[Any]) -> bool:
     """inf_nan mode: any Inf or NaN element in the (scaled) gradients (``ForeachNonFiniteCheckAndUnscale``, Keras
     ``isfinite``)."""
+    grads = [g for g in grads if g is not None]
+    if all(isinstance(g, np.ndarray) for g in grads):     # the Keras loop's numpy gradients
+        return any(not bool(np.isfinite(g.astype(np.float32)).all()) for g in grads)
     import torch
-    return any(g is not None and not bool(torch.isfinite(g).all()) for g in grads)
+    return any(not bool(torch.isfinite(g).all()) for g in grads)
 
 
 def scale_sequence(scaler: LossScaler, overflows: Iterable[bool]) -> list[ScalerStep]:
@@ -370,5 +382,5 @@ def _plain(v: Any) -> Any:
 
 __all__ = ["LossScaler", "ScalerStep", "NoScaler", "StaticScaler", "TorchNpuGradScaler", "ApexLossScaler",
            "KerasLossScaleOptimizer", "TfKerasLossScaleOptimizer", "ExponentialUpdateLossScaleManager",
-           "FixedLossScaleManager", "SCALERS", "TORCH_SCALERS", "make_scaler", "grads_overflow", "scale_sequence",
+           "FixedLossScaleManager", "SCALERS", "TORCH_SCALERS", "TF_SCALERS", "DEFAULTS", "default_scaler", "make_scaler", "grads_overflow", "scale_sequence",
            "BACKWARD", "STEP"]

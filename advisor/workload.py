@@ -50,6 +50,15 @@ class Workload:
         return self.optimizer is not None
 
 
+MAX_DUMPED = 10          # default dump_every: at most this many dumped steps (choice)
+
+
+def dump_interval(wl: Workload, n: int) -> int:
+    """The steps between dumps of a workload trained for ``n`` steps: ``dump_every``, else at most ``MAX_DUMPED``
+    dumped steps."""
+    return wl.dump_every or max(1, -(-n // MAX_DUMPED))
+
+
 TF_MODULE_PREFIXES = ("tensorflow", "keras", "tf_keras")
 INSTALL_HINT = ("this is a TensorFlow/Keras workload: install the TensorFlow extra with "
                 "`pip install 'advisor[tf]'` (tensorflow-cpu) and run the same command again")
@@ -114,6 +123,8 @@ def normalize(result: Any, source: str = "", name: str | None = None) -> Workloa
     wl.batches = _normalize_batches(wl.batches, source)
     if wl.loss_fn is not None and not callable(wl.loss_fn):
         raise InputError(source, "loss_fn must be callable as loss_fn(output, batch) -> scalar tensor")
+    if is_tf_model(wl.model):
+        _keras_compiled(wl)
     _check_steps(wl, source)
     if is_tf_model(wl.model):
         return wl  # delegated to advisor.tf by the capture (or refused there with install hints)
@@ -128,20 +139,38 @@ def normalize(result: Any, source: str = "", name: str | None = None) -> Workloa
     return wl
 
 
+COMPILED = "compile"     # Workload(optimizer=COMPILED): a compiled Keras model's own optimizer (and loss)
+STEP_FIELDS = ("steps", "scaler", "dump_every", "clip_grad_norm", "lr_scheduler")
+
+
+def _keras_compiled(wl: Workload) -> None:
+    """A Keras model compiled with an optimizer, given a training-over-steps field (``steps``, ``scaler``, ...) and
+    no optimizer, trains with compile()'s optimizer (``optimizer=COMPILED``)."""
+    if wl.optimizer is None and getattr(wl.model, "optimizer", None) is not None and (
+            any(getattr(wl, k) is not None for k in STEP_FIELDS) or wl.scaler_options):
+        wl.optimizer = COMPILED
+
+
 def _check_steps(wl: Workload, source: str) -> None:
     """The training-over-steps fields: an optimizer needs a loss_fn; steps, a scaler, its options or dump_every
     need an optimizer; steps and dump_every are integers >= 1."""
     if wl.optimizer is None:
-        given = [k for k in ("steps", "scaler", "dump_every", "clip_grad_norm", "lr_scheduler")
-                 if getattr(wl, k) is not None]
+        given = [k for k in STEP_FIELDS if getattr(wl, k) is not None]
         given += ["scaler_options"] if wl.scaler_options else []
         if given:
             raise InputError(source, f"{', '.join(given)} need an optimizer (Workload(optimizer=lambda params: "
                                      "torch.optim.SGD(params, lr=...))): training over steps")
         return
-    if not callable(wl.optimizer):
-        raise InputError(source, "optimizer must be callable as optimizer(params) -> an optimizer")
-    if wl.loss_fn is None:
+    tf_model = is_tf_model(wl.model)
+    keras_opt = tf_model and (wl.optimizer == COMPILED or callable(getattr(wl.optimizer, "apply_gradients", None)))
+    if not callable(wl.optimizer) and not keras_opt:
+        raise InputError(source, "optimizer must be callable as optimizer(params) -> an optimizer" + (
+            ", a Keras optimizer or \"compile\" (the model's compile() optimizer)" if tf_model else ""))
+    if wl.optimizer == COMPILED and getattr(wl.model, "optimizer", None) is None:
+        raise InputError(source, "optimizer=\"compile\" needs a Keras model compiled with an optimizer")
+    if wl.loss_fn is None and tf_model and getattr(wl.model, "loss", None) is not None:
+        pass                      # compile()'s loss (advisor.tf.train)
+    elif wl.loss_fn is None:
         raise InputError(source, "an optimizer needs a loss_fn: training over steps is forward, loss, backward, step")
     for k in ("steps", "dump_every"):
         v = getattr(wl, k)

@@ -48,7 +48,7 @@ def main():
 
     from advisor import semantics
     from advisor.oplists import load_lists
-    from advisor.tf.capture import _Session, capture_tf
+    from advisor.tf.capture import Session, capture_tf
     from advisor.tf.freeze import freeze
     from advisor.tf.graph import build, prune, split_tensor
     from advisor.tf.rewrite import apply_plan
@@ -65,7 +65,7 @@ def main():
         p = semantics.plan(g, load_lists("ascend910b"), "mixed_float16")
         rw = apply_plan(tf, gd, info, p.precision, "fp16", g)
         keys = [(n, k) for n in info.order for k in range(len(info.out_dtypes[n])) if g.nodes[n]["role"] != "const"]
-        s32, smx = _Session(tf, gd), _Session(tf, rw.graph_def)
+        s32, smx = Session(tf, gd), Session(tf, rw.graph_def)
         feed = {fr.inputs[0]: x}
         f32 = [f"{n}:{k}" for n, k in keys]
         fmx = [rw.tensor.get(k, f"{k[0]}:{k[1]}") for k in keys]

@@ -306,7 +306,7 @@ def test_tf_capture_saturates_on_ascend910(tmp_path):
 def test_tf_rewrite_saturation_equals_the_numpy_rule():
     """The TF form of the rule (IsNan/SelectV2/ClipByValue after the Cast) gives what numerics.round_array gives."""
     tf = pytest.importorskip("tensorflow")
-    from advisor.tf.capture import _Session
+    from advisor.tf.capture import Session
     from advisor.tf.rewrite import DT_FLOAT, DT_HALF, _Builder
     a = np.array([1e5, -1e5, np.inf, -np.inf, np.nan, 1.5, 65519.0, 65520.0], np.float32)
     gd = tf.compat.v1.GraphDef()
@@ -314,7 +314,7 @@ def test_tf_rewrite_saturation_equals_the_numpy_rule():
     x = b.node("x", "Placeholder", [], dtype=DT_FLOAT)
     h = b.saturate("y", b.cast("y/cast", x, DT_FLOAT, DT_HALF), DT_HALF)
     f = b.saturate("z", x, DT_FLOAT)
-    s = _Session(tf, gd)
+    s = Session(tf, gd)
     got_h, got_f = s.run([h, f], {x: a})
     s.close()
     assert np.array_equal(got_h.astype(np.float32), N.round_array(a, "fp16", N.SATURATION))
@@ -323,14 +323,14 @@ def test_tf_rewrite_saturation_equals_the_numpy_rule():
 
 def test_tf_rewrite_hf32_equals_the_numpy_rule():
     tf = pytest.importorskip("tensorflow")
-    from advisor.tf.capture import _Session
+    from advisor.tf.capture import Session
     from advisor.tf.rewrite import DT_FLOAT, _Builder
     a = (np.random.default_rng(0).standard_normal(1000) * 1e3).astype(np.float32)
     gd = tf.compat.v1.GraphDef()
     b = _Builder(tf, gd)
     x = b.node("x", "Placeholder", [], dtype=DT_FLOAT)
     y = b.hf32("y", x)
-    s = _Session(tf, gd)
+    s = Session(tf, gd)
     got = s.run([y], {x: a})[0]
     s.close()
     assert np.array_equal(got.view(np.int32), N.hf32_array(a).view(np.int32))

@@ -9,7 +9,7 @@ tf = pytest.importorskip("tensorflow")
 from advisor import semantics  # noqa: E402
 from advisor.mixlist import Mixlist, effective  # noqa: E402
 from advisor.oplists import load_lists  # noqa: E402
-from advisor.tf.capture import _Session  # noqa: E402
+from advisor.tf.capture import Session  # noqa: E402
 from advisor.tf.freeze import freeze  # noqa: E402
 from advisor.tf.graph import build, prune, split_tensor  # noqa: E402
 from advisor.tf.rewrite import DT_FLOAT, DT_HALF, apply_plan  # noqa: E402
@@ -65,7 +65,7 @@ def test_default_plan_rewrite_native_half_and_cube_style():
     casts = [n for n in rw.graph_def.node if n.op == "Cast"]
     assert any(n.name.startswith(mm.name + "/advisor_round_out") for n in casts)
     # executing it overflows exactly where fp16 must: exp(>11.09) = inf
-    s = _Session(tf, rw.graph_def)
+    s = Session(tf, rw.graph_def)
     out = s.run([fr.outputs[0]], {fr.inputs[0]: x})[0]
     s.close()
     assert np.isinf(out).all()
@@ -84,7 +84,7 @@ def test_black_listed_exp_runs_fp32_after_a_cast():
     assert cast.op == "Cast" and cast.attr["SrcT"].type == DT_HALF and cast.attr["DstT"].type == DT_FLOAT
     # the gray ReduceSumD after it inherits fp32: no low op after Exp
     assert _node(rw.graph_def, "Sum").attr["T"].type == DT_FLOAT
-    s = _Session(tf, rw.graph_def)
+    s = Session(tf, rw.graph_def)
     out = s.run([fr.outputs[0]], {fr.inputs[0]: x})[0]
     s.close()
     assert np.isfinite(out).all()

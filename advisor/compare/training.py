@@ -67,6 +67,16 @@ def grad_element_flags(at: Any, ag: Any, lim: float | None = None) -> GradFlags:
     return GradFlags(int(((at == 0) & nz).sum()), int(nz.sum()), int((~xp.isfinite(at) & gf).sum()), sat)
 
 
+def drift_values(d: float, norm: float, rms: float, numel: int) -> tuple[float, float]:
+    """(``drift``, ``drift_rel_l2``) of a parameter whose runs' weights differ by the L2 norm ``d`` (train/params.csv,
+    both training loops): ``d`` over the larger of the FP32 weight's norm and the norm the parameter would have at
+    the model's RMS weight ``rms`` (so a parameter near zero, a fresh bias, is measured against the model's scale),
+    and ``d`` over the FP32 norm."""
+    ref = max(norm, rms * math.sqrt(numel))
+    drift = d / ref if ref > 0 else (0.0 if d == 0 else math.inf)
+    return drift, d / norm if norm > 0 else (0.0 if d == 0 else math.inf)
+
+
 def _torch() -> Any:
     import torch
     return torch

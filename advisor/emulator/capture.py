@@ -142,16 +142,14 @@ def check_loss_scale(loss_scale: Any, wl: Workload, target: Any) -> float | None
 
 
 def _check_training(wl: Workload, target: Any, loss_scale: float | None) -> None:
-    """Optimizer steps (``Workload.optimizer``) are emulated for PyTorch models, scaled by their scaler."""
+    """Optimizer steps (``Workload.optimizer``) scale through their scaler (PyTorch: ``train.TrainLoop``; Keras:
+    ``advisor.tf.train``), not ``--loss-scale``."""
     if not wl.trains:
         return
     if loss_scale is not None:
         raise InputError(target, "--loss-scale is the static scale of a capture without optimizer steps; a workload "
                                  "with an optimizer scales through its scaler (Workload(scaler=\"static\", "
                                  "scaler_options={\"scale\": S}))")
-    if is_tf_model(wl.model):
-        raise InputError(target, "training over optimizer steps is emulated for PyTorch workloads only (a Keras "
-                                 "model's own optimizer is not emulated yet)")
 
 
 def _load_workload(target_or_workload: Any, batches: int | list | None) -> tuple[Workload, str]:
@@ -253,7 +251,8 @@ def capture(target_or_workload: Any, out: str | os.PathLike, mode: str = semanti
         if loss_scale:
             raise InputError(target, "a loss scale is emulated for PyTorch training workloads only")
         engine_settings(engine, amp, mode, policy, soc, "tensorflow", where=target)
-        return _delegate_tf(wl, out, target=target, **{k: v for k, v in onnx_kw.items() if k[:5] != "input"})
+        return _delegate_tf(wl, out, target=target, train_reference=train_reference,
+                            **{k: v for k, v in onnx_kw.items() if k[:5] != "input"})
     eng, low, ml, lists, notes = _settings(engine, amp, policy, mode, dump, ge_opts, soc, cann, wl, target)
     numerics, nnotes = resolve_numerics(soc, overflow_mode, allow_hf32)
     model, unwrap_notes = _unwrap(wl.model)
@@ -559,13 +558,16 @@ def _delegate_onnx(model: Any, wl: Workload | None, out, target: str, batches: A
     return capture_workload(model, wl, out, target, batches, **kw)
 
 
-def _delegate_tf(wl: Workload, out, **kw) -> Path:
+def _delegate_tf(wl: Workload, out, train_reference: Any = None, **kw) -> Path:
     try:
         from ..tf.capture import capture_tf  # type: ignore[import-not-found]
+        from ..tf.train import capture_training
     except ImportError:
         if is_tf_model(wl.model):
             raise InputError(kw.get("target"), tf_install_hint()) from None
         raise InputError(kw.get("target"), f"model must be a torch.nn.Module, not {type(wl.model).__name__}") from None
+    if wl.trains:      # a Keras model's own optimizer over its steps (advisor.tf.train)
+        return capture_training(wl, out, train_reference=train_reference, **kw)
     return capture_tf(wl, out, **kw)
 
 

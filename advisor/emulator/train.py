@@ -36,15 +36,14 @@ from typing import Any
 import torch
 
 from .. import graph as G
-from ..compare.training import grad_element_flags
+from ..compare.training import drift_values, grad_element_flags
 from ..errors import InputError
 from ..ingest.steps import MAX_ANOMALIES, anomaly, write_steps
 from ..numerics import FLOAT_MAX, Numerics
 from ..scalers import SCALERS, TORCH_SCALERS, make_scaler
-from ..workload import Workload, describe_user_error
+from ..workload import MAX_DUMPED, Workload, describe_user_error, dump_interval
 from .engine import ReplayMismatch, StepRecord, dtype_name, eager_math_attention
 
-MAX_DUMPED = 10          # default dump_every: at most this many dumped steps (choice)
 CLIP_EPS = 1e-6          # torch.nn.utils.clip_grad_norm_'s: max_norm / (total_norm + 1e-6)
 REUSE_BYTES = 512 * 2 ** 20  # FP32Steps keeps at most this many bytes of weights (else it keeps nothing; choice)
 
@@ -71,13 +70,19 @@ class FP32Steps:
         if self.disabled:
             return
         state = {k: v.detach().clone() for k, v in model.state_dict().items()}
-        size = sum(v.numel() * v.element_size() for v in state.values()) * (n + 1)
+        self.store(s, (fp, g), state, sum(v.numel() * v.element_size() for v in state.values()) * (n + 1))
+
+    def store(self, s: int, record: Any, state: Any, size: int) -> None:
+        """Keep step ``s``'s record and the weights after it (any framework's: the Keras loop keeps numpy arrays);
+        ``size`` the bytes all the steps' weights will take -- over ``REUSE_BYTES`` nothing is kept."""
+        if self.disabled:
+            return
         if size > REUSE_BYTES:
             self.disabled = True
             self.records.clear()
             self.after.clear()
             return
-        self.records[s] = (fp, g)
+        self.records[s] = record
         self.after[s] = state
 
 
@@ -94,7 +99,7 @@ class TrainLoop:
         self.s, self.wl, self.target, self.numerics, self.seed = steps, wl, target, numerics, seed
         self.scaler = make_scaler(wl.scaler, wl.scaler_options, what=str(target))
         self.n = wl.steps or len(wl.batches)
-        self.every = wl.dump_every or max(1, math.ceil(self.n / MAX_DUMPED))
+        self.every = dump_interval(wl, self.n)
         self.fp_model = steps.model
         self.initial = {k: v.detach().clone() for k, v in self.fp_model.state_dict().items()}
         try:
@@ -182,7 +187,7 @@ class TrainLoop:
                 fp = self._fp32_eager(s, batch)
             (precs, cpu), fz = self.s.ref_plan, self.s.ref_fz
         if self.reads is None:
-            self.reads = _param_reads(g, {v for k, v in self.s.params.items() if k != "__tensors__"})
+            self.reads = G.param_reads(g, {v for k, v in self.s.params.items() if k != "__tensors__"})
         try:
             mx, flags, scale = self._mixed(s, batch, fp, precs, dump, fz, keep_state=not traced)
         except ReplayMismatch:
@@ -331,9 +336,7 @@ class TrainLoop:
                 fin_mx &= bool(torch.isfinite(q).all())
                 row = grads.get(n) or {"step": s, "param": n, "grad_norm_fp32": math.nan, "grad_norm_mixed": math.nan,
                                        "underflow": math.nan, "overflow": math.nan}
-                ref = max(norms[n], rms * math.sqrt(p.numel()))
-                row["drift"] = d / ref if ref > 0 else (0.0 if d == 0 else math.inf)
-                row["drift_rel_l2"] = d / norms[n] if norms[n] > 0 else (0.0 if d == 0 else math.inf)
+                row["drift"], row["drift_rel_l2"] = drift_values(d, norms[n], rms, p.numel())
                 self.param_rows.append(row)
         return fin_fp, fin_mx
 
@@ -361,29 +364,6 @@ def _load_buffers(model, saved: dict) -> None:
         with torch.no_grad():
             for k, b in model.named_buffers():
                 b.copy_(saved[k])
-
-
-def _param_reads(g: Any, names: set) -> dict[str, list[str]]:
-    """Per op of the graph: the parameters it reads, directly or through ops without a kernel (views)."""
-    out: dict[str, list[str]] = {}
-
-    def params_of(n: Any, seen: set) -> list[str]:
-        found = []
-        for p in g.predecessors(n):
-            if p in seen:
-                continue
-            seen.add(p)
-            if p in names:
-                found.append(str(p))
-            elif not g.nodes[p].get("kernel", True) and g.nodes[p].get("role") == "op":
-                found += params_of(p, seen)
-        return found
-    for n, a in g.nodes(data=True):
-        if a.get("role") == "op":
-            got = params_of(n, set())
-            if got:
-                out[str(n)] = got
-    return out
 
 
 def _item(t: Any) -> float:

@@ -11,12 +11,14 @@ Candidates (each one *change*; every rule a choice unless its line says otherwis
   to name its op.  A loss-scale death spiral caused by one op's overflowing gradient is fixed here: that op's type
   computes in fp32, where its gradient fits.
 * ``low-dtype`` -- the mode's fp16 <-> bf16 partner (``LOW_PARTNER``), bf16 only on a chip that has it (not on
-  ``NO_BF16_SOCS``); a switch to fp16 brings the torch_npu GradScaler with its defaults when the run had no scaler.
+  ``NO_BF16_SOCS``); a switch to fp16 brings the framework's default scaler (``scalers.DEFAULTS``: the torch_npu
+  GradScaler, a Keras run's NpuLossScaleOptimizer) with its defaults when the run had no scaler.
 * ``scaler`` -- after a scale collapse or a run of skipped steps: a dynamic scale starting at the largest scale the
   run applied a step at, a shorter growth interval (``GROWTH_INTERVAL``), a static scale at that scale, a floor
   (Apex ``min_loss_scale``); never a scale below ``Tolerance.min_loss_scale`` (below it the scale has collapsed by
   definition) and never a larger one (a spiral overflows at every larger scale).  An fp16 run without a scaler gets
-  the torch_npu GradScaler (its defaults).
+  the framework's default scaler (its defaults).  Each scaler by its own parameter names (``SCALER_KNOBS``); the
+  static scale of a TF scaler is its framework's (``tf_keras`` ``dynamic=False``, ``tf1_fixed``).
 * ``clip`` -- gradient clipping at the largest FP32 gradient norm of the run: the FP32 run is unchanged by it (its
   reference stays valid: ``clip_grad_norm_`` multiplies by exactly 1), the mixed run's spikes above it are clipped;
   proposed only where the mixed run's gradient norm exceeded it.
@@ -47,6 +49,8 @@ from ..errors import InputError
 from ..ingest.steps import STEPS_FILE, read_steps
 from ..mixlist import Mixlist, compose, effective, from_targets, parse_obj
 from ..oplists import BLACK, load_lists
+from ..scalers import DEFAULTS
+from ..workload import is_tf_model
 from .edits import Edit, proposable
 from .result import (HOW_TRAINING as HOW, EditEvidence, EditReport, PlanSummary, Predicted, Recommendation,
                      ToleranceLimits, TrainingAdvice, TrainingCandidate)
@@ -56,6 +60,14 @@ GROWTH_INTERVAL = 100      # the shorter growth interval proposed after a collap
 MAX_RERUNS = 12            # re-runs one recommendation may spend (choice)
 MAX_SKIPPED_SHARE = 0.05   # skipped steps a fixed (and a confirmed) run may have (choice: sporadic overflows only)
 NO_BF16_SOCS = frozenset({"ascend910", "ascend310p"})      # chips without bf16 (docs/semantics.md, kernel tables)
+# a dynamic scaler's start and growth-interval parameters, and its static form at a scale g (its framework's)
+SCALER_KNOBS = {"torch_npu": ("init_scale", "growth_interval"), "apex": ("init_scale", "scale_window"),
+                "tf_keras": ("initial_scale", "dynamic_growth_steps"), "keras": ("initial_scale", "dynamic_growth_steps"),
+                "tf1": ("init_loss_scale", "incr_every_n_steps")}
+STATIC_FORM = {"torch_npu": lambda g: ("static", (("scale", g),)), "apex": lambda g: ("static", (("scale", g),)),
+               "keras": lambda g: ("static", (("scale", g),)),
+               "tf_keras": lambda g: ("tf_keras", (("dynamic", False), ("initial_scale", g))),
+               "tf1": lambda g: ("tf1_fixed", (("loss_scale", g),))}
 LOW_PARTNER = {"mixed_float16": "mixed_bfloat16", "allow_mix_precision": "allow_mix_precision_bf16",
                "allow_mix_precision_fp16": "allow_mix_precision_bf16", "allow_fp32_to_fp16": "allow_fp32_to_bf16",
                "mixed_bfloat16": "mixed_float16", "allow_mix_precision_bf16": "allow_mix_precision_fp16",
@@ -149,7 +161,7 @@ def recommend_training(run: str | Path, tolerance: Tolerance | None = None, *, w
     advice.chosen, advice.kinds = cand.changes, cand.kinds
     advice.settings = {"mode": s.mode, "black_add": sorted(s.black), "scaler": s.scaler,
                        "scaler_options": s.options, "clip_grad_norm": s.clip_grad_norm}
-    advice.snippet = training_snippet(s, search.base)
+    advice.snippet = training_snippet(s, search.base, meta.get("framework") or "pytorch")
     rec.status, rec.mode = "recommended", s.mode
     edits = [Edit("black-add", t) for t in sorted(s.black - search.base.black)]
     rec.edits = [EditReport(e, explanation=f"{t} leads to the departure at step {dep.step} ({dep.reason}); "
@@ -178,13 +190,15 @@ class _Search:
         self.defaults, self.start, self.exclude, self.batches, self.say = defaults, start, exclude, batches, say
         wl = self._workload()
         # every re-run starts from these weights and trains on these batches, whatever the builder does
-        self.state0 = {k: v.detach().clone() for k, v in wl.model.state_dict().items()}
+        self.state0 = _weights_of(wl.model)
         self.batches0 = list(wl.batches)
+        self.default_scaler = DEFAULTS["tensorflow" if meta.get("framework") == "tensorflow" else "pytorch"]
+        ran = ((meta.get("train") or {}).get("scaler") or {}).get("name")   # the scaler the run used (its default)
         self.verdict = judge_steps(log, tol)
         dep = self.verdict.departure
         self.horizon = min(len(log.steps), max(2 * dep.step + 2, dep.step + 1 + 2 * LOSS_PATIENCE))
-        self.base = Settings(mode, frozenset(), wl.scaler, tuple(sorted((wl.scaler_options or {}).items())),
-                             wl.clip_grad_norm)
+        self.base = Settings(mode, frozenset(), wl.scaler if wl.scaler is not None or ran in (None, "none") else ran,
+                             tuple(sorted((wl.scaler_options or {}).items())), wl.clip_grad_norm)
         self.ref = FP32Steps()
         self.tried: list[tuple[tuple, TrainingCandidate]] = []
         self.changes = self._changes()
@@ -226,9 +240,9 @@ class _Search:
         if partner is not None and not (_low(partner) == "bf16" and self.soc in NO_BF16_SOCS):
             add_scaler = _low(partner) == "fp16" and self.base.scaler is None
             out.append(Change("low-dtype", f"precision mode {partner} ({_low(partner)})"
-                              + (" with the torch_npu GradScaler" if add_scaler else ""),
-                              lambda s, m=partner, a=add_scaler: replace(s, mode=m, **(
-                                  {"scaler": "torch_npu", "scaler_options": ()} if a else {}))))
+                              + (f" with the {self.default_scaler} scaler" if add_scaler else ""),
+                              lambda s, m=partner, a=add_scaler, d=self.default_scaler: replace(s, mode=m, **(
+                                  {"scaler": d, "scaler_options": ()} if a else {}))))
         out += self._scaler_changes(dep.reason)
         gf, gm = st["grad_norm_fp32"].astype(float), st["grad_norm_mixed"].astype(float)
         cap = float(gf[gf.map(math.isfinite)].max()) if gf.map(math.isfinite).any() else math.nan
@@ -260,20 +274,21 @@ class _Search:
         st, floor, b = self.log.steps, self.tol.min_loss_scale, self.base
         out: list[Change] = []
         if _low(b.mode) == "fp16" and b.scaler is None:
-            out.append(Change("scaler", "the torch_npu GradScaler (dynamic, its defaults)",
-                              lambda s: replace(s, scaler="torch_npu", scaler_options=())))
+            out.append(Change("scaler", f"the {self.default_scaler} scaler (dynamic, its defaults)",
+                              lambda s, d=self.default_scaler: replace(s, scaler=d, scaler_options=())))
         if reason not in ("scale-collapse", "skipped") or b.scaler is None:
             return out
         applied = st.loc[~st["skipped"].fillna(False).astype(bool), "scale"].astype(float)
         applied = applied[applied >= floor]
         good = float(applied.max()) if len(applied) else None
-        if b.scaler in ("torch_npu", "apex"):
-            interval = "growth_interval" if b.scaler == "torch_npu" else "scale_window"
+        if b.scaler in SCALER_KNOBS and b.options.get("dynamic", True):
+            start, interval = SCALER_KNOBS[b.scaler]
             if good is not None:
                 out.append(Change("scaler", f"{b.scaler} scaler starting at {good:g} (the largest scale a step was "
-                                            "applied at)", lambda s, g=good: _opts(s, init_scale=g)))
-                out.append(Change("scaler", f"a static scale {good:g}", lambda s, g=good: replace(
-                    s, scaler="static", scaler_options=(("scale", g),))))
+                                            "applied at)", lambda s, g=good, k=start: _opts(s, **{k: g})))
+                name, opts = STATIC_FORM[b.scaler](good)
+                out.append(Change("scaler", f"a static scale {good:g}", lambda s, n=name, o=opts: replace(
+                    s, scaler=n, scaler_options=o)))
             out.append(Change("scaler", f"{b.scaler} scaler with {interval}={GROWTH_INTERVAL}",
                               lambda s, k=interval: _opts(s, **{k: GROWTH_INTERVAL})))
         if b.scaler == "apex":
@@ -321,7 +336,7 @@ class _Search:
         from ..emulator import capture
         s = self.settings_of(idx)
         wl = self._workload()
-        wl.model.load_state_dict(self.state0)
+        _load_weights(wl.model, self.state0)
         wl.batches = list(self.batches0)
         wl.steps, wl.dump_every = self.horizon, self.horizon
         wl.scaler, wl.scaler_options, wl.clip_grad_norm = s.scaler, s.options, s.clip_grad_norm
@@ -362,8 +377,9 @@ class _Search:
 
 
 # ---------------------------------------------------------------------- helpers
-def training_snippet(s: Settings, base: Settings) -> str:
-    """The chosen settings as code: the Workload fields, and the PyTorch training loop's scaler / clipping lines."""
+def training_snippet(s: Settings, base: Settings, framework: str = "pytorch") -> str:
+    """The chosen settings as code: the Workload fields, and the training loop's scaler / clipping lines (PyTorch's,
+    or a Keras model's: ``_keras_lines``)."""
     lines = ["# advisor recommend: training settings (recommendation.json \"training\"; measured by re-running the "
              "steps)"]
     if s.mode != base.mode:
@@ -373,6 +389,11 @@ def training_snippet(s: Settings, base: Settings) -> str:
     wl = []
     if (s.scaler, s.scaler_options) != (base.scaler, base.scaler_options):
         wl.append(f"scaler={s.scaler!r}, scaler_options={s.options!r}")
+    if framework == "tensorflow":
+        lines += _keras_lines(s, base)
+        if s.clip_grad_norm != base.clip_grad_norm and s.clip_grad_norm is not None:
+            wl.append(f"clip_grad_norm={s.clip_grad_norm:.6g}")
+    elif (s.scaler, s.scaler_options) != (base.scaler, base.scaler_options):
         if s.scaler == "torch_npu":
             args = ", ".join(f"{k}={v!r}" for k, v in s.options.items())
             lines.append(f"scaler = torch_npu.npu.amp.GradScaler({args})")
@@ -383,13 +404,50 @@ def training_snippet(s: Settings, base: Settings) -> str:
             args = ", ".join(f"{k}={v!r}" for k, v in s.options.items() if k != "init_scale")
             lines.append(f"model, optimizer = amp.initialize(model, optimizer, opt_level='O1', loss_scale='dynamic'"
                          f"{', ' + args if args else ''})  # Apex")
-    if s.clip_grad_norm != base.clip_grad_norm and s.clip_grad_norm is not None:
+    if framework != "tensorflow" and s.clip_grad_norm != base.clip_grad_norm and s.clip_grad_norm is not None:
         wl.append(f"clip_grad_norm={s.clip_grad_norm:.6g}")
         lines += ["scaler.unscale_(optimizer)  # clip the unscaled gradients, then step",
                   f"torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm={s.clip_grad_norm:.6g})"]
     if wl:
         lines.append(f"# advisor workload: Workload(..., {', '.join(wl)})")
     return "\n".join(lines) + "\n"
+
+
+def _keras_lines(s: Settings, base: Settings) -> list[str]:
+    """A Keras training script's lines for the chosen scaler and clipping (the loss-scale optimizer wraps the
+    model's optimizer; clipping is the optimizer's ``global_clipnorm``)."""
+    out = []
+    args = ", ".join(f"{k}={v!r}" for k, v in s.options.items())
+    if (s.scaler, s.scaler_options) != (base.scaler, base.scaler_options):
+        if s.scaler == "tf_keras":
+            out.append(f"optimizer = npu.train.optimizer.NpuLossScaleOptimizer(optimizer{', ' + args if args else ''})"
+                       "  # import npu_device as npu (TF2 on Ascend)")
+        elif s.scaler == "keras":
+            out.append(f"optimizer = keras.optimizers.LossScaleOptimizer(optimizer{', ' + args if args else ''})")
+        elif s.scaler == "tf1":
+            out.append(f"manager = ExponentialUpdateLossScaleManager({args})  # npu_bridge, under "
+                       "NPULossScaleOptimizer(optimizer, manager)")
+        elif s.scaler == "tf1_fixed":
+            out.append(f"manager = FixedLossScaleManager({args})  # npu_bridge, under "
+                       "NPULossScaleOptimizer(optimizer, manager)")
+    if s.clip_grad_norm != base.clip_grad_norm and s.clip_grad_norm is not None:
+        out.append(f"optimizer.global_clipnorm = {s.clip_grad_norm:.6g}  # or keras.optimizers.X(..., "
+                   f"global_clipnorm={s.clip_grad_norm:.6g}): clips the unscaled gradients")
+    return out
+
+
+def _weights_of(model: Any) -> Any:
+    """The model's weights, to start every re-run from (a Keras model's ``get_weights``, a torch ``state_dict``)."""
+    if is_tf_model(model):
+        return [w.copy() for w in model.get_weights()]
+    return {k: v.detach().clone() for k, v in model.state_dict().items()}
+
+
+def _load_weights(model: Any, state: Any) -> None:
+    if is_tf_model(model):
+        model.set_weights(state)
+    else:
+        model.load_state_dict(state)
 
 
 def skipped_share(st) -> float:

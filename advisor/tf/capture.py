@@ -117,7 +117,7 @@ def _fix_seeds(graph_def, seed: int) -> None:
             n.attr["seed2"].i = k + 1
 
 
-class _Session:
+class Session:
     """One tf.compat.v1 session over a GraphDef, fetching a fixed list of tensors."""
 
     def __init__(self, tf, graph_def):
@@ -143,31 +143,32 @@ def capture_tf(workload: Any, out: str | os.PathLike, mode: str = semantics.DEFA
                ops_info: Any = None, seed: int = 0, dump: str | None = None, cann: str | None = None,
                batches: int | list | None = None, target: str | None = None, local: bool = True,
                progress=None, keep_dtype: Any = None, customize_dtypes: Any = None,
-               overflow_mode: str | None = None, allow_hf32: str | None = None) -> Path:
+               overflow_mode: str | None = None, allow_hf32: str | None = None, step_loop: Any = None) -> Path:
     """Capture a TF/Keras workload (a ``Workload`` or the ``(model, batches[, loss_fn])`` a TARGET
     function returned) into ``out``: FP32 reference run + mixed run executing ``semantics.plan``
     exactly.  ``batches``: an int keeps the first N, a list replaces them.  ``dump``: "tensors" |
     "stats" (default: tensors for models with at most 2M parameters).  Returns the run directory,
     built beside ``out`` and renamed into place when complete (``rundir.StagedRunDir``; ``progress``
     hears a previous ``out`` kept as ``.bak``).  ``overflow_mode`` / ``allow_hf32``: override the chip's
-    (``advisor.numerics``)."""
+    (``advisor.numerics``).  ``step_loop``: training over optimizer steps (``advisor.tf.train.capture_training``
+    passes its loop: built with the frozen, planned and rewritten step, ``run()`` -> (kernel rows, local error rows,
+    run.json's ``train``))."""
     tf = require_tf(target)
     quiet_tf()
     wl = _workload(workload)
-    if isinstance(batches, int):
-        wl.batches = wl.batches[:max(1, batches)]
-    elif batches is not None:
-        wl.batches = _workload((wl.model, batches)).batches
-    if not wl.batches:
-        raise InputError(target, "batches is empty: give at least one batch (a tuple of arrays)")
+    if wl.trains and step_loop is None:
+        raise InputError(target, "a workload with an optimizer trains over steps: capture it with "
+                                 "advisor.emulator.capture (or advisor.tf.train.capture_training)")
+    _select_batches(wl, batches, target)
     low, ml, lists, notes = capture_settings(mode, dump, mixlist, soc, ops_info, cann)
     numerics, nnotes = resolve_numerics(soc, overflow_mode, allow_hf32)
     notes += nnotes
     overrides = override_settings(keep_dtype, customize_dtypes)
 
     tf.random.set_seed(seed)
-    fr = _freeze(wl, target)
-    fetch_nodes = [split_tensor(t)[0] for t in fr.outputs + ([fr.loss] if fr.loss else []) + [t for _, t in fr.grads]]
+    fr = _freeze(wl, target, step_loop is not None)
+    fetch_nodes = [split_tensor(t)[0] for t in fr.outputs + ([fr.loss] if fr.loss else []) + [t for _, t in fr.grads]
+                   + ([fr.loss_scale] if fr.loss_scale else [])]
     gd = prune(fr.graph_def, fetch_nodes + [split_tensor(t)[0] for t in fr.inputs])
     _fix_seeds(gd, seed)
     g, info = build(tf, gd, name=wl.name)
@@ -179,9 +180,7 @@ def capture_tf(workload: Any, out: str | os.PathLike, mode: str = semantics.DEFA
     rw = apply_plan(tf, gd, info, precision, low_dtype, g, emit, numerics, members=fz.members, types=types,
                     through=fusion.cast_through(fz.graph))
 
-    n_params = sum(int(np.prod(g.nodes[n].get("out_shapes", [[0]])[0] or [0])) for n in g
-                   if g.nodes[n]["role"] == "const" and g.nodes[n].get("dtype") in ("fp32", "fp16", "bf16"))
-    dump = dump or ("tensors" if n_params <= SMALL_MODEL_PARAMS else "stats")
+    dump = dump or _default_dump(g)
     files_on = dump == "tensors"
 
     with StagedRunDir(out, progress) as stage:
@@ -195,24 +194,23 @@ def capture_tf(workload: Any, out: str | os.PathLike, mode: str = semantics.DEFA
                                      **numerics.to_meta()}, final_dir=stage.out)
         if ml is not None:
             writer.write_mixlist(ml.to_json())
-        kernels, local_rows = _run_steps(tf, wl, fr, gd, g, info, rw, (fz, p), writer, target=target,
-                                         files_on=files_on, local=local, low_dtype=low_dtype, numerics=numerics)
-        writer.write_profile(kernels)
-        _executed_dtypes(tf, g, rw)
-        for n, a in fz.graph.nodes(data=True):   # the fused graph's nodes that kept their TF node
-            if n in g and not a.get("members"):
-                a["in_dtypes"], a["out_dtypes"] = g.nodes[n].get("in_dtypes"), g.nodes[n].get("out_dtypes")
-        semantics.annotate(fz.graph, p)
-        graph_path = writer.write_graph(fz.graph, p, notes)
-        if local:
-            writer.write_local_error(fusion.local_rows(fz, local_rows).values())
+        kw = dict(target=target, files_on=files_on, local=local, low_dtype=low_dtype, numerics=numerics)
+        train = None
+        if step_loop is not None:
+            kernels, local_rows, train = step_loop(tf, wl, fr, gd, (g, info), rw, (fz, p), writer, mode=mode,
+                                                   **kw).run()
+        else:
+            kernels, local_rows = _run_steps(tf, wl, fr, gd, g, info, rw, (fz, p), writer, **kw)
+        graph_path = _write_executed(tf, writer, kernels, (g, rw), (fz, p), notes,
+                                     fusion.local_rows(fz, local_rows).values() if local else None)
         unknown = sorted({g.nodes[n]["type"] for n in G.op_nodes(g)
                           if g.nodes[n].get("kernel", True) and not lists.is_known(g.nodes[n]["type"])})
         cube_style = sorted({g.nodes[n]["type"] for n, s in rw.style.items() if s == "cube-style"})
         files = writer.write_overrides(overrides, keep_dtype if isinstance(keep_dtype, (str, os.PathLike)) else None,
                                        customize_dtypes)
         notes += fusion.cast_notes(fz.graph) + stage.backup_notes()
-        writer.write_run_json(steps=len(wl.batches), training=fr.training, dump=dump, low_dtype=low, **files,
+        writer.write_run_json(steps=train["steps"] if train else len(wl.batches), training=fr.training,
+                              **({"train": train} if train else {}), dump=dump, low_dtype=low, **files,
                               lists_source=lists.source, unmapped_ops=unknown, notes=notes,
                               graph=str(graph_path.relative_to(out_dir)) if graph_path else None,
                               n_ops=sum(1 for _ in G.op_nodes(g)), options=wl.options or {},
@@ -220,10 +218,44 @@ def capture_tf(workload: Any, out: str | os.PathLike, mode: str = semantics.DEFA
     return stage.out
 
 
-def _freeze(wl, target: Any) -> Frozen:
+def _write_executed(tf, writer: RunWriter, kernels: list, ran: tuple, fused: tuple, notes: list,
+                    local_rows: Any) -> Path | None:
+    """The profile, the GE graph dump with the dtypes as executed (``ran``: the op graph and the rewrite) and the
+    local errors (None: not measured); returns the graph dump's path."""
+    (g, rw), (fz, p) = ran, fused
+    writer.write_profile(kernels)
+    _executed_dtypes(tf, g, rw)
+    for n, a in fz.graph.nodes(data=True):   # the fused graph's nodes that kept their TF node
+        if n in g and not a.get("members"):
+            a["in_dtypes"], a["out_dtypes"] = g.nodes[n].get("in_dtypes"), g.nodes[n].get("out_dtypes")
+    semantics.annotate(fz.graph, p)
+    graph_path = writer.write_graph(fz.graph, p, notes)
+    if local_rows is not None:
+        writer.write_local_error(local_rows)
+    return graph_path
+
+
+def _select_batches(wl, batches: int | list | None, target: Any) -> None:
+    """``batches`` as capture_tf takes it: an int keeps the first N, a list replaces them."""
+    if isinstance(batches, int):
+        wl.batches = wl.batches[:max(1, batches)]
+    elif batches is not None:
+        wl.batches = _workload((wl.model, batches)).batches
+    if not wl.batches:
+        raise InputError(target, "batches is empty: give at least one batch (a tuple of arrays)")
+
+
+def _default_dump(g) -> str:
+    """--dump's default: tensors for models with at most ``SMALL_MODEL_PARAMS`` float weights, else statistics."""
+    n_params = sum(int(np.prod(g.nodes[n].get("out_shapes", [[0]])[0] or [0])) for n in g
+                   if g.nodes[n]["role"] == "const" and g.nodes[n].get("dtype") in ("fp32", "fp16", "bf16"))
+    return "tensors" if n_params <= SMALL_MODEL_PARAMS else "stats"
+
+
+def _freeze(wl, target: Any, steps: bool) -> Frozen:
     """The workload frozen to one GraphDef; a failure of the user's model code is an InputError."""
     try:
-        return freeze(wl.model, wl.batches, wl.loss_fn, wl.options or {})
+        return freeze(wl.model, wl.batches, wl.loss_fn, wl.options or {}, steps=steps)
     except AdvisorError:
         raise
     except Exception as e:  # user model code
@@ -251,38 +283,38 @@ def _run_steps(tf, wl, fr: Frozen, gd, g, info, rw, p, writer: RunWriter, *, tar
     mixed_fetch = [rw.tensor.get((n, k), f"{n}:{k}") for n, k in keys]
     model_fetch = fr.outputs + ([fr.loss] if fr.loss else []) + [t for _, t in fr.grads]
     model_keys = [info.source(t) for t in model_fetch]
-    consts = {n: _const_value(tf, info.nodes[n]) for n in info.order if g.nodes[n]["role"] == "const"}
+    consts = {n: const_value(tf, info.nodes[n]) for n in info.order if g.nodes[n]["role"] == "const"}
 
-    s32 = _Session(tf, gd)
-    smx = _Session(tf, rw.graph_def)
+    s32 = Session(tf, gd)
+    smx = Session(tf, rw.graph_def)
     kernels: list[dict] = []
     local_rows: dict[str, dict] = {}
     try:
         for step, batch in enumerate(wl.batches):
             arrays = to_feed(batch)
             feed = {t: arrays[i] for t, i in zip(fr.inputs, fr.input_indices)}
-            v32 = _user_run(s32, fp32_fetch, feed, target, "FP32", step)
-            vmx = _user_run(smx, mixed_fetch, feed, target, "mixed", step)
+            v32 = user_run(s32, fp32_fetch, feed, target, "FP32", step)
+            vmx = user_run(smx, mixed_fetch, feed, target, "mixed", step)
             val32 = dict(zip(keys, v32))
             valmx = dict(zip(keys, vmx))
             for n, c in consts.items():
                 val32[(n, 0)] = valmx[(n, 0)] = c
-            kernels.extend(_kernels(g, info, rw, p, valmx, step))
+            kernels.extend(kernel_rows(g, info, rw, p, valmx, step))
             for which, vals in (("fp32", val32), ("mixed", valmx)):
-                data, files = _dump_data(g, info, rw if which == "mixed" else None, vals, fr, model_keys,
+                data, files = dump_data(g, info, rw if which == "mixed" else None, vals, fr, model_keys,
                                          files_on, numerics.overflow)
                 writer.write_dump(which, step, data, files or None, task="tensor" if files_on else "statistics")
             if local:  # every step: a hazard may show only in some batches; rows keep the worst
-                for row in _local_errors(tf, gd, info, g, low_dtype, feed, val32, numerics):
+                for row in local_errors(tf, gd, info, g, low_dtype, feed, val32, numerics):
                     local_rows[row["name"]] = worst_local(local_rows.get(row["name"]), row)
     finally:
         s32.close()
         smx.close()
-        _reset_keras_naming()
+        reset_keras_naming()
     return kernels, local_rows
 
 
-def _user_run(sess: _Session, fetch: list[str], feed: dict, target: Any, which: str, step: int) -> list:
+def user_run(sess: Session, fetch: list[str], feed: dict, target: Any, which: str, step: int) -> list:
     """One session run of the user's model; its failure is an InputError naming the run and step."""
     try:
         return sess.run(fetch, feed)
@@ -304,14 +336,14 @@ def _enum_canon(tf, e: int) -> str:
     return ENUM_NAME.get(e) or G.normalize_dtype(tf.dtypes.as_dtype(e).name)
 
 
-def _const_value(tf, nd) -> np.ndarray:
+def const_value(tf, nd) -> np.ndarray:
     try:
         return tf.make_ndarray(nd.attr["value"].tensor)
     except Exception:  # noqa: BLE001 - non-tensor const
         return np.zeros((0,), np.float32)
 
 
-def _reset_keras_naming() -> None:
+def reset_keras_naming() -> None:
     """Keras names layers and models from process-wide counters (sequential, sequential_1, ...), so a
     second workload() call in the same process (``advisor tune`` re-captures in-process) would get
     different node names than the first, unlike a real NPU job that starts a fresh process per run.
@@ -327,7 +359,7 @@ def _reset_keras_naming() -> None:
         pass
 
 
-def _kernels(g, info, rw, fused, vals, step: int) -> list[dict]:
+def kernel_rows(g, info, rw, fused, vals, step: int) -> list[dict]:
     """kernel_details rows of the mixed (target) run: one per kernel of the fused graph, typed as GE judges it (a
     fused kernel's row comes at its last member, under the fused node's name, with its external inputs and
     outputs), dtypes as executed, the core it ran on (the fused node's placement) and cost-model durations."""
@@ -394,7 +426,7 @@ def _safe_file(name: str, taken: dict) -> str:
     return out
 
 
-def _dump_data(g, info, rw, vals, fr: Frozen, model_keys, files_on: bool, overflow: str = INF_NAN
+def dump_data(g, info, rw, vals, fr: Frozen, model_keys, files_on: bool, overflow: str = INF_NAN
                ) -> tuple[dict, dict]:
     """dump.json data of one run of one step.  ``rw`` None = the FP32 run (tensors as fetched).  An input
     consumed in another dtype is recorded as the Cast gives it under the overflow mode."""
@@ -448,7 +480,7 @@ def _dump_data(g, info, rw, vals, fr: Frozen, model_keys, files_on: bool, overfl
     return data, files
 
 
-def _local_errors(tf, gd, info, g, low_dtype: str, feed, val32, numerics: Numerics = IEEE) -> list[dict]:
+def local_errors(tf, gd, info, g, low_dtype: str, feed, val32, numerics: Numerics = IEEE) -> list[dict]:
     """local_error.csv rows: every float kernel op re-executed in the low dtype (and in fp32 on rounded
     inputs) on the FP32 run's exact inputs under the chip's overflow mode, all clones in one session run."""
     lgd, clones = local_graph(tf, gd, info, g, low_dtype, numerics)
@@ -463,7 +495,7 @@ def _local_errors(tf, gd, info, g, low_dtype: str, feed, val32, numerics: Numeri
         fetch.extend([lo[k], ir[k]])
     if not fetch:
         return []
-    s = _Session(tf, lgd)
+    s = Session(tf, lgd)
     try:
         vals = s.run(fetch, feed)
     except Exception:  # noqa: BLE001 - an op that cannot be cloned: no local errors rather than no run

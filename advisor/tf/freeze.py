@@ -36,6 +36,10 @@ class Frozen:
     loss: str | None = None             # training: the loss tensor
     grads: list[tuple[str, str]] = field(default_factory=list)  # training: (parameter name, tensor)
     training: bool = False
+    # training over steps (``freeze(steps=True)``): the loss-scale input the backward starts from (``loss * S``) and
+    # (parameter name, the Const node its variable was folded into) -- fed each step with the run's current weights
+    loss_scale: str | None = None
+    weights: list[tuple[str, str]] = field(default_factory=list)
 
 
 def quiet_tf() -> None:
@@ -126,8 +130,10 @@ def _trainable(model: Any) -> list:
 
 
 def freeze(model: Any, batches: Sequence[tuple], loss_fn: Callable | None = None,
-           options: dict | None = None) -> Frozen:
-    """Trace the workload once and fold its variables into constants."""
+           options: dict | None = None, steps: bool = False) -> Frozen:
+    """Trace the workload once and fold its variables into constants.  ``steps`` (training over optimizer steps):
+    the backward starts from ``loss * S`` with S a scalar input (the scaled loss of a loss-scale optimizer:
+    tf.keras ``get_scaled_loss``), and ``Frozen.weights`` names the constant each trainable variable became."""
     quiet_tf()
     tf = require_tf()
     from tensorflow.python.framework import convert_to_constants as c2c  # noqa: PLC0415
@@ -144,13 +150,16 @@ def freeze(model: Any, batches: Sequence[tuple], loss_fn: Callable | None = None
 
     if training:
         def step(*xs):
+            scale = xs[-1] if steps else None
+            xs = xs[:-1] if steps else xs
             with tf.GradientTape() as tape:
                 out = _call(model, xs[:n_in], True)
                 loss = loss_fn(out, xs)
-            grads = tape.gradient(loss, params)
+                scaled = loss * tf.cast(scale, loss.dtype) if steps else loss
+            grads = tape.gradient(scaled, params)
             return {"output": out, "loss": tf.cast(tf.reduce_sum(loss), tf.float32) if loss.shape.rank else loss,
                     "grads": [tf.zeros_like(p) if g is None else tf.convert_to_tensor(g) for g, p in zip(grads, params)]}
-        used = specs
+        used = specs + ([tf.TensorSpec([], tf.float32, name="loss_scale")] if steps else [])
     else:
         def step(*xs):
             return {"output": _call(model, xs, False)}
@@ -171,7 +180,7 @@ def freeze(model: Any, batches: Sequence[tuple], loss_fn: Callable | None = None
                     "advisor.Workload(model, batches, loss_fn, options={'inputs': N}))")
         raise InputError(None, f"tracing the TensorFlow model failed: {one_line(e)}{hint}") from None
 
-    n_user = len(used)
+    n_user = len(used) - (1 if steps and training else 0)
     try:
         data = c2c._FunctionConverterDataInEager(func=cf, lower_control_flow=False, aggressive_inlining=True)
         gd, _ = c2c._replace_variables_by_constants(converter_data=data)
@@ -196,7 +205,22 @@ def freeze(model: Any, batches: Sequence[tuple], loss_fn: Callable | None = None
         fr.grads = [(_param_name(p, i), names[i]) for i, p in enumerate(params)]
         fr.loss = names[n_g]
         fr.outputs = names[n_g + 1:]
+        if steps:
+            fr.loss_scale = cf.inputs[n_user].name
+            fr.weights = _weight_consts(cf, params)
     return fr
+
+
+def _weight_consts(cf: Any, params: list) -> list[tuple[str, str]]:
+    """(parameter name, node name) of every trainable variable the traced function captured: freezing turns the
+    capture's placeholder into a Const of the same name."""
+    out = []
+    for ext, inner in cf.graph.captures:
+        for i, p in enumerate(params):
+            h = getattr(getattr(p, "value", p), "handle", None)
+            if h is ext:
+                out.append((_param_name(p, i), inner.name.split(":")[0]))
+    return out
 
 
 def _strip_state(tf, gd):
