@@ -38,7 +38,7 @@ import torch
 from .. import graph as G
 from ..compare.training import drift_values, grad_element_flags
 from ..errors import InputError
-from ..ingest.steps import MAX_ANOMALIES, anomaly, write_steps
+from ..ingest.steps import MAX_ANOMALIES, anomaly, step_row, write_steps
 from ..numerics import FLOAT_MAX, Numerics
 from ..scalers import SCALERS, TORCH_SCALERS, make_scaler
 from ..workload import MAX_DUMPED, Workload, describe_user_error, dump_interval
@@ -234,16 +234,10 @@ class TrainLoop:
         fp_after = self.ref.after[s] if reused else None
         fin_fp, fin_mx = self._drift_rows(s, grads, fp_after)
         lf, lm = _item(fp.loss), _item(mx.loss)
-        self.rows.append({
-            "step": s, "batch": s % len(self.wl.batches), "loss_fp32": lf, "loss_mixed": lm,
-            "loss_fp32_finite": math.isfinite(lf), "loss_mixed_finite": math.isfinite(lm),
-            "scale": taken.scale, "next_scale": taken.next_scale, "overflow": taken.overflow,
-            "skipped": taken.skipped, "grad_norm_fp32": _total(r["grad_norm_fp32"] for r in grads.values()),
-            "grad_norm_mixed": _total(r["grad_norm_mixed"] for r in grads.values()),
-            "weights_fp32_finite": fin_fp, "weights_mixed_finite": fin_mx,
-            "anomalies": [anomaly(i, fp.ops[i].name, fp.ops[i].type, "fwd" if i < mx.bwd_start else "bwd",
-                                  self.reads.get(fp.ops[i].name, [])) for i in flags[:MAX_ANOMALIES]],
-            "n_anomalies": len(flags), "dumped": dump})
+        self.rows.append(step_row(s, len(self.wl.batches), lf, lm, taken, grads, (fin_fp, fin_mx),
+                                  [anomaly(i, fp.ops[i].name, fp.ops[i].type, "fwd" if i < mx.bwd_start else "bwd",
+                                           self.reads.get(fp.ops[i].name, [])) for i in flags[:MAX_ANOMALIES]],
+                                  len(flags), dump))
 
     def _mixed(self, s: int, batch: tuple, fp: StepRecord, precs: list, dump: bool, fz, keep_state: bool = False
                ) -> tuple[StepRecord, list, float]:
@@ -371,10 +365,6 @@ def _item(t: Any) -> float:
         return float(t.detach().double()) if t is not None else math.nan
     except (TypeError, ValueError, RuntimeError):
         return math.nan
-
-
-def _total(norms) -> float:
-    return math.sqrt(sum(v * v for v in norms))
 
 
 def _optimizer_text(opt: Any) -> str:

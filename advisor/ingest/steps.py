@@ -47,6 +47,22 @@ def has_steps(run_dir: str | Path) -> bool:
     return (Path(run_dir) / STEPS_FILE).is_file()
 
 
+def step_row(step: int, n_batches: int, loss_fp32: float, loss_mixed: float, taken: Any, grads: Mapping,
+             weights_finite: tuple, anomalies: list, n_anomalies: int, dumped: bool) -> dict:
+    """One train/steps.jsonl record, as both training loops (PyTorch, Keras) write it: ``taken`` is the scaler's
+    step (scale, next_scale, overflow, skipped), ``grads`` the per-parameter rows (their grad norms add up in
+    quadrature), ``weights_finite`` (FP32, mixed)."""
+    def total(key: str) -> float:
+        return math.sqrt(sum(r[key] * r[key] for r in grads.values()))
+    return {"step": step, "batch": step % n_batches, "loss_fp32": loss_fp32, "loss_mixed": loss_mixed,
+            "loss_fp32_finite": math.isfinite(loss_fp32), "loss_mixed_finite": math.isfinite(loss_mixed),
+            "scale": taken.scale, "next_scale": taken.next_scale, "overflow": taken.overflow,
+            "skipped": taken.skipped, "grad_norm_fp32": total("grad_norm_fp32"),
+            "grad_norm_mixed": total("grad_norm_mixed"),
+            "weights_fp32_finite": weights_finite[0], "weights_mixed_finite": weights_finite[1],
+            "anomalies": anomalies, "n_anomalies": n_anomalies, "dumped": dumped}
+
+
 def write_steps(out: Path, steps: Iterable[Mapping], params: Iterable[Mapping]) -> list[Path]:
     """Write both files into the run directory ``out`` (atomically); returns their paths."""
     from ..fsutil import atomic_write_text, json_safe

@@ -45,7 +45,7 @@ from .. import graph as G
 from ..compare.training import grad_element_flags
 from ..compare.training import drift_values
 from ..errors import InputError
-from ..ingest.steps import MAX_ANOMALIES, anomaly, write_steps
+from ..ingest.steps import MAX_ANOMALIES, anomaly, step_row, write_steps
 from ..numerics import FLOAT_MAX, Numerics
 from ..rundir import RunWriter, worst_local
 from ..scalers import SCALERS, TF_SCALERS, default_scaler, make_scaler
@@ -259,15 +259,8 @@ class TrainLoop:
             self._apply(self.mx_opt, unscaled(gmx, scale, self.scaler.name), self.mx_vars, "mixed", s)
         fin_fp, fin_mx = self._drift_rows(s, grads, self.ref.after[s] if self.reuse else None)
         lf, lm = _item(loss32), _item(lossmx)
-        self.rows.append({
-            "step": s, "batch": s % len(self.wl.batches), "loss_fp32": lf, "loss_mixed": lm,
-            "loss_fp32_finite": math.isfinite(lf), "loss_mixed_finite": math.isfinite(lm),
-            "scale": taken.scale, "next_scale": taken.next_scale, "overflow": taken.overflow,
-            "skipped": taken.skipped, "grad_norm_fp32": _total(r["grad_norm_fp32"] for r in grads.values()),
-            "grad_norm_mixed": _total(r["grad_norm_mixed"] for r in grads.values()),
-            "weights_fp32_finite": fin_fp, "weights_mixed_finite": fin_mx,
-            "anomalies": [self._anomaly(i) for i in flags[:MAX_ANOMALIES]],
-            "n_anomalies": len(flags), "dumped": dump})
+        self.rows.append(step_row(s, len(self.wl.batches), lf, lm, taken, grads, (fin_fp, fin_mx),
+                                  [self._anomaly(i) for i in flags[:MAX_ANOMALIES]], len(flags), dump))
 
     def _anomaly(self, i: int) -> dict:
         """Op ``i`` of the execution order as a step's anomaly: the kernel it belongs to (a fused kernel's name and the
@@ -405,10 +398,6 @@ def _item(v: Any) -> float:
         return float(np.asarray(v, np.float64).reshape(-1)[0]) if v is not None else math.nan
     except (TypeError, ValueError, IndexError):
         return math.nan
-
-
-def _total(norms) -> float:
-    return math.sqrt(sum(v * v for v in norms))
 
 
 def _optimizer_text(opt: Any) -> str:
